@@ -1,0 +1,136 @@
+// Command reclaimable runs the controllers that send PersistentVolumes round
+// a cycle of reuse: podwatcher, provisioner and releaser, apart or together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/podwatcher"
+	"github.com/reclaimable/reclaimable/provisioner"
+	"github.com/reclaimable/reclaimable/releaser"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `reclaimable sends PersistentVolumes round a cycle of reuse.
+
+Usage:
+  reclaimable <command> [flags]
+
+Commands:
+  podwatcher    create the claims that annotated Pods and Jobs ask for, delete them when the owner is gone
+  provisioner   issue volumes from the retained pool, grow it through a backend, delete what it created
+  releaser      return Released volumes of this installation to the pool
+  all           run the three controllers in one process
+
+Run "reclaimable <command> --help" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	klog.Flush()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("reclaimable "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		common      controller.Options
+		pw          podwatcher.Config
+		prov        provisioner.Config
+		rel         releaser.Config
+		showVersion bool
+	)
+	common.AddFlags(fs)
+	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	klog.InitFlags(fs)
+	switch cmd {
+	case "podwatcher":
+		pw.AddFlags(fs)
+	case "provisioner":
+		prov.AddFlags(fs)
+	case "releaser":
+		rel.AddFlags(fs)
+	case "all":
+		pw.AddFlags(fs)
+		prov.AddFlags(fs)
+		rel.AddFlags(fs)
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if showVersion {
+		fmt.Fprintln(stdout, version)
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+
+	logger := klog.Background().WithValues("controllerID", common.ControllerID)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting", "command", cmd, "version", version)
+
+	env, err := controller.NewEnv(common, "reclaimable-"+cmd+"/"+version)
+	if err != nil {
+		logger.Error(err, "Invalid configuration")
+		return 1
+	}
+	constructors := map[string][]func() (controller.Runnable, error){
+		"podwatcher":  {func() (controller.Runnable, error) { return podwatcher.New(env, pw) }},
+		"provisioner": {func() (controller.Runnable, error) { return provisioner.New(env, prov) }},
+		"releaser":    {func() (controller.Runnable, error) { return releaser.New(env, rel) }},
+	}
+	constructors["all"] = append(append(append([]func() (controller.Runnable, error){},
+		constructors["podwatcher"]...), constructors["provisioner"]...), constructors["releaser"]...)
+	var controllers []controller.Runnable
+	for _, newController := range constructors[cmd] {
+		c, err := newController()
+		if err != nil {
+			logger.Error(err, "Invalid configuration")
+			return 1
+		}
+		controllers = append(controllers, c)
+	}
+	if err := env.Run(ctx, controllers...); err != nil {
+		logger.Error(err, "Stopped")
+		return 1
+	}
+	logger.Info("Stopped")
+	return 0
+}

@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// Runnable is one controller. Run is called once its replica leads, and
+// returns when ctx is done.
+type Runnable interface {
+	Name() string
+	Run(ctx context.Context) error
+}
+
+// Env is what a process gives its controllers: clients, shared informers,
+// event recorders and a metrics registry. Build one with NewEnv, let the
+// controllers register their informers and metrics, then call Run.
+type Env struct {
+	Options
+	// Client does the controllers' work; it is rate-limited by --kube-api-qps.
+	Client kubernetes.Interface
+	// Config is the configuration Client was built from.
+	Config *rest.Config
+	// Registry collects the Prometheus metrics served at /metrics.
+	Registry *prometheus.Registry
+
+	eventClient kubernetes.Interface
+	broadcaster record.EventBroadcaster
+
+	mu        sync.Mutex
+	factories map[factoryKey]informers.SharedInformerFactory
+	synced    []cache.InformerSynced
+	health    *health
+}
+
+type factoryKey struct{ namespace, labelSelector string }
+
+// NewEnv validates opts and builds the clients.
+func NewEnv(opts Options, userAgent string) (*Env, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := opts.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = userAgent
+	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building client: %w", err)
+	}
+	eventCfg := rest.CopyConfig(cfg)
+	eventCfg.QPS, eventCfg.Burst = float32(opts.EventQPS), opts.EventBurst
+	eventClient, err := kubernetes.NewForConfig(eventCfg)
+	if err != nil {
+		return nil, fmt.Errorf("building event client: %w", err)
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerWorkqueueMetrics(registry)
+
+	return &Env{
+		Options:     opts,
+		Client:      client,
+		Config:      cfg,
+		Registry:    registry,
+		eventClient: eventClient,
+		factories:   map[factoryKey]informers.SharedInformerFactory{},
+		health:      newHealth(),
+	}, nil
+}
+
+// InformerFactory returns the shared informer factory for one namespace
+// ("" for all) and label selector ("" for all objects), so that controllers
+// running in one process share their watches and caches. Call it before Run.
+func (e *Env) InformerFactory(namespace, labelSelector string) informers.SharedInformerFactory {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := factoryKey{namespace, labelSelector}
+	if f, ok := e.factories[key]; ok {
+		return f
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelSelector }),
+		informers.WithTransform(dropManagedFields),
+	)
+	e.factories[key] = f
+	return f
+}
+
+// WaitFor adds an informer that is not built by InformerFactory to the set
+// that must sync before the process reports ready.
+func (e *Env) WaitFor(synced ...cache.InformerSynced) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.synced = append(e.synced, synced...)
+}
+
+// dropManagedFields keeps server-side-apply bookkeeping out of the caches: no
+// controller reads it, and it is often the largest part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		acc.GetObjectMeta().SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Recorder returns an event recorder for one component. Events are written
+// through their own rate-limited client.
+func (e *Env) Recorder(component string) record.EventRecorder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.broadcaster == nil {
+		e.broadcaster = record.NewBroadcaster()
+		e.broadcaster.StartStructuredLogging(4)
+		e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.eventClient.CoreV1().Events(metav1.NamespaceAll)})
+	}
+	return e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+}
+
+// Run serves health and metrics, starts the informers, waits for them to
+// sync, then runs every controller under its own leader election. It returns
+// nil when ctx is done and an error when a controller fails or loses its
+// lease, so that the process exits and starts afresh.
+func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	stopServers, err := e.health.serve(ctx, e.HealthAddr, e.MetricsAddr, e.Registry)
+	if err != nil {
+		return err
+	}
+	defer stopServers()
+	defer func() {
+		if e.broadcaster != nil {
+			e.broadcaster.Shutdown()
+		}
+	}()
+
+	e.mu.Lock()
+	synced := append([]cache.InformerSynced(nil), e.synced...)
+	for _, f := range e.factories {
+		f.Start(ctx.Done())
+	}
+	factories := make([]informers.SharedInformerFactory, 0, len(e.factories))
+	for _, f := range e.factories {
+		factories = append(factories, f)
+	}
+	e.mu.Unlock()
+	defer func() {
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
+
+	start := time.Now()
+	for _, f := range factories {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache for %v did not sync: %w", typ, context.Cause(ctx))
+			}
+		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("caches did not sync: %w", context.Cause(ctx))
+	}
+	logger.Info("Caches synced", "duration", time.Since(start))
+	e.health.setReady()
+
+	var wg sync.WaitGroup
+	for _, c := range controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx := klog.NewContext(ctx, logger.WithValues("controller", c.Name()))
+			if err := e.runLeading(cctx, c); err != nil {
+				cancel(fmt.Errorf("%s: %w", c.Name(), err))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+)
+
+// errLeaseLost ends the process: a replica that lost its lease may hold
+// stale state, and a fresh start is the simplest way to drop it.
+var errLeaseLost = errors.New("lost the leader lease")
+
+// runLeading runs c while this replica holds c's Lease, or directly when
+// leader election is off. Each controller has a Lease of its own, named
+// "<controller-id>-<controller>", so that controllers deployed apart and
+// together elect the same way.
+func (e *Env) runLeading(ctx context.Context, c Runnable) error {
+	logger := klog.FromContext(ctx)
+	if !e.LeaderElect {
+		return c.Run(ctx)
+	}
+
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("reading hostname for the leader identity: %w", err)
+	}
+	identity := host + "_" + string(uuid.NewUUID())
+	name := e.ControllerID + "-" + c.Name()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.leaseNamespace(), name,
+		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("creating lease lock: %w", err)
+	}
+
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.RenewDeadline)
+	e.health.addCheck(c.Name()+"-leader", watchdog.Check)
+
+	// The elector does not wait for OnStartedLeading to return, so the
+	// controller's result comes back on a channel; a controller that fails
+	// while leading cancels the election, which releases the lease.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runDone := make(chan error, 1)
+	var mu sync.Mutex
+	running, finished := false, false
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            name,
+		LeaseDuration:   e.LeaseDuration,
+		RenewDeadline:   e.RenewDeadline,
+		RetryPeriod:     e.RetryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				mu.Lock()
+				if finished { // the election ended before this goroutine started
+					mu.Unlock()
+					return
+				}
+				running = true
+				mu.Unlock()
+				logger.Info("Started leading", "lease", name, "identity", identity)
+				err := c.Run(ctx)
+				if err != nil {
+					cancel()
+				}
+				runDone <- err
+			},
+			OnStoppedLeading: func() {
+				logger.Info("Stopped leading", "lease", name, "identity", identity)
+			},
+			OnNewLeader: func(current string) {
+				if current != identity {
+					logger.Info("Another replica leads", "lease", name, "leader", current)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("creating leader elector: %w", err)
+	}
+	elector.Run(ctx)
+	mu.Lock()
+	finished = true
+	wasRunning := running
+	mu.Unlock()
+	if wasRunning {
+		if err := <-runDone; err != nil {
+			return err
+		}
+	}
+	if ctx.Err() == nil {
+		return errLeaseLost
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Namespace prefixes every metric the controllers export.
+const Namespace = "reclaimable"
+
+var workqueueProvider struct {
+	once sync.Once
+	p    *queueMetrics
+}
+
+// registerWorkqueueMetrics exports depth, latency and retries of every
+// workqueue. client-go takes one provider per process, so the first
+// registry wins; a process has one Env.
+func registerWorkqueueMetrics(registry prometheus.Registerer) {
+	workqueueProvider.once.Do(func() {
+		p := newQueueMetrics()
+		registry.MustRegister(p.depth, p.adds, p.latency, p.workDuration, p.unfinished, p.longestRunning, p.retries)
+		workqueue.SetProvider(p)
+		workqueueProvider.p = p
+	})
+}
+
+type queueMetrics struct {
+	depth, unfinished, longestRunning *prometheus.GaugeVec
+	adds, retries                     *prometheus.CounterVec
+	latency, workDuration             *prometheus.HistogramVec
+}
+
+func newQueueMetrics() *queueMetrics {
+	name := []string{"name"}
+	buckets := prometheus.ExponentialBuckets(0.001, 4, 10)
+	return &queueMetrics{
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "depth",
+			Help: "Keys waiting in the workqueue."}, name),
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "adds_total",
+			Help: "Keys added to the workqueue."}, name),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "queue_duration_seconds",
+			Help: "Time a key waits in the workqueue before a worker takes it.", Buckets: buckets}, name),
+		workDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "work_duration_seconds",
+			Help: "Time a sync takes.", Buckets: buckets}, name),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "unfinished_work_seconds",
+			Help: "Seconds of work in progress not yet observed by work_duration."}, name),
+		longestRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "longest_running_processor_seconds",
+			Help: "Seconds the longest running sync has taken so far."}, name),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: "workqueue", Name: "retries_total",
+			Help: "Keys retried after a failed sync."}, name),
+	}
+}
+
+func (m *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric { return m.depth.WithLabelValues(n) }
+func (m *queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
+	return m.adds.WithLabelValues(n)
+}
+func (m *queueMetrics) NewLatencyMetric(n string) workqueue.HistogramMetric {
+	return m.latency.WithLabelValues(n)
+}
+func (m *queueMetrics) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
+	return m.workDuration.WithLabelValues(n)
+}
+func (m *queueMetrics) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return m.unfinished.WithLabelValues(n)
+}
+func (m *queueMetrics) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return m.longestRunning.WithLabelValues(n)
+}
+func (m *queueMetrics) NewRetriesMetric(n string) workqueue.CounterMetric {
+	return m.retries.WithLabelValues(n)
+}

@@ -1,0 +1,116 @@
+// Package controller is the plumbing the three controllers share: client
+// configuration and rate limits, shared informers, event recording, leader
+// election, the workqueue loop and the health and metrics endpoints.
+package controller
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options are the flags every subcommand accepts.
+type Options struct {
+	Kubeconfig      string
+	ControllerID    string
+	ProvisionerName string
+
+	// QPS and Burst limit the requests that do the controllers' work. Events
+	// have a budget of their own (EventQPS, EventBurst) so that a burst of
+	// events never delays a claim or a volume.
+	QPS        float64
+	Burst      int
+	EventQPS   float64
+	EventBurst int
+
+	LeaderElect          bool
+	LeaderElectNamespace string
+	LeaseDuration        time.Duration
+	RenewDeadline        time.Duration
+	RetryPeriod          time.Duration
+
+	HealthAddr  string
+	MetricsAddr string
+}
+
+// AddFlags registers the common flags on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. Defaults to $KUBECONFIG, then to the in-cluster service account.")
+	fs.StringVar(&o.ControllerID, "controller-id", "reclaimable", "Identity shared by the controllers of one installation; they only act on objects labelled with it.")
+	fs.StringVar(&o.ProvisionerName, "provisioner-name", "vendor/reclaimable", "Name of this installation's provisioner, as StorageClasses name it in \"provisioner\"; the releaser also associates the volumes it created.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", 50, "Sustained requests per second to the API server, events excluded.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Requests allowed in a burst above --kube-api-qps.")
+	fs.Float64Var(&o.EventQPS, "event-qps", 20, "Sustained event writes per second; kept apart from --kube-api-qps so events never delay real work.")
+	fs.IntVar(&o.EventBurst, "event-burst", 50, "Event writes allowed in a burst above --event-qps.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader per controller through a Lease, so that several replicas can run and only one acts.")
+	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", "", "Namespace of the Leases. Defaults to the pod's namespace, else \"default\".")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before it takes over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up and exits.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	fs.StringVar(&o.HealthAddr, "health-addr", ":8081", "Address serving /healthz and /readyz; empty disables it.")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "Address serving Prometheus metrics at /metrics; empty disables it.")
+}
+
+// Validate reports flag values that cannot work.
+func (o *Options) Validate() error {
+	var errs []error
+	if msgs := validation.IsValidLabelValue(o.ControllerID); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--controller-id %q is not a valid label value: %s", o.ControllerID, strings.Join(msgs, "; ")))
+	}
+	if o.ControllerID == "" {
+		errs = append(errs, errors.New("--controller-id must not be empty"))
+	}
+	if o.ProvisionerName == "" {
+		errs = append(errs, errors.New("--provisioner-name must not be empty"))
+	}
+	if o.QPS <= 0 || o.Burst <= 0 || o.EventQPS <= 0 || o.EventBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps, --kube-api-burst, --event-qps and --event-burst must be positive"))
+	}
+	if o.LeaderElect && !(o.RetryPeriod > 0 && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+		errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	return errors.Join(errs...)
+}
+
+// RESTConfig loads the client configuration: --kubeconfig, else $KUBECONFIG,
+// else the service account mounted into the pod.
+func (o *Options) RESTConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	if o.Kubeconfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig, no $KUBECONFIG and not running in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// leaseNamespace is where the Leases live when no flag says otherwise: the
+// namespace the pod runs in, as the downward API or the service account tells.
+func (o *Options) leaseNamespace() string {
+	if o.LeaderElectNamespace != "" {
+		return o.LeaderElectNamespace
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return "default"
+}

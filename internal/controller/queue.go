@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Queue is a typed, rate-limited workqueue with the worker loop of
+// kubernetes/sample-controller: a key is taken with Get, handed to sync, and
+// always marked Done; a failed sync is retried with per-key exponential
+// back-off, a successful one resets the back-off.
+//
+// Event handlers only ever call Add or AddAfter. Keys are deduplicated while
+// they wait, so a burst of events for one object costs one sync.
+type Queue[T comparable] struct {
+	name  string
+	queue workqueue.TypedRateLimitingInterface[T]
+	sync  func(context.Context, T) error
+}
+
+// NewQueue returns a queue whose workers call sync for every key.
+func NewQueue[T comparable](name string, sync func(ctx context.Context, key T) error) *Queue[T] {
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[T](20*time.Millisecond, 2*time.Minute)
+	return &Queue[T]{
+		name: name,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[T]{
+			Name: name,
+		}),
+		sync: sync,
+	}
+}
+
+// Add queues key for a sync as soon as a worker is free.
+func (q *Queue[T]) Add(key T) { q.queue.Add(key) }
+
+// AddAfter queues key for a sync after d.
+func (q *Queue[T]) AddAfter(key T, d time.Duration) { q.queue.AddAfter(key, d) }
+
+// Len is the number of keys waiting.
+func (q *Queue[T]) Len() int { return q.queue.Len() }
+
+// Run starts workers and blocks until ctx is done, then shuts the queue down
+// and waits for the syncs in flight to finish.
+func (q *Queue[T]) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("queue", q.name)
+	ctx = klog.NewContext(ctx, logger)
+
+	done := make(chan struct{}, workers)
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			wait.UntilWithContext(ctx, q.work, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	q.queue.ShutDown()
+	for range workers {
+		<-done
+	}
+}
+
+func (q *Queue[T]) work(ctx context.Context) {
+	for q.next(ctx) {
+	}
+}
+
+func (q *Queue[T]) next(ctx context.Context) bool {
+	key, shutdown := q.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer q.queue.Done(key)
+
+	if err := q.sync(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		klog.FromContext(ctx).Error(err, "Sync failed, will retry", "key", key, "retries", q.queue.NumRequeues(key))
+		q.queue.AddRateLimited(key)
+		return true
+	}
+	q.queue.Forget(key)
+	return true
+}

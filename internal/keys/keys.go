@@ -1,0 +1,40 @@
+// Package keys holds the labels and annotations that the controllers of one
+// installation use to recognise each other's objects. They are part of the
+// product's interface: users write some of them by hand, so they never change.
+package keys
+
+const (
+	// ClaimPrefix starts every key the podwatcher reads on a Pod or Job:
+	// "<ClaimPrefix><volume>.enabled" and "<ClaimPrefix><volume>.pvc".
+	ClaimPrefix = "dynamic-pvc-provisioner.kubernetes.io/"
+
+	// EnabledSuffix and TemplateSuffix end the per-volume annotation keys.
+	EnabledSuffix  = ".enabled"
+	TemplateSuffix = ".pvc"
+
+	// ClaimManagedBy labels a claim created by the podwatcher with the
+	// controller ID of its installation.
+	ClaimManagedBy = ClaimPrefix + "managed-by"
+
+	// ClaimedBy labels a claim created by the podwatcher with the UID of the
+	// Pod or Job it was created for.
+	ClaimedBy = ClaimPrefix + "claimed-by"
+
+	// VolumeManagedBy labels a PersistentVolume associated with the releaser
+	// of one installation (the value is its controller ID).
+	VolumeManagedBy = "reclaimable-pv-releaser.kubernetes.io/managed-by"
+
+	// ClassControllerID on a StorageClass associates every PersistentVolume of
+	// that class with the releaser of the installation it names.
+	ClassControllerID = "reclaimable-pv-releaser.kubernetes.io/controller-id"
+
+	// ProvisionedBy is set on a PersistentVolume by the provisioner library to
+	// the name of the provisioner that created it.
+	ProvisionedBy = "pv.kubernetes.io/provisioned-by"
+)
+
+// EnabledKey returns the annotation that switches claim creation on for a volume.
+func EnabledKey(volume string) string { return ClaimPrefix + volume + EnabledSuffix }
+
+// TemplateKey returns the annotation that holds the claim template for a volume.
+func TemplateKey(volume string) string { return ClaimPrefix + volume + TemplateSuffix }
