@@ -54,7 +54,9 @@ func newQueueMetrics() *queueMetrics {
 	}
 }
 
-func (m *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric { return m.depth.WithLabelValues(n) }
+func (m *queueMetrics) NewDepthMetric(n string) workqueue.GaugeMetric {
+	return m.depth.WithLabelValues(n)
+}
 func (m *queueMetrics) NewAddsMetric(n string) workqueue.CounterMetric {
 	return m.adds.WithLabelValues(n)
 }
