@@ -31,6 +31,17 @@ const (
 	// ProvisionedBy is set on a PersistentVolume by the provisioner library to
 	// the name of the provisioner that created it.
 	ProvisionedBy = "pv.kubernetes.io/provisioned-by"
+
+	// LastClaim on a PersistentVolume is "<namespace>/<name>" of the claim the
+	// volume was most recently issued to. The releaser writes it in the same
+	// update that returns the volume to the pool; the provisioner writes it
+	// when it issues a pool member, and prefers members whose last claim had
+	// the namespace and name of the claim it serves.
+	LastClaim = "reclaimable.kubernetes.io/last-claim"
+
+	// ReleasedAt on a PersistentVolume is the RFC 3339 time the releaser last
+	// returned it to the pool.
+	ReleasedAt = "reclaimable.kubernetes.io/released-at"
 )
 
 // EnabledKey returns the annotation that switches claim creation on for a volume.
