@@ -1,0 +1,776 @@
+// Package podwatcher creates the claims that annotated Pods and Jobs ask for
+// and deletes them once their owner is gone.
+//
+// A Pod or Job asks for a claim for its volume V with the annotations
+// "dynamic-pvc-provisioner.kubernetes.io/V.enabled" and ".../V.pvc" (see
+// README.md). The claim gets the name the volume's persistentVolumeClaim
+// names, the labels managed-by (the controller ID) and claimed-by (the
+// owner's UID) and an ownerReference to the owner. A claim labelled with
+// this controller's ID whose owner no longer exists is deleted, on the
+// owner's delete event and on a periodic sweep; a claim without the label is
+// never touched.
+package podwatcher
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Config holds the flags of the podwatcher.
+type Config struct {
+	// Namespace limits the watched Pods, Jobs and claims to one namespace;
+	// empty watches all.
+	Namespace string
+	// CleanupInterval is the period of the sweep that re-examines every
+	// managed claim and every annotated owner.
+	CleanupInterval time.Duration
+	// Workers is the number of keys synced in parallel.
+	Workers int
+}
+
+// AddFlags registers the flags of the podwatcher on fs.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Namespace, "namespace", "", "Watch Pods and Jobs (and manage claims) in this namespace only; empty watches all namespaces.")
+	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", time.Minute, "How often every managed claim is checked for an owner that is gone, and every annotated Pod and Job for a missing claim.")
+	fs.IntVar(&c.Workers, "podwatcher-workers", 4, "Pods, Jobs and claims the podwatcher processes in parallel.")
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.CleanupInterval <= 0 {
+		errs = append(errs, errors.New("--cleanup-interval must be positive"))
+	}
+	if c.Workers <= 0 {
+		errs = append(errs, errors.New("--podwatcher-workers must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+const (
+	kindPod   = "Pod"
+	kindJob   = "Job"
+	kindClaim = "PersistentVolumeClaim"
+
+	// claimedByIndex finds the claims of an owner UID, so that an owner's
+	// delete event costs no list.
+	claimedByIndex = "podwatcher/claimed-by"
+	// wantsClaimIndex finds the owners that ask for a claim
+	// "<namespace>/<name>", so that a claim deleted while still wanted is
+	// created again.
+	wantsClaimIndex = "podwatcher/wants-claim"
+
+	// expectationTTL bounds how long a create we made is trusted before the
+	// informer shows the claim; past it the owner is examined afresh.
+	expectationTTL = time.Minute
+	// goneTTL is how long the UID of an owner whose delete event we saw is
+	// remembered. Its claims are normally deleted within seconds.
+	goneTTL = 5 * time.Minute
+	// jobWait is how soon a pod of a Job not yet in the cache is looked at
+	// again: until the Job is known, the pod's annotations might be the
+	// Job's, whose claim must not be made twice.
+	jobWait = 2 * time.Second
+)
+
+// key is a workqueue key: an owner (Pod or Job) or a claim.
+type key struct {
+	Kind, Namespace, Name string
+}
+
+func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
+
+// Controller is the podwatcher.
+type Controller struct {
+	client       kubernetes.Interface
+	controllerID string
+	cfg          Config
+	recorder     record.EventRecorder
+	metrics      *metrics
+
+	pods         corelisters.PodLister
+	podIndexer   cache.Indexer
+	jobs         batchlisters.JobLister
+	jobIndexer   cache.Indexer
+	claims       corelisters.PersistentVolumeClaimLister
+	claimIndexer cache.Indexer
+
+	queue *controller.Queue[key]
+	now   func() time.Time
+
+	mu sync.Mutex
+	// creating holds "<namespace>/<name>" of claims we created that the
+	// informer has not shown yet, so that no create is sent twice.
+	creating map[string]time.Time
+	// gone holds owner UIDs whose delete event the watch delivered: the API
+	// server's own word that they no longer exist.
+	gone      map[types.UID]time.Time
+	lastPrune time.Time
+	// owners remembers, per live owner, what was already reported and what
+	// must not be retried.
+	owners map[types.UID]*ownerMemory
+}
+
+type ownerMemory struct {
+	// reported holds reason+volume+message of events already recorded.
+	reported map[string]struct{}
+	// foreign holds claim names found to exist without our label, with the
+	// time they were last checked.
+	foreign map[string]time.Time
+	// refused holds, per volume, the template the API server refused.
+	refused map[string]string
+}
+
+// New builds the podwatcher on env's informers.
+func New(env *controller.Env, cfg Config) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newController(env.Client, env.ControllerID, cfg,
+		env.InformerFactory(cfg.Namespace, ""),
+		// Only our claims are cached: a cluster's other claims are none of
+		// our business, and a claim without our label is never touched.
+		env.InformerFactory(cfg.Namespace, keys.ClaimManagedBy+"="+env.ControllerID),
+		env.Recorder("reclaimable-podwatcher"), env.Registry)
+}
+
+func newController(client kubernetes.Interface, controllerID string, cfg Config,
+	all, ours informers.SharedInformerFactory, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
+	podInformer := all.Core().V1().Pods()
+	jobInformer := all.Batch().V1().Jobs()
+	claimInformer := ours.Core().V1().PersistentVolumeClaims()
+
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims}); err != nil {
+		return nil, fmt.Errorf("adding pod index: %w", err)
+	}
+	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
+		return nil, fmt.Errorf("adding job index: %w", err)
+	}
+	if err := claimInformer.Informer().AddIndexers(cache.Indexers{claimedByIndex: claimedBy}); err != nil {
+		return nil, fmt.Errorf("adding claim index: %w", err)
+	}
+
+	c := &Controller{
+		client:       client,
+		controllerID: controllerID,
+		cfg:          cfg,
+		recorder:     recorder,
+		metrics:      newMetrics(registry),
+		pods:         podInformer.Lister(),
+		podIndexer:   podInformer.Informer().GetIndexer(),
+		jobs:         jobInformer.Lister(),
+		jobIndexer:   jobInformer.Informer().GetIndexer(),
+		claims:       claimInformer.Lister(),
+		claimIndexer: claimInformer.Informer().GetIndexer(),
+		now:          time.Now,
+		creating:     map[string]time.Time{},
+		gone:         map[types.UID]time.Time{},
+		owners:       map[types.UID]*ownerMemory{},
+	}
+	c.queue = controller.NewQueue("podwatcher", c.sync)
+
+	if _, err := podInformer.Informer().AddEventHandler(c.ownerHandler(kindPod)); err != nil {
+		return nil, err
+	}
+	if _, err := jobInformer.Informer().AddEventHandler(c.ownerHandler(kindJob)); err != nil {
+		return nil, err
+	}
+	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.claimAdded,
+		UpdateFunc: func(_, obj any) { c.claimSeen(obj) },
+		DeleteFunc: c.claimDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name names the controller's lease and logs.
+func (c *Controller) Name() string { return "podwatcher" }
+
+// Run processes the queue and sweeps periodically until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	go func() {
+		ticker := time.NewTicker(c.cfg.CleanupInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				c.sweep(ctx)
+			}
+		}
+	}()
+	c.queue.Run(ctx, c.cfg.Workers)
+	return nil
+}
+
+// --- event handlers: they only remember facts and enqueue keys ---
+
+func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.ownerChanged(kind, obj) },
+		UpdateFunc: func(_, obj any) { c.ownerChanged(kind, obj) },
+		DeleteFunc: c.ownerDeleted,
+	}
+}
+
+func (c *Controller) ownerChanged(kind string, obj any) {
+	meta, ok := obj.(metav1.Object)
+	if !ok || !asksForClaims(meta.GetAnnotations()) {
+		return
+	}
+	c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
+}
+
+func (c *Controller) ownerDeleted(obj any) {
+	tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
+	if isTombstone {
+		obj = tombstone.Obj
+	}
+	meta, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	uid := meta.GetUID()
+	c.mu.Lock()
+	delete(c.owners, uid)
+	if !isTombstone {
+		// A watch DELETE is definite; a tombstone only says the cache
+		// missed the object, and is confirmed with a GET like the sweep.
+		c.gone[uid] = c.now()
+	}
+	c.pruneLocked()
+	c.mu.Unlock()
+
+	claims, err := c.claimIndexer.ByIndex(claimedByIndex, string(uid))
+	if err != nil {
+		return
+	}
+	for _, o := range claims {
+		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		}
+	}
+}
+
+func (c *Controller) claimAdded(obj any) {
+	c.claimSeen(obj)
+	// Examine every claim once as it enters the cache: after a start this
+	// finds the claims whose owner went away while no replica ran.
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+	}
+}
+
+func (c *Controller) claimSeen(obj any) {
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		c.mu.Lock()
+		delete(c.creating, claim.Namespace+"/"+claim.Name)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Controller) claimDeleted(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	name := claim.Namespace + "/" + claim.Name
+	c.mu.Lock()
+	delete(c.creating, name)
+	c.mu.Unlock()
+	// An owner that still wants a claim of this name gets it again.
+	c.enqueueOwnersWanting(name)
+}
+
+func (c *Controller) enqueueOwnersWanting(claim string) {
+	for _, ix := range []struct {
+		kind    string
+		indexer cache.Indexer
+	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
+		objs, err := ix.indexer.ByIndex(wantsClaimIndex, claim)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			if meta, ok := o.(metav1.Object); ok {
+				c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
+			}
+		}
+	}
+}
+
+// sweep queues every managed claim (to catch owners gone unseen) and every
+// annotated owner (to catch claims missing for any reason).
+func (c *Controller) sweep(ctx context.Context) {
+	claims := c.claimIndexer.List()
+	for _, o := range claims {
+		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		}
+	}
+	owners := 0
+	for _, ix := range []struct {
+		kind    string
+		indexer cache.Indexer
+	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
+		for _, value := range ix.indexer.ListIndexFuncValues(wantsClaimIndex) {
+			objs, _ := ix.indexer.ByIndex(wantsClaimIndex, value)
+			for _, o := range objs {
+				if meta, ok := o.(metav1.Object); ok {
+					c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
+					owners++
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	c.pruneLocked()
+	c.mu.Unlock()
+	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
+}
+
+// pruneLocked forgets gone owners and expectations past their time.
+func (c *Controller) pruneLocked() {
+	now := c.now()
+	if now.Sub(c.lastPrune) < time.Minute {
+		return
+	}
+	c.lastPrune = now
+	for uid, t := range c.gone {
+		if now.Sub(t) > goneTTL {
+			delete(c.gone, uid)
+		}
+	}
+	for name, t := range c.creating {
+		if now.Sub(t) > expectationTTL {
+			delete(c.creating, name)
+		}
+	}
+}
+
+// --- indexes ---
+
+// asksForClaims tells whether an object has any ".enabled" annotation, so
+// that the handlers ignore the great majority of pods cheaply.
+func asksForClaims(annotations map[string]string) bool {
+	for k := range annotations {
+		if _, ok := enabledVolume(k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func wantedClaims(namespace string, annotations map[string]string, volumes []corev1.Volume) []string {
+	if !asksForClaims(annotations) {
+		return nil
+	}
+	var names []string
+	for _, v := range volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		if _, ok := annotations[keys.EnabledKey(v.Name)]; ok {
+			names = append(names, namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names
+}
+
+func podWantsClaims(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	return wantedClaims(pod.Namespace, pod.Annotations, pod.Spec.Volumes), nil
+}
+
+func jobWantsClaims(obj any) ([]string, error) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return nil, nil
+	}
+	return wantedClaims(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes), nil
+}
+
+func claimedBy(obj any) ([]string, error) {
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return nil, nil
+	}
+	if uid := claim.Labels[keys.ClaimedBy]; uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
+}
+
+// --- sync ---
+
+func (c *Controller) sync(ctx context.Context, k key) error {
+	logger := klog.FromContext(ctx).WithValues("kind", k.Kind, "namespace", k.Namespace, "name", k.Name)
+	ctx = klog.NewContext(ctx, logger)
+	switch k.Kind {
+	case kindPod:
+		return c.syncPod(ctx, k)
+	case kindJob:
+		return c.syncJob(ctx, k)
+	case kindClaim:
+		return c.syncClaim(ctx, k)
+	}
+	return nil
+}
+
+func (c *Controller) syncPod(ctx context.Context, k key) error {
+	pod, err := c.pods.Pods(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// A pod that is going or has ended needs no new claim; creating one
+	// would only take a volume from the pool for nothing.
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	annotations := pod.Annotations
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == kindJob && isBatchGroup(ref.APIVersion) {
+		job, err := c.jobs.Jobs(pod.Namespace).Get(ref.Name)
+		if err != nil || job.UID != ref.UID {
+			// The Job is not in the cache yet (or is gone, and the pod
+			// with it). Its annotations decide which claims are the Job's.
+			c.queue.AddAfter(k, jobWait)
+			return nil
+		}
+		annotations = withoutJobVolumes(annotations, job.Annotations)
+	}
+	requests, rejections := parseRequests(pod.Namespace, annotations, pod.Spec.Volumes)
+	return c.ensureClaims(ctx, pod, owner{
+		APIVersion: "v1", Kind: kindPod, Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+	}, requests, rejections)
+}
+
+func (c *Controller) syncJob(ctx context.Context, k key) error {
+	job, err := c.jobs.Jobs(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if job.DeletionTimestamp != nil || jobFinished(job) {
+		return nil
+	}
+	requests, rejections := parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
+	return c.ensureClaims(ctx, job, owner{
+		APIVersion: "batch/v1", Kind: kindJob, Namespace: job.Namespace, Name: job.Name, UID: job.UID,
+	}, requests, rejections)
+}
+
+func isBatchGroup(apiVersion string) bool {
+	return apiVersion == "batch/v1" || apiVersion == "batch/v1beta1"
+}
+
+// withoutJobVolumes drops a pod's claim annotations for the volumes its Job
+// asks claims for: the pods of such a Job share the Job's claim.
+func withoutJobVolumes(pod, job map[string]string) map[string]string {
+	out := make(map[string]string, len(pod))
+	for k, v := range pod {
+		out[k] = v
+	}
+	for k := range job {
+		if volume, ok := enabledVolume(k); ok {
+			delete(out, keys.EnabledKey(volume))
+			delete(out, keys.TemplateKey(volume))
+		}
+	}
+	return out
+}
+
+func jobFinished(job *batchv1.Job) bool {
+	for _, cond := range job.Status.Conditions {
+		switch cond.Type {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+			if cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ensureClaims reports rejections or creates the claims that do not exist.
+// It never updates a claim: an existing one, ours or not, is left as it is.
+func (c *Controller) ensureClaims(ctx context.Context, obj runtime.Object, o owner, requests []claimRequest, rejections []rejection) error {
+	logger := klog.FromContext(ctx)
+	for _, r := range rejections {
+		if c.firstReport(o.UID, r.Reason, r.Volume, r.Message) {
+			c.metrics.rejections.WithLabelValues(r.Reason).Inc()
+			c.recorder.Event(obj, corev1.EventTypeWarning, r.Reason, r.Message)
+			logger.V(2).Info("Claim request rejected", "volume", r.Volume, "reason", r.Reason, "message", r.Message)
+		}
+	}
+
+	var errs []error
+	for _, req := range requests {
+		if err := c.ensureClaim(ctx, obj, o, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owner, req claimRequest) error {
+	logger := klog.FromContext(ctx).WithValues("volume", req.Volume, "claim", req.ClaimName)
+	name := o.Namespace + "/" + req.ClaimName
+	if _, err := c.claims.PersistentVolumeClaims(o.Namespace).Get(req.ClaimName); err == nil {
+		return nil // ours, for this owner or another: never touched here
+	}
+	if !c.expectCreate(o.UID, name, req) {
+		return nil
+	}
+
+	claim := buildClaim(req, o, c.controllerID)
+	_, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.metrics.created.Inc()
+		c.recorder.Eventf(obj, corev1.EventTypeNormal, "ClaimCreated", "Created claim %s for volume %s", req.ClaimName, req.Volume)
+		logger.V(2).Info("Created claim")
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		c.createFailed(name)
+		return c.examineExisting(ctx, obj, o, req)
+	case apierrors.IsInvalid(err):
+		// The same template would be refused again: wait for a new one.
+		c.createFailed(name)
+		c.mu.Lock()
+		c.memory(o.UID).refused[req.Volume] = req.Source
+		c.mu.Unlock()
+		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimRejected", req.Volume,
+			fmt.Sprintf("The API server refused claim %s for volume %s: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
+		return nil
+	case apierrors.IsForbidden(err):
+		// Quota or policy: may pass later, so retry with back-off.
+		c.createFailed(name)
+		c.metrics.apiErrors.WithLabelValues("create").Inc()
+		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimForbidden", req.Volume,
+			fmt.Sprintf("Cannot create claim %s for volume %s yet, will retry: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
+		return err
+	default:
+		c.createFailed(name)
+		c.metrics.apiErrors.WithLabelValues("create").Inc()
+		return fmt.Errorf("creating claim %s: %w", name, err)
+	}
+}
+
+// examineExisting looks at a claim the cache does not have but the API
+// server does. Ours means the informer is behind; not ours means the claim
+// belongs to someone else and is left alone.
+func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o owner, req claimRequest) error {
+	existing, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Get(ctx, req.ClaimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("claim %s/%s existed and is gone, trying again", o.Namespace, req.ClaimName)
+	}
+	if err != nil {
+		c.metrics.apiErrors.WithLabelValues("get").Inc()
+		return fmt.Errorf("reading claim %s/%s: %w", o.Namespace, req.ClaimName, err)
+	}
+	if existing.Labels[keys.ClaimManagedBy] == c.controllerID {
+		return nil
+	}
+	c.mu.Lock()
+	c.memory(o.UID).foreign[req.ClaimName] = c.now()
+	c.mu.Unlock()
+	c.report(obj, o.UID, corev1.EventTypeNormal, "ClaimExists", req.Volume,
+		fmt.Sprintf("Claim %s for volume %s already exists and was not created by this controller; it is used as it is and never deleted by it", req.ClaimName, req.Volume))
+	return nil
+}
+
+// expectCreate decides whether a create may be sent and, if so, records it
+// before sending, so that no other worker sends it too.
+func (c *Controller) expectCreate(uid types.UID, name string, req claimRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if t, ok := c.creating[name]; ok && now.Sub(t) < expectationTTL {
+		return false
+	}
+	if m := c.owners[uid]; m != nil {
+		// A claim found not ours is looked at again once per sweep period.
+		if t, ok := m.foreign[req.ClaimName]; ok && now.Sub(t) < c.cfg.CleanupInterval {
+			return false
+		}
+		if src, ok := m.refused[req.Volume]; ok && src == req.Source {
+			return false
+		}
+	}
+	c.creating[name] = now
+	return true
+}
+
+func (c *Controller) createFailed(name string) {
+	c.mu.Lock()
+	delete(c.creating, name)
+	c.mu.Unlock()
+}
+
+// memory returns the memory of a live owner; c.mu must be held.
+func (c *Controller) memory(uid types.UID) *ownerMemory {
+	m := c.owners[uid]
+	if m == nil {
+		m = &ownerMemory{reported: map[string]struct{}{}, foreign: map[string]time.Time{}, refused: map[string]string{}}
+		c.owners[uid] = m
+	}
+	return m
+}
+
+// firstReport tells whether this problem is new for this owner, so that an
+// event is recorded once and not on every status update of the pod.
+func (c *Controller) firstReport(uid types.UID, reason, volume, message string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.memory(uid)
+	id := reason + "\x00" + volume + "\x00" + message
+	if _, ok := m.reported[id]; ok {
+		return false
+	}
+	m.reported[id] = struct{}{}
+	return true
+}
+
+func (c *Controller) report(obj runtime.Object, uid types.UID, eventType, reason, volume, message string) {
+	if !c.firstReport(uid, reason, volume, message) {
+		return
+	}
+	if eventType == corev1.EventTypeWarning {
+		c.metrics.rejections.WithLabelValues(reason).Inc()
+	}
+	c.recorder.Event(obj, eventType, reason, message)
+}
+
+// syncClaim deletes a managed claim whose owner is gone.
+func (c *Controller) syncClaim(ctx context.Context, k key) error {
+	logger := klog.FromContext(ctx)
+	claim, err := c.claims.PersistentVolumeClaims(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	ref := claimOwner(claim)
+	if ref == nil {
+		logger.V(2).Info("Managed claim has no owner reference matching its claimed-by label; leaving it alone")
+		return nil
+	}
+	gone, err := c.ownerGone(ctx, claim.Namespace, ref)
+	if err != nil || !gone {
+		return err
+	}
+
+	err = c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion},
+	})
+	switch {
+	case err == nil:
+		c.metrics.deleted.Inc()
+		c.recorder.Eventf(claim, corev1.EventTypeNormal, "ClaimDeleted", "Deleted claim: its owner %s %s (UID %s) no longer exists", ref.Kind, ref.Name, ref.UID)
+		logger.V(2).Info("Deleted claim of a gone owner", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil // deleted by someone else, e.g. the garbage collector
+	case apierrors.IsConflict(err):
+		// Changed since the cache saw it: look again at the new version.
+		return fmt.Errorf("claim %s changed since it was read, examining it again", k)
+	default:
+		c.metrics.apiErrors.WithLabelValues("delete").Inc()
+		return fmt.Errorf("deleting claim %s: %w", k, err)
+	}
+}
+
+// claimOwner returns the claim's controller reference if it names a Pod or
+// Job and agrees with the claimed-by label; anything else was changed by
+// hand and is not ours to judge.
+func claimOwner(claim *corev1.PersistentVolumeClaim) *metav1.OwnerReference {
+	ref := metav1.GetControllerOf(claim)
+	if ref == nil || string(ref.UID) != claim.Labels[keys.ClaimedBy] {
+		return nil
+	}
+	switch {
+	case ref.Kind == kindPod && ref.APIVersion == "v1":
+	case ref.Kind == kindJob && isBatchGroup(ref.APIVersion):
+	default:
+		return nil
+	}
+	return ref
+}
+
+// ownerGone tells whether the owner ref names no longer exists. The cache
+// is trusted only to say it exists; absence is confirmed by the API server,
+// either through the delete event we saw or through a GET.
+func (c *Controller) ownerGone(ctx context.Context, namespace string, ref *metav1.OwnerReference) (bool, error) {
+	var (
+		cached metav1.Object
+		err    error
+	)
+	if ref.Kind == kindPod {
+		cached, err = c.pods.Pods(namespace).Get(ref.Name)
+	} else {
+		cached, err = c.jobs.Jobs(namespace).Get(ref.Name)
+	}
+	if err == nil && cached.GetUID() == ref.UID {
+		return false, nil
+	}
+	c.mu.Lock()
+	_, seenDeleted := c.gone[ref.UID]
+	c.mu.Unlock()
+	if seenDeleted {
+		return true, nil
+	}
+
+	var live metav1.Object
+	if ref.Kind == kindPod {
+		live, err = c.client.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	} else {
+		live, err = c.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		c.metrics.apiErrors.WithLabelValues("get").Inc()
+		return false, fmt.Errorf("reading owner %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+	}
+	// Same name, other UID: the owner was deleted and another made in its place.
+	return live.GetUID() != ref.UID, nil
+}
