@@ -143,6 +143,7 @@ func managedClaim(name string, ownerKind string, ownerName string, ownerUID type
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID("claim-" + name), ResourceVersion: "7",
 		Labels:          map[string]string{keys.ClaimManagedBy: testID, keys.ClaimedBy: string(ownerUID)},
+		Annotations:     map[string]string{ownerAnnotation: ownerKind + "/" + ownerName},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: ownerKind, Name: ownerName, UID: ownerUID, Controller: &yes}},
 	}}
 }
@@ -382,9 +383,26 @@ func TestCleanup(t *testing.T) {
 			want: []string{"get pods", "delete persistentvolumeclaims"}},
 		{name: "job owner gone", claim: managedClaim("c", kindJob, "j", "uid-j"),
 			want: []string{"get jobs", "delete persistentvolumeclaims"}},
-		{name: "owner reference disagrees with claimed-by", claim: func() *corev1.PersistentVolumeClaim {
+		{name: "orphaned: owner reference removed, annotation names the owner", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindJob, "j", "uid-j")
+			c.OwnerReferences = nil
+			return c
+		}(), want: []string{"get jobs", "delete persistentvolumeclaims"}},
+		{name: "owner reference and annotation removed", claim: func() *corev1.PersistentVolumeClaim {
 			c := managedClaim("c", kindPod, "p", "uid-p")
-			c.Labels[keys.ClaimedBy] = "someone"
+			c.OwnerReferences = nil
+			c.Annotations = nil
+			return c
+		}()},
+		{name: "no claimed-by label", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			delete(c.Labels, keys.ClaimedBy)
+			return c
+		}()},
+		{name: "annotation names another kind", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			c.OwnerReferences = nil
+			c.Annotations[ownerAnnotation] = "ConfigMap/p"
 			return c
 		}()},
 		{name: "owner reference of another kind", claim: func() *corev1.PersistentVolumeClaim {

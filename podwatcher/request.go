@@ -321,6 +321,13 @@ func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection
 	return nil
 }
 
+// ownerAnnotation on a claim we create is "<Kind>/<name>" of its owner
+// (Pod or Job). With the claimed-by label (the owner's UID) it identifies the
+// owner even after the ownerReference is removed, as the garbage collector
+// does when the owner is deleted with propagationPolicy Orphan: the claim is
+// still cleaned up then.
+const ownerAnnotation = keys.ClaimPrefix + "owner"
+
 // owner names the Pod or Job a claim is created for.
 type owner struct {
 	APIVersion, Kind string
@@ -339,13 +346,16 @@ func buildClaim(req claimRequest, o owner, controllerID string) *corev1.Persiste
 	maps.Copy(labels, req.Template.Labels)
 	labels[keys.ClaimManagedBy] = controllerID
 	labels[keys.ClaimedBy] = string(o.UID)
+	annotations := make(map[string]string, len(req.Template.Annotations)+1)
+	maps.Copy(annotations, req.Template.Annotations)
+	annotations[ownerAnnotation] = o.Kind + "/" + o.Name
 	isController := true
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        req.ClaimName,
 			Namespace:   o.Namespace,
 			Labels:      labels,
-			Annotations: maps.Clone(req.Template.Annotations),
+			Annotations: annotations,
 			// No blockOwnerDeletion: it needs update rights on the owner's
 			// finalizers, and cleanup does not rely on the garbage collector.
 			OwnerReferences: []metav1.OwnerReference{{

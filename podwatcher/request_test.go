@@ -199,7 +199,7 @@ func TestBuildClaim(t *testing.T) {
 			GenerateName:    "ignored-",
 			Namespace:       "ns",
 			Labels:          map[string]string{"team": "build", keys.ClaimManagedBy: "someone-else", keys.ClaimedBy: "forged"},
-			Annotations:     map[string]string{"note": "cache"},
+			Annotations:     map[string]string{"note": "cache", ownerAnnotation: "Job/forged"},
 			Finalizers:      []string{"example.com/hold"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}},
 		},
@@ -224,7 +224,7 @@ func TestBuildClaim(t *testing.T) {
 			t.Errorf("label %s is not a valid label value: %v", k, msgs)
 		}
 	}
-	if claim.Annotations["note"] != "cache" {
+	if claim.Annotations["note"] != "cache" || claim.Annotations[ownerAnnotation] != "Pod/"+longName {
 		t.Errorf("annotations = %v", claim.Annotations)
 	}
 	if len(claim.Finalizers) != 0 {
