@@ -108,7 +108,7 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (string, error) {
 		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
-	if complete(dir) { // another process built it while we waited
+	if complete(dir) {                                   // another process built it while we waited
 		return dir, nil
 	}
 
