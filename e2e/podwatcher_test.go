@@ -433,7 +433,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
-	p := e.start()
+	p := e.start("--cleanup-interval=1s")
 
 	good := e.template()
 	emptyDir := corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
