@@ -44,6 +44,9 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 	waitVolumePhase(t, a.Name, corev1.VolumeBound)
 	b := createHostPathVolume(t, class, "1Gi", t.TempDir())
 	updateVolume(t, b.Name, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = claimRef(claim) })
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		return inv.Violations(ctx) >= 1, nil
+	}, "the checker to see the double binding")
 	// A marker in a Retain volume's data, then removed (3).
 	marker := filepath.Join(dir, "marker")
 	if err := os.WriteFile(marker, []byte("data"), 0o644); err != nil {
