@@ -46,6 +46,13 @@ func newPWTest(t *testing.T) *pwTest {
 	}
 }
 
+// watchInvariants checks the product's invariants on this test's claims
+// and owners. Volumes are left out of scope: no releaser runs here, so a
+// Retain volume rightly stays Released.
+func (e *pwTest) watchInvariants() *framework.Invariants {
+	return framework.WatchInvariants(e.t, framework.Scope{ControllerID: e.id, Namespaces: []string{e.ns}})
+}
+
 // start runs the podwatcher for this test's namespace and waits until it is ready.
 func (e *pwTest) start(args ...string) *framework.Process {
 	e.t.Helper()
@@ -245,6 +252,7 @@ func (e *pwTest) metric(p *framework.Process, name string) string {
 func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	pv := e.retainVolume()
 	p := e.start()
 
@@ -295,6 +303,7 @@ func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 		got, err := e.client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.VolumeReleased, err
 	}, "the volume to be Released")
+	inv.Check(t, pwTimeout)
 }
 
 // When the owner is deleted with propagationPolicy Orphan, the garbage
@@ -303,6 +312,7 @@ func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 func TestPodwatcherDeletesClaimOfOrphaningDelete(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	p := e.start()
 
 	pod := e.pod("orphaner", "orphaner-cache", pwAnnotations("cache", "true", e.template()))
@@ -319,6 +329,7 @@ func TestPodwatcherDeletesClaimOfOrphaningDelete(t *testing.T) {
 	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
 		t.Errorf("claims_deleted_total = %q, want 1", got)
 	}
+	inv.Check(t, pwTimeout)
 }
 
 // A claim deleted while its pod still waits for it is created again.
@@ -350,6 +361,7 @@ func TestPodwatcherRecreatesClaimDeletedWhileWanted(t *testing.T) {
 func TestPodwatcherJobClaim(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	pv := e.retainVolume()
 	e.start()
 
@@ -425,6 +437,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitClaimGone(claim.Name, claim.UID)
+	inv.Check(t, pwTimeout)
 }
 
 // Every malformed request is a Warning event on its owner with its own
@@ -433,6 +446,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	p := e.start("--cleanup-interval=1s")
 
 	good := e.template()
@@ -515,6 +529,7 @@ func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 	if !strings.Contains(body, `reclaimable_podwatcher_rejections_total{reason="MultipleDocuments"} 1`) {
 		t.Errorf("/metrics lacks the MultipleDocuments rejection:\n%s", grepLines(body, "rejections_total"))
 	}
+	inv.Check(t, pwTimeout)
 }
 
 func grepLines(s, substr string) string {
@@ -533,6 +548,7 @@ func grepLines(s, substr string) string {
 func TestPodwatcherLeavesForeignClaimAlone(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	e.start("--cleanup-interval=1s")
 
 	class := e.class
@@ -566,6 +582,7 @@ func TestPodwatcherLeavesForeignClaimAlone(t *testing.T) {
 		_, claimed := c.Labels[keys.ClaimedBy]
 		return c.UID == foreign.UID && c.DeletionTimestamp == nil && !managed && !claimed && len(c.OwnerReferences) == 0, nil
 	}, "the foreign claim stays as it was")
+	inv.Check(t, pwTimeout)
 }
 
 // The controller is killed and restarted while annotated pods come and go
@@ -575,6 +592,7 @@ func TestPodwatcherLeavesForeignClaimAlone(t *testing.T) {
 func TestPodwatcherRestartsWhilePodsComeAndGo(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
+	inv := e.watchInvariants()
 	p := e.start("--cleanup-interval=2s")
 	annotations := pwAnnotations("cache", "true", e.template())
 	orphan := metav1.DeletePropagationOrphan
@@ -668,4 +686,5 @@ func TestPodwatcherRestartsWhilePodsComeAndGo(t *testing.T) {
 			t.Errorf("pod %s: claim %v, err %v", name, c, err)
 		}
 	}
+	inv.Check(t, pwTimeout)
 }
