@@ -75,9 +75,9 @@ const (
 	deletedClaimTTL = 5 * time.Minute
 	// maxDeletedClaims bounds the memory of deleted claims.
 	maxDeletedClaims = 10000
-	// conflictRecheck is when a volume whose write met a newer version is
-	// looked at again if no event for that version has queued it by then.
-	conflictRecheck = time.Second
+	// defaultConflictRecheck is when a volume whose write met a newer
+	// version is looked at again if no event has queued it by then.
+	defaultConflictRecheck = time.Second
 )
 
 // Controller is the releaser.
@@ -89,6 +89,8 @@ type Controller struct {
 	metrics  *metrics
 	queue    *controller.Queue[string]
 	now      func() time.Time
+
+	conflictRecheck time.Duration
 
 	volumes      corelisters.PersistentVolumeLister
 	volumeIndex  cache.Indexer
@@ -121,17 +123,19 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		return nil, err
 	}
 	c := &Controller{
-		client:      client,
-		policy:      p,
-		cfg:         cfg,
-		recorder:    recorder,
-		now:         time.Now,
-		volumes:     volumes.Lister(),
-		volumeIndex: volumes.Informer().GetIndexer(),
-		classes:     classes.Lister(),
-		claims:      claims.Lister(),
-		writes:      newOwnWrites(),
-		warned:      newWarnings(),
+		client:   client,
+		policy:   p,
+		cfg:      cfg,
+		recorder: recorder,
+		now:      time.Now,
+
+		conflictRecheck: defaultConflictRecheck,
+		volumes:         volumes.Lister(),
+		volumeIndex:     volumes.Informer().GetIndexer(),
+		classes:         classes.Lister(),
+		claims:          claims.Lister(),
+		writes:          newOwnWrites(),
+		warned:          newWarnings(),
 	}
 	c.deleted = newDeletedClaims(deletedClaimTTL, maxDeletedClaims, func() time.Time { return c.now() })
 	c.queue = controller.NewQueue("releaser", c.sync)
@@ -346,7 +350,6 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	ok, why := releasable(pv, c.policy.controllerID)
 	if !ok {
 		if why == invalidClaimRef {
-			c.metrics.errors.WithLabelValues(errInvalidClaimRef).Inc()
 			c.warn(pv, errInvalidClaimRef, "Not released: spec.claimRef names no claim (namespace %q, name %q), so the releaser cannot tell whether it still exists; clear spec.claimRef by hand if the volume is free",
 				pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name)
 		}
@@ -446,7 +449,7 @@ func (c *Controller) writeFailed(ctx context.Context, pv *corev1.PersistentVolum
 	case apierrors.IsConflict(err):
 		c.metrics.errors.WithLabelValues(errConflict).Inc()
 		klog.FromContext(ctx).V(2).Info("Volume changed meanwhile, deciding again from the newer version", "action", verb)
-		c.queue.AddAfter(pv.Name, conflictRecheck)
+		c.queue.AddAfter(pv.Name, c.conflictRecheck)
 		return nil
 	case apierrors.IsNotFound(err):
 		return nil
@@ -459,10 +462,16 @@ func (c *Controller) writeFailed(ctx context.Context, pv *corev1.PersistentVolum
 }
 
 // warn records a Warning event on pv, once per reason and version of it.
+// A problem of the volume itself (rather than of a write) is counted once
+// too, so that the errors metric does not grow with every sweep.
 func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, args ...any) {
-	if c.warned.first(pv.Name, pv.ResourceVersion, reason) {
-		c.recorder.Eventf(pv, corev1.EventTypeWarning, reason, format, args...)
+	if !c.warned.first(pv.Name, pv.ResourceVersion, reason) {
+		return
 	}
+	if reason == errInvalidClaimRef {
+		c.metrics.errors.WithLabelValues(reason).Inc()
+	}
+	c.recorder.Eventf(pv, corev1.EventTypeWarning, reason, format, args...)
 }
 
 func (c *Controller) oldestReleasedSeconds() float64 {
