@@ -123,12 +123,11 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		return nil, err
 	}
 	c := &Controller{
-		client:   client,
-		policy:   p,
-		cfg:      cfg,
-		recorder: recorder,
-		now:      time.Now,
-
+		client:          client,
+		policy:          p,
+		cfg:             cfg,
+		recorder:        recorder,
+		now:             time.Now,
 		conflictRecheck: defaultConflictRecheck,
 		volumes:         volumes.Lister(),
 		volumeIndex:     volumes.Informer().GetIndexer(),
@@ -349,9 +348,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 
 	ok, why := releasable(pv, c.policy.controllerID)
 	if !ok {
-		if why == invalidClaimRef {
-			c.warn(pv, errInvalidClaimRef, "Not released: spec.claimRef names no claim (namespace %q, name %q), so the releaser cannot tell whether it still exists; clear spec.claimRef by hand if the volume is free",
-				pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name)
+		// Counted once per version of the volume, like the warning, so
+		// that the metric does not grow with every sweep.
+		if why == invalidClaimRef && c.warn(pv, errInvalidClaimRef, "Not released: spec.claimRef names no claim (namespace %q, name %q), so the releaser cannot tell whether it still exists; clear spec.claimRef by hand if the volume is free",
+			pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name) {
+			c.metrics.errors.WithLabelValues(errInvalidClaimRef).Inc()
 		}
 		logger.V(5).Info("Nothing to release", "reason", why)
 		return nil
@@ -365,7 +366,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return fmt.Errorf("checking claim %s/%s of volume %s: %w", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, name, err)
 	}
 	if !gone {
-		logger.V(2).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
+		logger.V(4).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
 		return nil
 	}
 	return c.release(ctx, pv)
@@ -461,17 +462,14 @@ func (c *Controller) writeFailed(ctx context.Context, pv *corev1.PersistentVolum
 	return fmt.Errorf("%s volume %s: %w", verb, pv.Name, err)
 }
 
-// warn records a Warning event on pv, once per reason and version of it.
-// A problem of the volume itself (rather than of a write) is counted once
-// too, so that the errors metric does not grow with every sweep.
-func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, args ...any) {
+// warn records a Warning event on pv, once per reason and version of it,
+// and reports whether it did.
+func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, args ...any) bool {
 	if !c.warned.first(pv.Name, pv.ResourceVersion, reason) {
-		return
-	}
-	if reason == errInvalidClaimRef {
-		c.metrics.errors.WithLabelValues(reason).Inc()
+		return false
 	}
 	c.recorder.Eventf(pv, corev1.EventTypeWarning, reason, format, args...)
+	return true
 }
 
 func (c *Controller) oldestReleasedSeconds() float64 {
