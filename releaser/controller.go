@@ -245,12 +245,12 @@ func (c *Controller) claimAdded(obj any) {
 }
 
 // claimDeleted queues the volumes of a managed claim that is gone. A watch
-// event that certainly reports a removal also spares their release a lookup;
-// a tombstone (the deletion was missed and inferred from a relist) does not.
+// event that reports a deletion also spares their release a lookup; a
+// tombstone (the deletion was missed and inferred from a relist) does not.
 func (c *Controller) claimDeleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
-	} else if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && deletedForCertain(claim) {
+	} else if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && deletionReported(claim) {
 		c.deleted.add(claim.UID)
 	}
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {

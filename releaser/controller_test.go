@@ -328,9 +328,12 @@ func TestSyncRelease(t *testing.T) {
 		pv.Labels["team"] = "build"
 		return pv
 	}
+	// claimDeleted is the last content of a deleted claim, as its DELETED
+	// event carries it.
 	claimDeleted := func(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 		now := metav1.Now()
 		c.DeletionTimestamp = &now
+		c.Finalizers = []string{"kubernetes.io/pvc-protection"}
 		return c
 	}
 	tests := []struct {

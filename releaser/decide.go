@@ -125,15 +125,19 @@ func sameClaim(ref *corev1.ObjectReference, claim *corev1.PersistentVolumeClaim)
 	return ref.Namespace == claim.Namespace && ref.Name == claim.Name && (ref.UID == "" || ref.UID == claim.UID)
 }
 
-// deletedForCertain reports whether claim, taken from a watch DELETED event,
-// has been removed from the API server. A label-selected watch also reports
-// DELETED for a claim that merely lost the label, with its previous content;
-// only a removed claim can carry a deletionTimestamp and no finalizers, since
-// claims have no graceful deletion and the API server removes a terminating
-// object as soon as its last finalizer is gone. A claim deleted without any
-// finalizer shows no deletionTimestamp: that case is left to a live lookup.
-func deletedForCertain(claim *corev1.PersistentVolumeClaim) bool {
-	return claim.DeletionTimestamp != nil && len(claim.Finalizers) == 0
+// deletionReported reports whether claim, taken from a DELETED event of the
+// managed-claims watch, was deleted rather than merely stripped of the
+// managed-by label: a label-selected watch reports both as DELETED, with the
+// claim's last content. A deleted claim always shows a deletionTimestamp
+// there, because in-use protection gives every claim a finalizer and the API
+// server removes it when the last finalizer goes, without storing that last
+// change. The one thing this cannot tell apart, a terminating claim that
+// lost the label, is harmless: its volume is released only once Released,
+// and the PV controller checks with the API server that the claim is gone
+// before it marks a volume Released. A claim without deletionTimestamp
+// (deleted without finalizers, or relabelled) is left to a live lookup.
+func deletionReported(claim *corev1.PersistentVolumeClaim) bool {
+	return claim.DeletionTimestamp != nil
 }
 
 // volumeClass returns the name of pv's StorageClass, honouring the beta

@@ -180,7 +180,7 @@ func TestSameClaim(t *testing.T) {
 	}
 }
 
-func TestDeletedForCertain(t *testing.T) {
+func TestDeletionReported(t *testing.T) {
 	now := metav1.NewTime(time.Now())
 	tests := []struct {
 		name       string
@@ -188,16 +188,17 @@ func TestDeletedForCertain(t *testing.T) {
 		finalizers []string
 		want       bool
 	}{
-		{name: "removed after its finalizers", deletion: &now, want: true},
-		{name: "terminating that lost the label", deletion: &now, finalizers: []string{"kubernetes.io/pvc-protection"}},
-		{name: "lost the label, or removed without finalizers: cannot tell", deletion: nil},
+		{name: "deleted: last content still lists the finalizer", deletion: &now, finalizers: []string{"kubernetes.io/pvc-protection"}, want: true},
+		{name: "deleted: finalizers gone", deletion: &now, want: true},
+		{name: "lost the label, or deleted without finalizers: cannot tell", deletion: nil},
+		{name: "lost the label with finalizers", deletion: nil, finalizers: []string{"kubernetes.io/pvc-protection"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := claim("u", testID)
 			c.DeletionTimestamp, c.Finalizers = tt.deletion, tt.finalizers
-			if got := deletedForCertain(c); got != tt.want {
-				t.Errorf("deletedForCertain() = %v, want %v", got, tt.want)
+			if got := deletionReported(c); got != tt.want {
+				t.Errorf("deletionReported() = %v, want %v", got, tt.want)
 			}
 		})
 	}
