@@ -21,9 +21,9 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// releaseInterval is the releaser's sweep period in these tests: short, so
+// releaserInterval is the releaser's sweep period in these tests: short, so
 // that "untouched after two sweeps" takes seconds.
-const releaseInterval = 2 * time.Second
+const releaserInterval = 2 * time.Second
 
 // releaserCase is one releaser test's own corner of the shared cluster: a
 // namespace, a controller ID and a provisioner name nobody else uses.
@@ -41,11 +41,18 @@ func newReleaserCase(t *testing.T) *releaserCase {
 	return &releaserCase{t: t, ctx: context.Background(), client: framework.Client(), ns: framework.Namespace(t), id: framework.Name("rel")}
 }
 
+// invariants watches the product's invariants over this case's namespace and
+// the given classes from now on.
+func (r *releaserCase) invariants(classes ...string) *framework.Invariants {
+	r.t.Helper()
+	return framework.WatchInvariants(r.t, framework.Scope{ControllerID: r.id, Classes: classes, Namespaces: []string{r.ns}})
+}
+
 // start runs a releaser of this case's controller ID and waits until it is ready.
 func (r *releaserCase) start() *framework.Process {
 	r.t.Helper()
 	p := framework.StartController(r.t, "releaser", "--controller-id="+r.id, "--provisioner-name=example.com/"+r.id,
-		"--release-interval="+releaseInterval.String())
+		"--release-interval="+releaserInterval.String())
 	p.WaitReady(r.t)
 	return p
 }
@@ -236,8 +243,8 @@ func (r *releaserCase) unchanged(pvs ...*corev1.PersistentVolume) func(context.C
 	}
 }
 
-// metric reads one sample of the releaser's /metrics.
-func metric(t *testing.T, p *framework.Process, sample string) string {
+// releaserMetric reads one sample of the releaser's /metrics.
+func releaserMetric(t *testing.T, p *framework.Process, sample string) string {
 	t.Helper()
 	code, body, err := p.Get(context.Background(), p.MetricsAddr, "/metrics")
 	if err != nil || code != http.StatusOK {
@@ -256,6 +263,7 @@ func metric(t *testing.T, p *framework.Process, sample string) string {
 func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 	r := newReleaserCase(t)
 	class := r.class("")
+	inv := r.invariants(class)
 	p := r.start()
 	pv := r.volume(class, "")
 	claim := r.bind(pv, "cache", r.id)
@@ -268,15 +276,16 @@ func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 	t.Logf("claim deleted -> volume Available without association: %v", time.Since(deleted).Round(time.Millisecond))
 	r.checkReleased(pv.Name, claim)
 
-	if got := metric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
+	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
 		t.Errorf("associations_total{rule=managed-claim} = %s, want 1", got)
 	}
-	if got := metric(t, p, "reclaimable_releaser_releases_total"); got != "1" {
+	if got := releaserMetric(t, p, "reclaimable_releaser_releases_total"); got != "1" {
 		t.Errorf("releases_total = %s, want 1", got)
 	}
-	if got := metric(t, p, "reclaimable_releaser_oldest_released_seconds"); got != "0" {
+	if got := releaserMetric(t, p, "reclaimable_releaser_oldest_released_seconds"); got != "0" {
 		t.Errorf("oldest_released_seconds = %s, want 0", got)
 	}
+	inv.Check(t, 10*time.Second)
 }
 
 // Volumes of a class annotated with the controller ID whose claims were
@@ -285,6 +294,7 @@ func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 func TestReleaserReleasesOrphansOfAnnotatedClassAfterStart(t *testing.T) {
 	r := newReleaserCase(t)
 	class := r.class(r.id)
+	inv := r.invariants(class)
 	p := r.start()
 	seen := r.volume(class, "")
 	seenClaim := r.bind(seen, "seen", "")
@@ -311,6 +321,7 @@ func TestReleaserReleasesOrphansOfAnnotatedClassAfterStart(t *testing.T) {
 	r.checkReleased(seen.Name, seenClaim)
 	r.checkReleased(unseen.Name, unseenClaim)
 	r.waitEvent(unseen.Name, "Associated", "its StorageClass")
+	inv.Check(t, 10*time.Second)
 }
 
 // The releaser leaves alone a Released volume of another controller ID, a
@@ -320,8 +331,13 @@ func TestReleaserReleasesOrphansOfAnnotatedClassAfterStart(t *testing.T) {
 func TestReleaserLeavesOthersAndLiveClaimsAlone(t *testing.T) {
 	r := newReleaserCase(t)
 	class := r.class(r.id)
+	// The other installation's volume has a class of its own, out of the
+	// invariant checker's scope: staying Released is its expected fate here.
+	// Its class names this controller ID too: the label of another ID wins.
+	theirsClass := r.class(r.id)
+	inv := r.invariants(class)
 
-	theirs := r.volume(class, framework.Name("other"))
+	theirs := r.volume(theirsClass, framework.Name("other"))
 	theirsClaim := r.bind(theirs, "theirs", "")
 	r.deleteClaim(theirsClaim.Name)
 	r.waitVolume(theirs.Name, 30*time.Second, "Released", func(pv *corev1.PersistentVolume) bool {
@@ -358,7 +374,7 @@ func TestReleaserLeavesOthersAndLiveClaimsAlone(t *testing.T) {
 
 	untouched := []*corev1.PersistentVolume{r.get(theirs.Name), r.get(bound.Name), r.get(inUse.Name)}
 	r.start()
-	framework.Consistently(t, 2*releaseInterval+time.Second, r.unchanged(untouched...),
+	framework.Consistently(t, 2*releaserInterval+time.Second, r.unchanged(untouched...),
 		"volumes of another ID, Bound ones and ones whose claim exists stay untouched over two sweeps")
 	if pv := r.get(inUse.Name); pv.Status.Phase != corev1.VolumeBound {
 		t.Fatalf("volume %s of the terminating claim is %s, want Bound", inUse.Name, pv.Status.Phase)
@@ -370,6 +386,7 @@ func TestReleaserLeavesOthersAndLiveClaimsAlone(t *testing.T) {
 	r.waitVolume(inUse.Name, 30*time.Second, "returned to the pool once its claim is gone", r.returnedToPool)
 	r.checkReleased(inUse.Name, inUseClaim)
 	framework.Consistently(t, time.Second, r.unchanged(untouched[:2]...), "the other volumes stay untouched")
+	inv.Check(t, 10*time.Second)
 }
 
 // A claim recreated with the namespace and name of the deleted one has a new
@@ -379,6 +396,7 @@ func TestReleaserLeavesOthersAndLiveClaimsAlone(t *testing.T) {
 func TestReleaserReleasesVolumeWhenClaimIsRecreatedWithSameName(t *testing.T) {
 	r := newReleaserCase(t)
 	class := r.class("")
+	inv := r.invariants(class)
 	p := r.start()
 	pv := r.volume(class, "")
 	old := r.bind(pv, "cache", r.id)
@@ -409,6 +427,7 @@ func TestReleaserReleasesVolumeWhenClaimIsRecreatedWithSameName(t *testing.T) {
 	if c, err := r.client.CoreV1().PersistentVolumeClaims(r.ns).Get(r.ctx, recreated.Name, metav1.GetOptions{}); err != nil || c.UID != recreated.UID {
 		t.Fatalf("recreated claim: %v, %v; want it untouched", c, err)
 	}
+	inv.Check(t, 10*time.Second)
 }
 
 // Two replicas with one controller ID: only the Lease holder associates and
@@ -417,6 +436,7 @@ func TestReleaserReleasesVolumeWhenClaimIsRecreatedWithSameName(t *testing.T) {
 func TestReleaserTwoReplicasOneActs(t *testing.T) {
 	r := newReleaserCase(t)
 	class := r.class("")
+	inv := r.invariants(class)
 	replicas := []*framework.Process{r.start(), r.start()}
 
 	lease := r.id + "-releaser"
@@ -501,4 +521,5 @@ func TestReleaserTwoReplicasOneActs(t *testing.T) {
 	if got := released(standby); len(got) != 1 || got[0] != second.Name {
 		t.Errorf("new leader released %q, want [%s]", got, second.Name)
 	}
+	inv.Check(t, 10*time.Second)
 }
