@@ -64,7 +64,7 @@ func (d directories) create(baseDir, name string, mode fs.FileMode) error {
 	}
 	defer base.Close()
 
-	err = base.Mkdir(name, mode)
+	err = base.Mkdir(name, mode.Perm())
 	if errors.Is(err, fs.ErrExist) {
 		fi, err := base.Lstat(name)
 		if err != nil {
@@ -78,8 +78,9 @@ func (d directories) create(baseDir, name string, mode fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("creating %s: %w", filepath.Join(baseDir, name), err)
 	}
-	// Mkdir's mode is filtered by the umask; set it on the open directory,
-	// which cannot be swapped for a link meanwhile.
+	// Mkdir's mode is filtered by the umask and has no setgid or sticky bit;
+	// set the whole mode on the open directory, which cannot be swapped for
+	// a link meanwhile.
 	f, err := base.Open(name)
 	if err != nil {
 		return err
