@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one component of the control plane, started with its own
+// process group so that it can outlive the command that started it
+// (cluster up) and be stopped by PID later (cluster down).
+type process struct {
+	name string
+	path string
+	args []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *process) start(dieWithParent bool) error {
+	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if dieWithParent {
+		// A test binary that crashes must not leave a control plane behind.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	p.cmd = cmd
+	p.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the process to terminate and kills it if it has not after grace.
+func (p *process) stop(grace time.Duration) {
+	if p.cmd == nil || p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// tail returns the end of the component's log, for error messages.
+func (p *process) tail() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+const pidFile = "pids"
+
+// writePIDs records the components' PIDs so that another process can stop them.
+func writePIDs(dir string, procs []*process) error {
+	var b strings.Builder
+	for _, p := range procs {
+		if p.cmd != nil {
+			fmt.Fprintf(&b, "%s %d\n", p.name, p.cmd.Process.Pid)
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, pidFile), []byte(b.String()), 0o644)
+}
+
+// StopDir stops the components of a cluster started in dir by another
+// process, in reverse start order, and waits until each has really exited:
+// a killed process can linger as a zombie until its parent reaps it, so
+// /proc/<pid> existing is not enough to say it still runs.
+func StopDir(dir string, grace time.Duration) error {
+	b, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return fmt.Errorf("no cluster recorded in %s: %w", dir, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var errs []error
+	for i := len(lines) - 1; i >= 0; i-- {
+		name, pidText, ok := strings.Cut(lines[i], " ")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 1 {
+			continue
+		}
+		if !running(pid) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(grace)
+		for running(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if running(pid) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			deadline = time.Now().Add(5 * time.Second)
+			for running(pid) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		if running(pid) {
+			errs = append(errs, fmt.Errorf("%s (pid %d) did not stop", name, pid))
+		}
+	}
+	if len(errs) == 0 {
+		_ = os.Remove(filepath.Join(dir, pidFile))
+	}
+	return errors.Join(errs...)
+}
+
+// running reports whether pid is alive and not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false
+	}
+	state := s[i+2]
+	return state != 'Z' && state != 'X'
+}

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/e2e/framework"
+)
+
+// The harness itself: the real PV controller binds a claim to a Retain
+// volume, marks the volume Released when the claim goes, and makes it
+// Available again once its claimRef is cleared.
+func TestHarnessRetainVolumeLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := framework.Client()
+	ns := framework.Namespace(t)
+	class := framework.Name("harness")
+
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+
+	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: retain,
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + class}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+
+	claim, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	phase := func(want corev1.PersistentVolumePhase) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return got.Status.Phase == want, nil
+		}
+	}
+	framework.Eventually(t, 30*time.Second, phase(corev1.VolumeBound), "the volume to be Bound")
+	got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != claim.UID {
+		t.Fatalf("volume bound to %v, want claim %s", ref, claim.UID)
+	}
+
+	if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, phase(corev1.VolumeReleased), "the volume to be Released")
+
+	got, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.ClaimRef = nil
+	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, phase(corev1.VolumeAvailable), "the volume to be Available")
+}
+
+// The binary starts every controller, reports ready once its caches have
+// synced, leads one Lease per controller, and on SIGTERM exits 0 and gives
+// its Leases up so that a successor need not wait for them to expire.
+func TestHarnessBinaryLeadsAndShutsDownCleanly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	id := framework.Name("plumbing")
+	p := framework.StartController(t, "all", "--controller-id="+id)
+	p.WaitReady(t)
+
+	leases := []string{id + "-podwatcher", id + "-provisioner", id + "-releaser"}
+	for _, name := range leases {
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			l, err := framework.Client().CoordinationV1().Leases("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+		}, "Lease "+name+" to have a holder")
+	}
+	code, body, err := p.Get(ctx, p.HealthAddr, "/healthz")
+	if err != nil || code != 200 {
+		t.Fatalf("/healthz = %d %q, %v", code, body, err)
+	}
+	code, body, err = p.Get(ctx, p.MetricsAddr, "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics = %d, %v", code, err)
+	}
+	for _, metric := range []string{"process_resident_memory_bytes", "go_goroutines"} {
+		if !strings.Contains(body, metric) {
+			t.Errorf("/metrics lacks %s", metric)
+		}
+	}
+
+	p.Stop()
+	if exited, code := p.Exited(); !exited || code != 0 {
+		t.Fatalf("after SIGTERM: exited=%v code=%d", exited, code)
+	}
+	for _, name := range leases {
+		l, err := framework.Client().CoordinationV1().Leases("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			t.Errorf("Lease %s still held by %q after a clean shutdown", name, *l.Spec.HolderIdentity)
+		}
+	}
+}
