@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,8 @@ const (
 	reasonInvalidParameters     = "InvalidStorageClassParameters"
 	reasonUnsupportedSelector   = "UnsupportedSelector"
 	reasonUnsupportedDataSource = "UnsupportedDataSource"
-	reasonUnsupportedClaim      = "UnsupportedClaim"
+	reasonUnsupportedVolumeMode = "UnsupportedVolumeMode"
+	reasonUnsupportedAttributes = "UnsupportedVolumeAttributesClass"
 	reasonPoolExhausted         = "PoolExhausted"
 	reasonIssuedFromPool        = "IssuedFromPool"
 )
@@ -166,11 +168,8 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 		p.metrics.issued.WithLabelValues(class.Name).Inc()
 		p.stopWaiting(class.Name, claim.UID)
-		if last == "" {
-			last = "no claim yet"
-		}
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
-			"Volume %s issued from the pool of class %s (last used by %s)", pv.Name, class.Name, last)
+			"Volume %s issued from the pool of class %s with the data of its last use (%s)", pv.Name, class.Name, describeLastUse(last, claim))
 		logger.V(2).Info("Issued a pool volume", "pv", pv.Name, "lastClaim", last)
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv.Name)}
 	}
@@ -236,10 +235,10 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &corev1.PersistentVolumeSpec{}) {
-		return p.refuse(claim, reasonUnsupportedClaim, errors.New("the directory backend makes filesystem volumes only, and no free block volume fits"))
+		return p.refuse(claim, reasonUnsupportedVolumeMode, errors.New("the directory backend makes filesystem volumes only, and no free block volume fits"))
 	}
 	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
-		return p.refuse(claim, reasonUnsupportedClaim, errors.New("the directory backend has no volume attributes classes, and no free volume of that class fits"))
+		return p.refuse(claim, reasonUnsupportedAttributes, errors.New("the directory backend has no volume attributes classes, and no free volume of that class fits"))
 	}
 	volumeLabels, err := labelsFor(selector)
 	if err != nil {
@@ -318,6 +317,19 @@ func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a volume", "pv", pv.Name, "baseDir", baseDir)
 	return nil
+}
+
+// describeLastUse says who used a volume last, naming the claim only if it
+// was in the same namespace: claim names of other namespaces are not for
+// this one to read.
+func describeLastUse(last string, claim *corev1.PersistentVolumeClaim) string {
+	switch {
+	case last == "":
+		return "never used"
+	case strings.HasPrefix(last, claim.Namespace+"/"):
+		return "claim " + strings.TrimPrefix(last, claim.Namespace+"/")
+	}
+	return "a claim of another namespace"
 }
 
 // refuse reports a problem the claim or its class must fix, on the claim.

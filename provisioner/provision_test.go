@@ -186,7 +186,7 @@ func TestProvisionIssuesPoolMember(t *testing.T) {
 	if f.server("smaller-free").Spec.ClaimRef != nil {
 		t.Error("a second volume was taken")
 	}
-	if ev := f.events(); !hasEvent(ev, "Normal IssuedFromPool Volume last-used-by-it") {
+	if ev := f.events(); !hasEvent(ev, "Normal IssuedFromPool Volume last-used-by-it issued from the pool of class pool with the data of its last use (claim cache)") {
 		t.Errorf("events = %v", ev)
 	}
 	if n := testutil.ToFloat64(f.p.metrics.issued.WithLabelValues("pool")); n != 1 {
@@ -442,8 +442,8 @@ func TestProvisionRefusesWhatItCannotHonour(t *testing.T) {
 		{"data source", nil, func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
 		}, "UnsupportedDataSource"},
-		{"block volume", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock) }, "UnsupportedClaim"},
-		{"volume attributes class", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = ptr.To("gold") }, "UnsupportedClaim"},
+		{"block volume", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock) }, "UnsupportedVolumeMode"},
+		{"volume attributes class", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = ptr.To("gold") }, "UnsupportedVolumeAttributesClass"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -587,5 +587,19 @@ func TestDelete(t *testing.T) {
 				t.Errorf("another volume's data was touched: %v", err)
 			}
 		})
+	}
+}
+
+func TestDescribeLastUseHidesOtherNamespaces(t *testing.T) {
+	claim := claimFor("team", "cache", "1Gi")
+	for last, want := range map[string]string{
+		"":             "never used",
+		"team/build":   "claim build",
+		"team-b/build": "a claim of another namespace",
+		"other/secret": "a claim of another namespace",
+	} {
+		if got := describeLastUse(last, claim); got != want {
+			t.Errorf("describeLastUse(%q) = %q, want %q", last, got, want)
+		}
 	}
 }
