@@ -58,10 +58,13 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 	ref := pv.Spec.ClaimRef
 	switch {
 	case ref == nil:
-		if pv.Status.Phase == corev1.VolumeAvailable {
-			return free
+		// Also a volume still Released whose claimRef the releaser (or an
+		// administrator) just cleared, before the PV controller makes it
+		// Available; but not one a failed recycle left behind.
+		if pv.Status.Phase == corev1.VolumeFailed {
+			return inUse
 		}
-		return inUse // Pending (just created) or Failed
+		return free
 	case ref.UID == "":
 		// Pre-bound by name: kept for a claim of that namespace and name.
 		if ref.Namespace == claim.Namespace && ref.Name == claim.Name {

@@ -123,7 +123,8 @@ func TestAvailability(t *testing.T) {
 		want availability
 	}{
 		{"Available without claim", volume("a", "1Gi"), free},
-		{"Pending", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumePending }), inUse},
+		{"Pending, just created", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumePending }), free},
+		{"Released, claimRef just cleared", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }), free},
 		{"Failed", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), inUse},
 		{"Bound", volume("a", "1Gi", bound("ns", "other", "u1")), inUse},
 		{"Released", volume("a", "1Gi", released("ns", "old", "u0", now)), freeIfGone},

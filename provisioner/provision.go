@@ -71,8 +71,9 @@ type provisioner struct {
 	// pending holds the volumes returned for creation that the informer has
 	// not shown yet, so that they count against maxVolumes.
 	pending map[string]pendingVolume
-	// takes holds the pool members this provisioner pointed at a claim,
-	// by claim UID, until the informer shows the change.
+	// takes holds, by claim UID, the pool members pointed at a claim that
+	// the informer has not shown so yet: until it does, the cache would
+	// offer them as free, and the claim as still without a volume.
 	takes map[types.UID]take
 	// waiting holds, per class, the claims refused because the pool had
 	// nothing to give; a volume freed in the class wakes them.
@@ -85,9 +86,8 @@ type pendingVolume struct {
 }
 
 type take struct {
-	pv      string
-	staleRV string // the member's resourceVersion before it was taken
-	at      time.Time
+	pv string
+	at time.Time
 }
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
@@ -159,12 +159,18 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 			continue
 		}
 		last := lastClaim(pv)
-		taken, err := p.take(ctx, pv, claim)
+		result, err := p.take(ctx, pv, claim, func(live *corev1.PersistentVolume) bool {
+			return misfit(live, claim, opts.SelectedNode, selector) == ""
+		})
 		if err != nil {
 			return nil, lib.ProvisioningFinished, err
 		}
-		if !taken {
+		switch result {
+		case lost:
 			continue
+		case boundMeanwhile:
+			p.stopWaiting(class.Name, claim.UID)
+			return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv.Name)}
 		}
 		p.metrics.issued.WithLabelValues(class.Name).Inc()
 		p.stopWaiting(class.Name, claim.UID)
@@ -185,50 +191,87 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 	return p.grow(ctx, opts, params, selector, state)
 }
 
-// take points pv at claim. It returns false, without error, when pv is no
-// longer free: its claim still exists, or another writer changed it first.
-func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) (bool, error) {
+// outcome is what became of an attempt to take a pool member.
+type outcome int
+
+const (
+	// lost: the member is not free for the claim (any more); try the next.
+	lost outcome = iota
+	// taken: the member now points at the claim.
+	taken
+	// boundMeanwhile: the PV controller bound the claim to the member first,
+	// as it does with Available volumes.
+	boundMeanwhile
+)
+
+// take points pv at claim, if pv is still free and fits (fits re-checks a
+// fresher copy). Two claims never win the same member: the update carries
+// the resourceVersion the member had when it was judged free.
+func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
 	logger := klog.FromContext(ctx)
-	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
-		// Released: the claim it names must be gone, which only the API
-		// server can say for sure. The cache can only say it is not.
-		if c, err := p.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil && c.UID == ref.UID {
-			return false, nil
+	for retried := false; ; retried = true {
+		if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
+			return lost, err
 		}
-		live, err := p.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		// Bind as the PV controller would, including its bound-by-controller
+		// mark: should the claim end up bound to another volume anyway, the
+		// PV controller then returns this one to the pool rather than keeping
+		// it reserved for the claim's name.
+		updated, _, err := volumehelpers.GetBindVolumeToClaim(pv, claim)
+		if err != nil {
+			return lost, err
+		}
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.now().UTC().Format(time.RFC3339))
+		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			p.expectTake(claim.UID, pv.Name)
+			return taken, nil
+		case apierrors.IsNotFound(err):
+			return lost, nil
+		case !apierrors.IsConflict(err):
+			return lost, fmt.Errorf("issuing volume %s: %w", pv.Name, err)
+		}
+		p.metrics.conflicts.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
+
+		// Someone changed the member first: the PV controller binding this
+		// very claim to it, another claim taking it, or just a status update.
+		live, err := p.client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+			return lost, nil
 		case err != nil:
-			return false, fmt.Errorf("checking whether claim %s/%s of volume %s still exists: %w", ref.Namespace, ref.Name, pv.Name, err)
-		case live.UID == ref.UID:
-			return false, nil
+			return lost, fmt.Errorf("reading volume %s: %w", pv.Name, err)
+		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
+			p.expectTake(claim.UID, pv.Name)
+			return boundMeanwhile, nil
+		case retried || availabilityOf(live, claim) == inUse || !fits(live):
+			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)
+			return lost, nil
 		}
+		pv = live
 	}
+}
 
-	// Bind as the PV controller would, including its bound-by-controller
-	// mark: should the claim end up bound to another volume anyway, the PV
-	// controller then returns this one to the pool rather than keeping it
-	// reserved for the claim's name.
-	updated, _, err := volumehelpers.GetBindVolumeToClaim(pv, claim)
-	if err != nil {
-		return false, err
+// claimGone reports whether the claim a Released volume names is gone, which
+// only the API server can say for sure; the cache can only say it is not.
+func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return true, nil
 	}
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
-	metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.now().UTC().Format(time.RFC3339))
-	// The update carries pv's resourceVersion: it fails if anyone changed the
-	// volume since the cache saw it, so two claims never win the same one.
-	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			p.metrics.conflicts.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
-			logger.V(2).Info("Pool volume changed meanwhile, trying the next", "pv", pv.Name)
-			return false, nil
-		}
-		return false, fmt.Errorf("issuing volume %s: %w", pv.Name, err)
+	if c, err := p.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil && c.UID == ref.UID {
+		return false, nil
 	}
-	p.mu.Lock()
-	p.takes[claim.UID] = take{pv: pv.Name, staleRV: pv.ResourceVersion, at: p.now()}
-	p.mu.Unlock()
-	return true, nil
+	live, err := p.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("checking whether claim %s/%s of volume %s still exists: %w", ref.Namespace, ref.Name, pv.Name, err)
+	}
+	return live.UID != ref.UID, nil
 }
 
 // grow creates a new volume for claim with the directory backend.
@@ -397,41 +440,49 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t, ok := p.takes[claim.UID]
-	if !ok {
-		return ""
-	}
-	if p.isStale(t) {
-		return t.pv
-	}
-	delete(p.takes, claim.UID)
-	return ""
+	p.expireTakes()
+	return p.takes[claim.UID].pv
 }
 
-// staleTakes names the members taken recently whose new state the cache does
-// not show yet; trying them again could only fail.
+// staleTakes names the members taken whose new state the cache does not show
+// yet; trying them again could only fail.
 func (p *provisioner) staleTakes() map[string]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.expireTakes()
 	stale := map[string]bool{}
-	for uid, t := range p.takes {
-		if p.isStale(t) {
-			stale[t.pv] = true
-		} else {
-			delete(p.takes, uid)
-		}
+	for _, t := range p.takes {
+		stale[t.pv] = true
 	}
 	return stale
 }
 
-// isStale reports whether the cache still holds the version of a member from
-// before t took it. Callers hold p.mu.
-func (p *provisioner) isStale(t take) bool {
-	if p.now().Sub(t.at) > expectationTTL {
-		return false
+func (p *provisioner) expectTake(claim types.UID, pv string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.takes[claim] = take{pv: pv, at: p.now()}
+}
+
+// observe drops the expectation the cache now meets: pv points at its claim.
+func (p *provisioner) observe(pv *corev1.PersistentVolume) {
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" {
+		return
 	}
-	obj, ok, _ := p.volumes.GetByKey(t.pv)
-	return ok && obj.(*corev1.PersistentVolume).ResourceVersion == t.staleRV
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.takes[pv.Spec.ClaimRef.UID]; ok && t.pv == pv.Name {
+		delete(p.takes, pv.Spec.ClaimRef.UID)
+	}
+}
+
+// expireTakes forgets takes the cache never showed (the volume was deleted,
+// say). Callers hold p.mu.
+func (p *provisioner) expireTakes() {
+	for uid, t := range p.takes {
+		if p.now().Sub(t.at) > expectationTTL {
+			delete(p.takes, uid)
+		}
+	}
 }
 
 // reserve counts the volumes of class this provisioner created, including the
@@ -484,6 +535,9 @@ func (p *provisioner) unreserve(name string) {
 // onVolume wakes the claims waiting for a class when one of its volumes is
 // freed or deleted, or a free one joins.
 func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
+	if cur != nil {
+		p.observe(cur)
+	}
 	switch {
 	case cur == nil:
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
@@ -494,10 +548,10 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 
 // isFreed reports whether pv no longer serves a claim.
 func isFreed(pv *corev1.PersistentVolume) bool {
-	if pv.DeletionTimestamp != nil {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed {
 		return false
 	}
-	return pv.Status.Phase == corev1.VolumeReleased || (pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable)
+	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased
 }
 
 // Index functions for the PersistentVolume informer.

@@ -243,6 +243,49 @@ func TestProvisionTriesTheNextMemberOnConflict(t *testing.T) {
 	}
 }
 
+func TestProvisionConflictWithThePVController(t *testing.T) {
+	// The PV controller bound the claim to the Available member itself
+	// while the provisioner tried to: the claim has its volume, and no
+	// other is taken or created.
+	claim := claimFor("ns", "c", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{volume("a", "1Gi"), volume("b", "1Gi")}, claim)
+	a := f.server("a")
+	a.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: claim.UID}
+	if _, err := f.client.CoreV1().PersistentVolumes().Update(context.Background(), a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := f.provision(f.directoryClass(nil), claim)
+	var ignored *lib.IgnoredError
+	if !errors.As(err, &ignored) || !strings.Contains(ignored.Reason, "bound volume a") {
+		t.Fatalf("Provision = %v, want the claim left to its binding", err)
+	}
+	if f.server("b").Spec.ClaimRef != nil {
+		t.Error("a second volume was taken")
+	}
+	if f.p.ShouldProvision(context.Background(), claim) {
+		t.Error("ShouldProvision = true before the cache shows the binding")
+	}
+	entries, _ := os.ReadDir(f.root)
+	if len(entries) != 0 {
+		t.Error("a volume was created")
+	}
+
+	// Only the member's status changed since the cache saw it: still free,
+	// so it is taken on a second try.
+	f2 := newFixture(t, []*corev1.PersistentVolume{volume("a", "1Gi"), volume("b", "2Gi")}, claim)
+	a = f2.server("a")
+	a.Status.Phase = corev1.VolumeAvailable
+	a.Annotations["unrelated"] = "change"
+	if _, err := f2.client.CoreV1().PersistentVolumes().Update(context.Background(), a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = f2.provision(f2.directoryClass(nil), claim)
+	wantIssued(t, err, "a")
+	if f2.server("a").Spec.ClaimRef.UID != claim.UID || f2.server("b").Spec.ClaimRef != nil {
+		t.Error("the member changed meanwhile was not taken")
+	}
+}
+
 func TestProvisionIsIdempotent(t *testing.T) {
 	claim := claimFor("ns", "c", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{volume("a", "1Gi"), volume("b", "1Gi")}, claim)
@@ -259,8 +302,13 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		t.Error("ShouldProvision = true for a claim a volume was issued to")
 	}
 	// And again once it does.
+	old, _, _ := f.volumes.GetByKey("a")
 	if err := f.volumes.Update(f.server("a")); err != nil {
 		t.Fatal(err)
+	}
+	f.p.onVolume(old.(*corev1.PersistentVolume), f.server("a"))
+	if len(f.p.takes) != 0 {
+		t.Errorf("expectations kept after the cache showed the take: %v", f.p.takes)
 	}
 	_, _, err = f.provision(class, claim)
 	wantIssued(t, err, "a")
