@@ -128,7 +128,7 @@ func (p *provisioner) ShouldProvision(_ context.Context, claim *corev1.Persisten
 // to create, so Provision then returns IgnoredError: the library stops
 // working on the claim without a PV create that could only fail with
 // AlreadyExists.
-func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) (_ *corev1.PersistentVolume, _ lib.ProvisioningState, err error) {
 	claim, class := opts.PVC, opts.StorageClass
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "class", class.Name)
 	ctx = klog.NewContext(ctx, logger)
@@ -152,6 +152,15 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return p.refuse(claim, reasonUnsupportedSelector, err)
 	}
 
+	// Wait for a volume of the class to be freed from before the pool is
+	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
+	p.startWaiting(class.Name, claim)
+	defer func() {
+		if !errors.Is(err, errExhausted) {
+			p.stopWaiting(class.Name, claim.UID)
+		}
+	}()
+
 	cands, state := candidates(p.members(class.Name, params.backend), claim, opts.SelectedNode, selector)
 	stale := p.staleTakes()
 	for _, pv := range cands {
@@ -169,11 +178,9 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 		case lost:
 			continue
 		case boundMeanwhile:
-			p.stopWaiting(class.Name, claim.UID)
 			return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv.Name)}
 		}
 		p.metrics.issued.WithLabelValues(class.Name).Inc()
-		p.stopWaiting(class.Name, claim.UID)
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
 			"Volume %s issued from the pool of class %s with the data of its last use (%s)", pv.Name, class.Name, describeLastUse(last, claim))
 		logger.V(2).Info("Issued a pool volume", "pv", pv.Name, "lastClaim", last)
@@ -335,7 +342,6 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		},
 	}
 	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.stopWaiting(class.Name, claim.UID)
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "baseDir", params.baseDir, "volumes", count+1)
 	return pv, lib.ProvisioningFinished, nil
 }
@@ -381,18 +387,24 @@ func (p *provisioner) refuse(claim *corev1.PersistentVolumeClaim, reason string,
 	return nil, lib.ProvisioningFinished, err
 }
 
+// errExhausted marks a refusal that waits for a volume to be freed.
+var errExhausted = errors.New("pool exhausted")
+
 // exhausted reports that the pool of class has nothing for claim and cannot
-// grow, and has the claim woken when a volume of the class is freed.
+// grow; the claim stays among those woken when a volume of the class is freed.
 func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
-	p.mu.Lock()
-	if p.waiting[class.Name] == nil {
-		p.waiting[class.Name] = map[types.UID]types.NamespacedName{}
-	}
-	p.waiting[class.Name][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-	p.mu.Unlock()
 	p.recorder.Event(claim, corev1.EventTypeWarning, reasonPoolExhausted, msg)
-	return nil, lib.ProvisioningFinished, errors.New("pool exhausted: " + msg)
+	return nil, lib.ProvisioningFinished, fmt.Errorf("%w: %s", errExhausted, msg)
+}
+
+func (p *provisioner) startWaiting(class string, claim *corev1.PersistentVolumeClaim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting[class] == nil {
+		p.waiting[class] = map[types.UID]types.NamespacedName{}
+	}
+	p.waiting[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 }
 
 func (p *provisioner) stopWaiting(class string, uid types.UID) {
