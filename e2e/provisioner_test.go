@@ -32,10 +32,12 @@ const provisionerWait = 30 * time.Second
 type provisionerEnv struct {
 	t    *testing.T
 	ns   string
+	id   string // --controller-id
 	name string // --provisioner-name
 	root string // --directory-root
 	base string // baseDir of the directory classes
 	proc *framework.Process
+	inv  *framework.Invariants
 }
 
 // startProvisioner runs a provisioner of its own for one test.
@@ -44,6 +46,7 @@ func startProvisioner(t *testing.T, args ...string) *provisionerEnv {
 	e := &provisionerEnv{
 		t:    t,
 		ns:   framework.Namespace(t),
+		id:   framework.Name("prov"),
 		name: "e2e.reclaimable.test/" + framework.Name("p"),
 		root: t.TempDir(),
 	}
@@ -53,11 +56,33 @@ func startProvisioner(t *testing.T, args ...string) *provisionerEnv {
 	}
 	e.proc = framework.StartController(t, append([]string{"provisioner",
 		"--provisioner-name=" + e.name,
-		"--controller-id=" + framework.Name("prov"),
+		"--controller-id=" + e.id,
 		"--directory-root=" + e.root,
 	}, args...)...)
 	e.proc.WaitReady(t)
 	return e
+}
+
+// watch starts checking the product's invariants on the volumes of classes
+// and the claims of the test's namespace.
+func (e *provisionerEnv) watch(classes ...string) {
+	e.t.Helper()
+	e.inv = framework.WatchInvariants(e.t, framework.Scope{ControllerID: e.id, Classes: classes, Namespaces: []string{e.ns}})
+}
+
+// check returns every volume left Released to the pool, as the releaser
+// would (none runs here), and checks the invariants.
+func (e *provisionerEnv) check(classes ...string) {
+	e.t.Helper()
+	for _, class := range classes {
+		for _, pv := range e.volumesOf(class) {
+			if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+				e.releaseByHand(pv.Name)
+				e.volumePhase(pv.Name, corev1.VolumeAvailable)
+			}
+		}
+	}
+	e.inv.Check(e.t, provisionerWait)
 }
 
 // class creates a StorageClass of this provisioner (Retain, Immediate,
@@ -174,8 +199,8 @@ func (e *provisionerEnv) releaseByHand(name string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	pv.Annotations[keys.LastClaim] = pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name
-	pv.Annotations[keys.ReleasedAt] = time.Now().UTC().Format(time.RFC3339)
+	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, keys.LastClaim, pv.Spec.ClaimRef.Namespace+"/"+pv.Spec.ClaimRef.Name)
+	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, keys.ReleasedAt, time.Now().UTC().Format(time.RFC3339))
 	pv.Spec.ClaimRef = nil
 	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
@@ -187,10 +212,16 @@ func (e *provisionerEnv) dir(pv *corev1.PersistentVolume) string {
 	return filepath.Join(e.base, pv.Name)
 }
 
+// write simulates the consumer, and has the invariant checker make sure
+// the file outlives the claim if the volume is Retain.
 func (e *provisionerEnv) write(pv *corev1.PersistentVolume, file, content string) {
 	e.t.Helper()
-	if err := os.WriteFile(filepath.Join(e.dir(pv), file), []byte(content), 0o644); err != nil {
+	path := filepath.Join(e.dir(pv), file)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		e.t.Fatalf("writing into volume %s: %v", pv.Name, err)
+	}
+	if e.inv != nil {
+		e.inv.Marker(pv.Name, path)
 	}
 }
 
@@ -242,6 +273,7 @@ func TestProvisionerReusesRetainedVolume(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t)
 	class := e.class(nil)
+	e.watch(class)
 
 	first := e.claim("first", class, "1Gi")
 	pv := e.bound(first)
@@ -283,6 +315,7 @@ func TestProvisionerReusesRetainedVolume(t *testing.T) {
 	if n := len(e.volumesOf(class)); n != 1 {
 		t.Errorf("%d volumes in the class, want the one reused", n)
 	}
+	e.check(class)
 }
 
 // A claim recreated with the namespace and name of an earlier one gets the
@@ -291,6 +324,7 @@ func TestProvisionerPrefersTheVolumeAClaimUsedBefore(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t)
 	class := e.class(nil)
+	e.watch(class)
 
 	sizes := map[string]string{"a": "1Gi", "b": "2Gi", "c": "1Gi"}
 	used := map[string]*corev1.PersistentVolume{}
@@ -312,6 +346,7 @@ func TestProvisionerPrefersTheVolumeAClaimUsedBefore(t *testing.T) {
 	if owner := e.read(got, "owner"); owner != "b" {
 		t.Errorf("data of %q, want b's", owner)
 	}
+	e.check(class)
 }
 
 // 20 claims race for 5 free pool volumes: each volume goes to one claim, and
@@ -320,6 +355,7 @@ func TestProvisionerRacingClaimsNeverShareAVolume(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t, "--provisioner-workers=8")
 	class := e.class(nil)
+	e.watch(class)
 
 	pool := map[string]bool{}
 	var seeds []*corev1.PersistentVolumeClaim
@@ -391,6 +427,7 @@ func TestProvisionerRacingClaimsNeverShareAVolume(t *testing.T) {
 	if err != nil || len(entries) != 20 {
 		t.Errorf("%d directories, want 20 (%v)", len(entries), err)
 	}
+	e.check(class)
 }
 
 // Under WaitForFirstConsumer the volume fits the node the scheduler picked:
@@ -410,6 +447,10 @@ func TestProvisionerWaitForFirstConsumer(t *testing.T) {
 			{Key: shareKey, Values: []string{"mounted"}},
 		}}}
 	})
+	static := e.class(map[string]string{"backend": "static", "baseDir": "", "source": "", "hostPath": ""}, func(sc *storagev1.StorageClass) {
+		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	})
+	e.watch(class, static)
 	c := e.claim("new", class, "1Gi")
 	e.pod("consumer", "new", nil)
 	pv := e.bound(c)
@@ -421,9 +462,6 @@ func TestProvisionerWaitForFirstConsumer(t *testing.T) {
 
 	// The pool: a small volume on another node and a larger one on the new
 	// node, both Released. The smaller would be preferred, but does not fit.
-	static := e.class(map[string]string{"backend": "static", "baseDir": "", "source": "", "hostPath": ""}, func(sc *storagev1.StorageClass) {
-		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
-	})
 	elsewhere := e.staticVolume(static, "1Gi", "node-1")
 	here := e.staticVolume(static, "2Gi", node)
 	e.volumePhase(elsewhere, corev1.VolumeReleased)
@@ -434,6 +472,7 @@ func TestProvisionerWaitForFirstConsumer(t *testing.T) {
 		t.Errorf("claim got %s, want %s on the selected node", got.Name, here)
 	}
 	e.podOn("pinned", node)
+	e.check(class, static)
 }
 
 // pod creates a pod that mounts claim, optionally pinned by nodeSelector.
@@ -500,6 +539,7 @@ func TestProvisionerMaxVolumes(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t)
 	class := e.class(map[string]string{"maxVolumes": "2"})
+	e.watch(class)
 
 	a := e.bound(e.claim("a", class, "1Gi"))
 	e.bound(e.claim("b", class, "1Gi"))
@@ -522,6 +562,7 @@ func TestProvisionerMaxVolumes(t *testing.T) {
 	if n := len(e.volumesOf(class)); n != 2 {
 		t.Errorf("%d volumes, want 2", n)
 	}
+	e.check(class)
 }
 
 // With reclaim policy Delete the directory goes with the volume.
@@ -531,6 +572,7 @@ func TestProvisionerDeletePolicyRemovesTheDirectory(t *testing.T) {
 	class := e.class(nil, func(sc *storagev1.StorageClass) {
 		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 	})
+	e.watch(class)
 	pv := e.bound(e.claim("scratch", class, "1Gi"))
 	e.write(pv, "data", "x")
 
@@ -545,6 +587,7 @@ func TestProvisionerDeletePolicyRemovesTheDirectory(t *testing.T) {
 	if _, err := os.Stat(e.base); err != nil {
 		t.Errorf("base directory: %v", err)
 	}
+	e.check(class)
 }
 
 // A static pool with no free volume says so on the claim, and serves it as
@@ -553,6 +596,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t)
 	class := e.class(map[string]string{"backend": "static", "baseDir": "", "source": "", "hostPath": ""})
+	e.watch(class)
 	name := framework.Name("static")
 	_, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"reclaimable.kubernetes.io/pool": class}},
@@ -584,6 +628,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	if n := len(e.volumesOf(class)); n != 1 {
 		t.Errorf("a static pool grew to %d volumes", n)
 	}
+	e.check(class)
 }
 
 // A class with a parameter the provisioner does not know, or a claim whose
@@ -592,12 +637,13 @@ func TestProvisionerRefusesWhatItDoesNotUnderstand(t *testing.T) {
 	t.Parallel()
 	e := startProvisioner(t)
 	badClass := e.class(map[string]string{"colour": "blue"})
+	class := e.class(map[string]string{"selectorKeys": "cache"})
+	e.watch(badClass, class)
 	e.claim("bad-class", badClass, "1Gi")
 	if msg := e.event("bad-class", "InvalidStorageClassParameters"); !strings.Contains(msg, `unknown parameter "colour"`) {
 		t.Errorf("message %q does not name the parameter", msg)
 	}
 
-	class := e.class(map[string]string{"selectorKeys": "cache"})
 	e.claim("bad-selector", class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"region": "east"}}
 	})
@@ -618,4 +664,5 @@ func TestProvisionerRefusesWhatItDoesNotUnderstand(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("%d directories, want only the good claim's", len(entries))
 	}
+	e.check(badClass, class)
 }
