@@ -259,9 +259,12 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 		if ref != nil && ref.UID != "" {
 			byClaim[ref.UID] = append(byClaim[ref.UID], pv.Name)
 		}
-		// 5: associated (by label or class) and Released for good.
+		// 5: associated (by label or class) and Released for good. A volume
+		// whose claimRef is already cleared is on its way to Available.
 		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
-			if _, exists := claims[refUID(ref)]; !exists {
+			if ref == nil {
+				out = append(out, fmt.Sprintf("invariant 5: volume %s is Released without a claimRef and not yet Available", pv.Name))
+			} else if _, exists := claims[ref.UID]; !exists {
 				out = append(out, fmt.Sprintf("invariant 5: volume %s is still Released (claim %s/%s gone)", pv.Name, ref.Namespace, ref.Name))
 			}
 		}
