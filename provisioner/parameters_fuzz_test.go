@@ -1,0 +1,52 @@
+package provisioner
+
+import (
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// FuzzParseParameters feeds arbitrary StorageClass parameters to the parser.
+// Whatever the input, it must not panic, and a configuration it accepts
+// must keep every volume inside the directory root.
+func FuzzParseParameters(f *testing.F) {
+	const root = "/var/lib/reclaimable"
+	for _, seed := range []string{
+		"backend=directory\nbaseDir=/var/lib/reclaimable/caches\nsource=hostPath\nhostPath=/mnt/caches",
+		"backend=directory\nbaseDir=/var/lib/reclaimable/../../etc\nsource=hostPath\nhostPath=/etc",
+		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=nfs\nnfsServer=nfs.example.com\nnfsPath=/export\nmaxVolumes=50\ndirectoryMode=2775",
+		"backend=static\nselectorKeys=cache, team",
+		"backend=static\nbaseDir=/tmp",
+		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
+		"backend=\nselectorKeys=,,,",
+		"backend=directory\nbaseDir=/var/lib/reclaimable\x00/x\nsource=hostPath\nhostPath=relative",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		in := map[string]string{}
+		for _, line := range strings.Split(input, "\n") {
+			k, v, _ := strings.Cut(line, "=")
+			in[k] = v
+		}
+		p, err := parseParameters(&storagev1.StorageClass{Parameters: in}, root)
+		if err != nil {
+			return
+		}
+		if p.backend != backendDirectory {
+			return
+		}
+		if !filepath.IsAbs(p.baseDir) || filepath.Clean(p.baseDir) != p.baseDir || !within(root, p.baseDir) {
+			t.Fatalf("accepted baseDir %q outside %s", p.baseDir, root)
+		}
+		if p.maxVolumes < 0 {
+			t.Fatalf("accepted maxVolumes %d", p.maxVolumes)
+		}
+		if p.directoryMode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+			t.Fatalf("accepted directory mode %o", p.directoryMode)
+		}
+	})
+}
