@@ -35,7 +35,9 @@ func TestHarnessRetainVolumeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
 
 	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: class},
@@ -50,7 +52,9 @@ func TestHarnessRetainVolumeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 
 	claim, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache"},

@@ -107,8 +107,9 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (string, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
-	if complete(dir) { // another process built it while we waited
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	// Another process may have built it while this one waited for the lock.
+	if complete(dir) {
 		return dir, nil
 	}
 
