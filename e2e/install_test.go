@@ -36,6 +36,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 const installNamespace = "reclaimable-system"
@@ -531,3 +532,170 @@ func deref[T any](p *T, def T) T {
 }
 
 func newInt64(v int64) *int64 { return &v }
+
+// Each controller runs with nothing but its ServiceAccount's token, as in
+// its pod, through a whole cycle: an annotated pod gets its claim, the claim
+// a volume the provisioner grew, the pod goes, the claim goes, the volume is
+// Released and then Available again. No controller is refused anything.
+func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	client := framework.Client()
+	ns := framework.Namespace(t)
+
+	// The share, as the provisioner's pod would see it under --directory-root.
+	root := t.TempDir()
+	volumes := filepath.Join(root, "volumes")
+	if err := os.Mkdir(volumes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	class := framework.Name("install")
+	retain := corev1.PersistentVolumeReclaimRetain
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: "reclaimable"}},
+		Provisioner:       "vendor/reclaimable",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &wait,
+		Parameters: map[string]string{
+			"backend": "directory", "baseDir": volumes, "source": "hostPath", "hostPath": volumes, "maxVolumes": "5",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+
+	// The flags the Deployments give, but for where the share is and which
+	// namespace this podwatcher watches (the cluster is shared by tests).
+	extra := map[string][]string{
+		"podwatcher":  {"--namespace=" + ns},
+		"provisioner": {"--directory-root=" + root},
+		"releaser":    nil,
+	}
+	procs := map[string]*framework.Process{}
+	for _, c := range installedControllers {
+		args := append([]string{c,
+			"--kubeconfig=" + kubeconfigFor(t, c),
+			"--leader-elect-namespace=" + installNamespace,
+			"--controller-id=reclaimable",
+			"--provisioner-name=vendor/reclaimable",
+		}, extra[c]...)
+		procs[c] = framework.StartController(t, args...)
+	}
+	for _, c := range installedControllers {
+		procs[c].WaitReady(t)
+		lease := "reclaimable-" + c
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			l, err := client.CoordinationV1().Leases(installNamespace).Get(ctx, lease, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && deref(l.Spec.HolderIdentity, "") != "", err
+		}, "Lease "+lease+" to have a holder")
+	}
+
+	const volume, claimName = "cache", "cache"
+	template := fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolumeClaim
+spec:
+  storageClassName: %s
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 1Gi
+`, class)
+	pod, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: map[string]string{
+			keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template,
+		}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/cache"}}}},
+			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var claim *corev1.PersistentVolumeClaim
+	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
+		claim, err = client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && claim.Status.Phase == corev1.ClaimBound, err
+	}, "the podwatcher's claim to be bound")
+	if got := claim.Labels[keys.ClaimManagedBy]; got != "reclaimable" {
+		t.Fatalf("claim label %s = %q, want reclaimable", keys.ClaimManagedBy, got)
+	}
+	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	if got := pv.Annotations[keys.ProvisionedBy]; got != "vendor/reclaimable" {
+		t.Fatalf("volume %s provisioned by %q, want vendor/reclaimable", pv.Name, got)
+	}
+	if pv.Spec.HostPath == nil {
+		t.Fatalf("volume %s is not a host path: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
+	}
+	if dir := pv.Spec.HostPath.Path; !strings.HasPrefix(dir, volumes+string(filepath.Separator)) {
+		t.Fatalf("volume %s is at %s, outside the class's baseDir %s", pv.Name, dir, volumes)
+	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("the provisioner did not make the volume's directory %s: %v", dir, err)
+	}
+
+	// Released may last only milliseconds: watch the volume's phases.
+	w, err := client.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + pv.Name, ResourceVersion: pv.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}, "the claim to be deleted once its pod is gone")
+
+	var phases []corev1.PersistentVolumePhase
+	deadline := time.After(60 * time.Second)
+	for available := false; !available; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch of volume %s ended; phases seen: %v", pv.Name, phases)
+			}
+			cur, ok := ev.Object.(*corev1.PersistentVolume)
+			if !ok {
+				t.Fatalf("watch of volume %s: %v", pv.Name, ev.Object)
+			}
+			if len(phases) == 0 || phases[len(phases)-1] != cur.Status.Phase {
+				phases = append(phases, cur.Status.Phase)
+			}
+			available = cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
+		case <-deadline:
+			t.Fatalf("volume %s not Available again within 60 s; phases seen: %v", pv.Name, phases)
+		}
+	}
+	if !slices.Contains(phases, corev1.VolumeReleased) {
+		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)
+	}
+
+	for _, c := range installedControllers {
+		procs[c].Stop()
+		noForbidden(t, c, procs[c])
+	}
+}
