@@ -638,7 +638,9 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 	if got := pv.Annotations[keys.ProvisionedBy]; got != "vendor/reclaimable" {
 		t.Fatalf("volume %s provisioned by %q, want vendor/reclaimable", pv.Name, got)
 	}
