@@ -584,7 +584,14 @@ func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 			"--controller-id=reclaimable",
 			"--provisioner-name=vendor/reclaimable",
 		}, extra[c]...)
-		procs[c] = framework.StartController(t, args...)
+		p := framework.StartController(t, args...)
+		procs[c] = p
+		// Whether the cycle got through or not; stopping first covers the
+		// Lease given up on shutdown.
+		t.Cleanup(func() {
+			p.Stop()
+			noForbidden(t, c, p)
+		})
 	}
 	for _, c := range installedControllers {
 		procs[c].WaitReady(t)
@@ -692,12 +699,9 @@ spec:
 			t.Fatalf("volume %s not Available again within 60 s; phases seen: %v", pv.Name, phases)
 		}
 	}
+	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
 	if !slices.Contains(phases, corev1.VolumeReleased) {
 		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)
 	}
 
-	for _, c := range installedControllers {
-		procs[c].Stop()
-		noForbidden(t, c, procs[c])
-	}
 }
