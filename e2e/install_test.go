@@ -26,6 +26,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,6 +244,10 @@ func TestInstallDeploymentsAreHardened(t *testing.T) {
 					deployments = append(deployments, o)
 				case *storagev1.StorageClass:
 					t.Errorf("StorageClass %s is in the installation; examples are not part of it", o.Name)
+				case *rbacv1.ClusterRole:
+					checkNoWildcards(t, "ClusterRole "+o.Name, o.Rules)
+				case *rbacv1.Role:
+					checkNoWildcards(t, "Role "+o.Name, o.Rules)
 				}
 				if ns := obj.(metav1.Object).GetNamespace(); ns != "" && ns != installNamespace {
 					t.Errorf("%T %s is in namespace %s, want %s", obj, obj.(metav1.Object).GetName(), ns, installNamespace)
@@ -325,10 +330,48 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, serviceAccounts map[str
 			errorf("%s: leader election must stay on for several replicas", a)
 		}
 	}
+	// The provisioner writes only under --directory-root: the share.
+	for _, a := range c.Args {
+		root, ok := strings.CutPrefix(a, "--directory-root=")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == root })
+		if i < 0 {
+			errorf("nothing is mounted at --directory-root %s", root)
+			continue
+		}
+		m := c.VolumeMounts[i]
+		j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if j < 0 || spec.Volumes[j].PersistentVolumeClaim == nil || spec.Volumes[j].PersistentVolumeClaim.ClaimName != "reclaimable-share" || m.ReadOnly {
+			errorf("--directory-root %s is not the claim reclaimable-share, mounted read-write", root)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && !deref(v.Secret.Optional, false) {
+			errorf("Secret %s is required: the pod would not start without it", v.Secret.SecretName)
+		}
+	}
 	// The binary parses exactly these args: --version stops it right after.
 	out, err := exec.Command(framework.Binary(), append(slices.Clone(c.Args), "--version")...).CombinedOutput()
 	if err != nil {
 		errorf("reclaimable %s: %v\n%s", strings.Join(c.Args, " "), err, out)
+	}
+}
+
+// checkNoWildcards fails the test if a rule grants "*": every verb,
+// resource and group is spelled out.
+func checkNoWildcards(t *testing.T, what string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	for _, r := range rules {
+		for _, list := range [][]string{r.Verbs, r.Resources, r.APIGroups} {
+			if slices.Contains(list, "*") {
+				t.Errorf("%s grants a wildcard: %+v", what, r)
+			}
+		}
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s grants non-resource URLs: %+v", what, r)
+		}
 	}
 }
 
