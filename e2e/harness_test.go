@@ -39,6 +39,8 @@ func TestHarnessRetainVolumeLifecycle(t *testing.T) {
 		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
 	})
 
+	inv := framework.WatchInvariants(t, framework.Scope{Classes: []string{class}, Namespaces: []string{ns}})
+
 	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: class},
 		Spec: corev1.PersistentVolumeSpec{
@@ -100,6 +102,7 @@ func TestHarnessRetainVolumeLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 30*time.Second, phase(corev1.VolumeAvailable), "the volume to be Available")
+	inv.Check(t, 0)
 }
 
 // The binary starts every controller, reports ready once its caches have

@@ -1,0 +1,386 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Scope says which objects an invariant checker looks at, so that tests
+// sharing a cluster do not see each other's objects.
+type Scope struct {
+	// ControllerID of the installation under test.
+	ControllerID string
+	// Classes are the StorageClasses whose volumes and claims are checked.
+	Classes []string
+	// Namespaces hold the claims and owners that are checked.
+	Namespaces []string
+}
+
+// Invariants watches a scenario from its start and checks, at its end, the
+// six invariants of the product (docs: "Invariants"):
+//
+//  1. no volume is bound to two claims, and no claim to two volumes;
+//  2. no volume whose claim still exists is released;
+//  3. no data is removed from a Retain volume (registered marker files survive);
+//  4. every claim the podwatcher created is deleted once its owner is gone,
+//     and none before;
+//  5. no associated volume whose claim is gone stays Released;
+//  6. no claim is bound to a volume that does not fit it.
+//
+// 1, 2 and 4 ("none before") are checked as the scenario runs, from watch
+// events confirmed against the API server; the rest at the end.
+type Invariants struct {
+	scope   Scope
+	factory informers.SharedInformerFactory
+	cancel  context.CancelFunc
+
+	mu         sync.Mutex
+	violations []string
+	markers    map[string][]string // volume name -> files that must survive
+}
+
+// WatchInvariants starts watching the cluster for scope. Call Check at the
+// end of the scenario; it is also called at cleanup if the test did not.
+func WatchInvariants(t testing.TB, scope Scope) *Invariants {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	inv := &Invariants{
+		scope:   scope,
+		factory: informers.NewSharedInformerFactory(Client(), 0),
+		cancel:  cancel,
+		markers: map[string][]string{},
+	}
+	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
+	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
+	if _, err := pvs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { inv.checkBinding(obj.(*corev1.PersistentVolume), pvs.GetStore()) },
+		UpdateFunc: func(old, cur any) {
+			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
+			inv.checkBinding(cur.(*corev1.PersistentVolume), pvs.GetStore())
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+				inv.checkClaimDeletion(ctx, c)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inv.factory.Start(ctx.Done())
+	for typ, ok := range inv.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("invariant checker: cache for %v did not sync", typ)
+		}
+	}
+	t.Cleanup(cancel)
+	return inv
+}
+
+// Marker registers a file that holds data of volume pv: it must still
+// exist at Check if the volume does and has reclaim policy Retain.
+func (inv *Invariants) Marker(pv, path string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.markers[pv] = append(inv.markers[pv], path)
+}
+
+func (inv *Invariants) violate(format string, args ...any) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.violations = append(inv.violations, fmt.Sprintf(format, args...))
+}
+
+func (inv *Invariants) inClass(class string) bool { return slices.Contains(inv.scope.Classes, class) }
+func (inv *Invariants) inNamespace(ns string) bool {
+	return slices.Contains(inv.scope.Namespaces, ns)
+}
+
+// checkBinding (1): no other volume names the claim this one names. The
+// store is fed by one watch, so what it holds is the cluster's state at one
+// resourceVersion: two volumes naming one claim in it were both so at once.
+func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume, store cache.Store) {
+	ref := pv.Spec.ClaimRef
+	if !inv.inClass(pv.Spec.StorageClassName) || ref == nil || ref.UID == "" {
+		return
+	}
+	var names []string
+	for _, obj := range store.List() {
+		v := obj.(*corev1.PersistentVolume)
+		if v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == ref.UID {
+			names = append(names, v.Name)
+		}
+	}
+	if len(names) > 1 {
+		sort.Strings(names)
+		inv.violate("invariant 1: volumes %s are bound to claim %s/%s (uid %s) at once", strings.Join(names, ", "), ref.Namespace, ref.Name, ref.UID)
+	}
+}
+
+// checkRelease (2): a volume that drops or replaces its claimRef must not
+// have a claim that still exists. A claim seen by a GET after the change
+// existed when the change was made: UIDs never come back.
+func (inv *Invariants) checkRelease(ctx context.Context, old, cur *corev1.PersistentVolume) {
+	before := old.Spec.ClaimRef
+	if !inv.inClass(cur.Spec.StorageClassName) || before == nil || before.UID == "" {
+		return
+	}
+	if after := cur.Spec.ClaimRef; after != nil && after.UID == before.UID {
+		return
+	}
+	claim, err := Client().CoreV1().PersistentVolumeClaims(before.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
+	if err == nil && claim.UID == before.UID {
+		inv.violate("invariant 2: volume %s was taken from claim %s/%s (uid %s), which still exists", cur.Name, before.Namespace, before.Name, before.UID)
+	}
+}
+
+// checkClaimDeletion (4, "none before"): a claim the podwatcher created is
+// deleted only when its owner is gone or going.
+func (inv *Invariants) checkClaimDeletion(ctx context.Context, claim *corev1.PersistentVolumeClaim) {
+	if !inv.inNamespace(claim.Namespace) || claim.Labels[keys.ClaimManagedBy] != inv.scope.ControllerID {
+		return
+	}
+	for _, ref := range claim.OwnerReferences {
+		alive, err := ownerAlive(ctx, claim.Namespace, ref)
+		if err == nil && alive {
+			inv.violate("invariant 4: claim %s/%s was deleted while its owner %s %s (uid %s) still exists", claim.Namespace, claim.Name, ref.Kind, ref.Name, ref.UID)
+		}
+	}
+}
+
+// ownerAlive reports whether the owner exists with the same UID and is not
+// being deleted.
+func ownerAlive(ctx context.Context, ns string, ref metav1.OwnerReference) (bool, error) {
+	var meta metav1.Object
+	switch ref.Kind {
+	case "Pod":
+		p, err := Client().CoreV1().Pods(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		meta = p
+	case "Job":
+		j, err := Client().BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		meta = j
+	default:
+		return false, fmt.Errorf("unknown owner kind %q", ref.Kind)
+	}
+	return meta.GetUID() == ref.UID && meta.GetDeletionTimestamp() == nil, nil
+}
+
+// Check evaluates the end-state invariants and fails the test with every
+// violation seen since WatchInvariants. Call it once the scenario is quiet:
+// it waits up to settle for the end state to be reached (volumes Released
+// only briefly, claims of gone owners deleted), so a controller that is
+// merely slow is not reported, one that is stuck is.
+func (inv *Invariants) Check(t testing.TB, settle time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	var last []string
+	deadline := time.Now().Add(settle)
+	for {
+		last = inv.endState(ctx)
+		if len(last) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(Interval)
+	}
+	inv.cancel()
+	inv.mu.Lock()
+	all := append(append([]string(nil), inv.violations...), last...)
+	inv.mu.Unlock()
+	for _, v := range all {
+		t.Error(v)
+	}
+}
+
+// Violations returns the count of violations seen so far during the run
+// plus those of the current end state.
+func (inv *Invariants) Violations(ctx context.Context) int {
+	inv.mu.Lock()
+	n := len(inv.violations)
+	inv.mu.Unlock()
+	return n + len(inv.endState(ctx))
+}
+
+func (inv *Invariants) endState(ctx context.Context) []string {
+	var out []string
+	pvList, err := Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"listing volumes: " + err.Error()}
+	}
+	claims := map[types.UID]*corev1.PersistentVolumeClaim{}
+	for _, ns := range inv.scope.Namespaces {
+		list, err := Client().CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return []string{"listing claims: " + err.Error()}
+		}
+		for i := range list.Items {
+			claims[list.Items[i].UID] = &list.Items[i]
+		}
+	}
+
+	byClaim := map[types.UID][]string{}
+	for i := range pvList.Items {
+		pv := &pvList.Items[i]
+		if !inv.inClass(pv.Spec.StorageClassName) {
+			continue
+		}
+		ref := pv.Spec.ClaimRef
+		if ref != nil && ref.UID != "" {
+			byClaim[ref.UID] = append(byClaim[ref.UID], pv.Name)
+		}
+		// 5: associated (by label or class) and Released for good.
+		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+			if _, exists := claims[refUID(ref)]; !exists {
+				out = append(out, fmt.Sprintf("invariant 5: volume %s is still Released (claim %s/%s gone)", pv.Name, ref.Namespace, ref.Name))
+			}
+		}
+		// 6: a bound pair fits.
+		if claim, ok := claims[refUID(ref)]; ok && claim.Spec.VolumeName == pv.Name {
+			if why := misfit(claim, pv); why != "" {
+				out = append(out, fmt.Sprintf("invariant 6: claim %s/%s is bound to volume %s that does not fit: %s", claim.Namespace, claim.Name, pv.Name, why))
+			}
+		}
+		// 3: data of a Retain volume survives.
+		if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+			inv.mu.Lock()
+			files := inv.markers[pv.Name]
+			inv.mu.Unlock()
+			for _, f := range files {
+				if _, err := os.Stat(f); err != nil {
+					out = append(out, fmt.Sprintf("invariant 3: data of Retain volume %s lost: %v", pv.Name, err))
+				}
+			}
+		}
+	}
+	// 1: at rest, one volume per claim, one claim per volume.
+	for uid, names := range byClaim {
+		if len(names) > 1 {
+			sort.Strings(names)
+			out = append(out, fmt.Sprintf("invariant 1: claim uid %s is named by volumes %s", uid, strings.Join(names, ", ")))
+		}
+	}
+	byVolume := map[string][]string{}
+	for _, c := range claims {
+		if c.Spec.VolumeName != "" {
+			byVolume[c.Spec.VolumeName] = append(byVolume[c.Spec.VolumeName], c.Namespace+"/"+c.Name)
+		}
+	}
+	for v, names := range byVolume {
+		if len(names) > 1 {
+			sort.Strings(names)
+			out = append(out, fmt.Sprintf("invariant 1: volume %s is named by claims %s", v, strings.Join(names, ", ")))
+		}
+	}
+	// 4: no claim of ours outlives its owner.
+	for _, c := range claims {
+		if c.Labels[keys.ClaimManagedBy] != inv.scope.ControllerID || c.DeletionTimestamp != nil {
+			continue
+		}
+		for _, ref := range c.OwnerReferences {
+			if alive, err := ownerAlive(ctx, c.Namespace, ref); err == nil && !alive && !ownerTerminating(ctx, c.Namespace, ref) {
+				out = append(out, fmt.Sprintf("invariant 4: claim %s/%s outlives its owner %s %s", c.Namespace, c.Name, ref.Kind, ref.Name))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ownerTerminating: an owner being deleted keeps its claim until it is gone.
+func ownerTerminating(ctx context.Context, ns string, ref metav1.OwnerReference) bool {
+	var meta metav1.Object
+	var err error
+	switch ref.Kind {
+	case "Pod":
+		var p *corev1.Pod
+		p, err = Client().CoreV1().Pods(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		meta = p
+	case "Job":
+		var j *batchv1.Job
+		j, err = Client().BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		meta = j
+	default:
+		return false
+	}
+	return err == nil && meta.GetUID() == ref.UID && meta.GetDeletionTimestamp() != nil
+}
+
+func refUID(ref *corev1.ObjectReference) types.UID {
+	if ref == nil {
+		return ""
+	}
+	return ref.UID
+}
+
+// misfit says why pv does not satisfy claim, or "" if it does.
+func misfit(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) string {
+	if claim.Spec.StorageClassName != nil && *claim.Spec.StorageClassName != pv.Spec.StorageClassName {
+		return fmt.Sprintf("class %q, claim wants %q", pv.Spec.StorageClassName, *claim.Spec.StorageClassName)
+	}
+	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	have := pv.Spec.Capacity[corev1.ResourceStorage]
+	if have.Cmp(want) < 0 {
+		return fmt.Sprintf("capacity %s < request %s", have.String(), want.String())
+	}
+	for _, m := range claim.Spec.AccessModes {
+		if !slices.Contains(pv.Spec.AccessModes, m) {
+			return fmt.Sprintf("access mode %s missing", m)
+		}
+	}
+	if mode(claim.Spec.VolumeMode) != mode(pv.Spec.VolumeMode) {
+		return fmt.Sprintf("volume mode %s, claim wants %s", mode(pv.Spec.VolumeMode), mode(claim.Spec.VolumeMode))
+	}
+	if node := claim.Annotations["volume.kubernetes.io/selected-node"]; node != "" && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+		n, err := Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err == nil {
+			if ok, _ := corev1helpers.MatchNodeSelectorTerms(n, pv.Spec.NodeAffinity.Required); !ok {
+				return fmt.Sprintf("node affinity excludes selected node %s", node)
+			}
+		}
+	}
+	if sel := claim.Spec.Selector; sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil || !s.Matches(labels.Set(pv.Labels)) {
+			return "labels do not match the claim's selector"
+		}
+	}
+	return ""
+}
+
+func mode(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
+	if m == nil {
+		return corev1.PersistentVolumeFilesystem
+	}
+	return *m
+}

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/reclaimable/reclaimable/e2e/framework"
+)
+
+// errorRecorder collects what a checker reports instead of failing the test.
+type errorRecorder struct {
+	*testing.T
+	errors []string
+}
+
+func (r *errorRecorder) Error(args ...any) { r.errors = append(r.errors, fmt.Sprint(args...)) }
+
+// The checker is only worth something if it fails: break invariants 1, 2,
+// 3, 5 and 6 by hand and expect each to be reported.
+func TestInvariantCheckerReportsViolations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := framework.Client()
+	ns := framework.Namespace(t)
+	class := createRetainClass(t, nil)
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: "none", Classes: []string{class}, Namespaces: []string{ns}})
+
+	// A claim bound to a volume, then a second volume claiming it too (1),
+	// the bound volume's claimRef cleared while the claim exists (2).
+	dir := t.TempDir()
+	a := createHostPathVolume(t, class, "1Gi", dir)
+	claim := createClaim(t, ns, "victim", class, "1Gi", "")
+	waitVolumePhase(t, a.Name, corev1.VolumeBound)
+	b := createHostPathVolume(t, class, "1Gi", t.TempDir())
+	updateVolume(t, b.Name, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = claimRef(claim) })
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		return inv.Violations(ctx) >= 1, nil
+	}, "the checker to see the double binding")
+	// A marker in a Retain volume's data, then removed (3).
+	marker := filepath.Join(dir, "marker")
+	if err := os.WriteFile(marker, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv.Marker(a.Name, marker)
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	// A volume too small for the claim bound to it by hand (6), and a
+	// released volume nobody returns to the pool (5).
+	// The PV controller itself refuses such a pair, so make it as a user
+	// could: a claim naming the volume, the volume naming the claim.
+	small := createHostPathVolume(t, class, "1Mi", t.TempDir())
+	big := createClaim(t, ns, "too-big", class, "10Gi", small.Name)
+	updateVolume(t, small.Name, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = claimRef(big) })
+	leftover := createHostPathVolume(t, class, "1Gi", t.TempDir())
+	gone := createClaim(t, ns, "gone", class, "1Gi", "")
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, gone.Name, metav1.GetOptions{})
+		return err == nil && c.Spec.VolumeName != "", err
+	}, "a claim for the leftover volume to bind")
+	if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitVolumePhase(t, leftover.Name, corev1.VolumeReleased)
+	updateVolume(t, a.Name, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil })
+
+	rec := &errorRecorder{T: t}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		return inv.Violations(ctx) >= 5, nil
+	}, "the checker to see the violations")
+	inv.Check(rec, 0)
+	report := strings.Join(rec.errors, "\n")
+	for _, want := range []string{"invariant 1:", "invariant 2:", "invariant 3:", "invariant 5:", "invariant 6:"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("checker did not report %q; it reported:\n%s", want, report)
+		}
+	}
+}
+
+func createRetainClass(t *testing.T, annotations map[string]string) string {
+	t.Helper()
+	name := framework.Name("retain")
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	_, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+func createHostPathVolume(t *testing.T, class, size, path string) *corev1.PersistentVolume {
+	t.Helper()
+	pv, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: framework.Name(class)},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = framework.Client().CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	return pv
+}
+
+func createClaim(t *testing.T, ns, name, class, size, volume string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	c, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			VolumeName:       volume,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// updateVolume applies change to the current volume, retrying on conflicts
+// with the PV controller's own writes.
+func updateVolume(t *testing.T, name string, change func(*corev1.PersistentVolume)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(pv)
+		_, err = framework.Client().CoreV1().PersistentVolumes().Update(context.Background(), pv, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating volume %s: %v", name, err)
+	}
+}
+
+func claimRef(c *corev1.PersistentVolumeClaim) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+}
+
+func waitVolumePhase(t *testing.T, name string, want corev1.PersistentVolumePhase) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return pv.Status.Phase == want, nil
+	}, fmt.Sprintf("volume %s to be %s", name, want))
+}

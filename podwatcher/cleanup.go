@@ -1,0 +1,127 @@
+package podwatcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// syncClaim deletes a managed claim whose owner is gone.
+func (c *Controller) syncClaim(ctx context.Context, k key) error {
+	logger := klog.FromContext(ctx)
+	claim, err := c.claims.PersistentVolumeClaims(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	ref, ok := claimOwner(claim)
+	if !ok {
+		logger.V(2).Info("Cannot tell the owner of a managed claim from its claimed-by label, owner reference and owner annotation; leaving it alone")
+		return nil
+	}
+	gone, err := c.ownerGone(ctx, claim.Namespace, ref)
+	if err != nil || !gone {
+		return err
+	}
+
+	err = c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &claim.UID, ResourceVersion: &claim.ResourceVersion},
+	})
+	switch {
+	case err == nil:
+		c.metrics.deleted.Inc()
+		c.recorder.Eventf(claim, corev1.EventTypeNormal, "ClaimDeleted", "Deleted claim: its owner %s %s (UID %s) no longer exists", ref.Kind, ref.Name, ref.UID)
+		logger.V(2).Info("Deleted claim of a gone owner", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil // deleted by someone else, e.g. the garbage collector
+	case apierrors.IsConflict(err):
+		// Changed since the cache saw it: look again at the new version.
+		return fmt.Errorf("claim %s changed since it was read, examining it again", k)
+	default:
+		c.metrics.apiErrors.WithLabelValues("delete").Inc()
+		return fmt.Errorf("deleting claim %s: %w", k, err)
+	}
+}
+
+// claimOwner returns the owner a managed claim was created for: the Pod or
+// Job its claimed-by label names by UID, found by kind and name through the
+// claim's controller reference or, once that is gone, our owner annotation.
+// A claim whose owner cannot be told is left alone.
+func claimOwner(claim *corev1.PersistentVolumeClaim) (owner, bool) {
+	o := owner{Namespace: claim.Namespace, UID: types.UID(claim.Labels[keys.ClaimedBy])}
+	if o.UID == "" {
+		return o, false
+	}
+	if ref := metav1.GetControllerOf(claim); ref != nil && ref.UID == o.UID {
+		o.APIVersion, o.Kind, o.Name = ref.APIVersion, ref.Kind, ref.Name
+	} else if kind, name, ok := strings.Cut(claim.Annotations[ownerAnnotation], "/"); ok {
+		o.Kind, o.Name = kind, name
+		o.APIVersion = "v1"
+		if kind == kindJob {
+			o.APIVersion = "batch/v1"
+		}
+	}
+	switch {
+	case o.Name == "":
+		return o, false
+	case o.Kind == kindPod && o.APIVersion == "v1":
+	case o.Kind == kindJob && isBatchGroup(o.APIVersion):
+	default:
+		return o, false
+	}
+	return o, true
+}
+
+// ownerGone tells whether the owner ref names no longer exists. The cache
+// is trusted only to say it exists; absence is confirmed by the API server,
+// either through the delete event we saw or through a GET.
+func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner) (bool, error) {
+	var (
+		cached metav1.Object
+		err    error
+	)
+	if ref.Kind == kindPod {
+		cached, err = c.pods.Pods(namespace).Get(ref.Name)
+	} else {
+		cached, err = c.jobs.Jobs(namespace).Get(ref.Name)
+	}
+	if err == nil && cached.GetUID() == ref.UID {
+		return false, nil
+	}
+	c.mu.Lock()
+	_, seenDeleted := c.gone[ref.UID]
+	c.mu.Unlock()
+	if seenDeleted {
+		return true, nil
+	}
+
+	var live metav1.Object
+	if ref.Kind == kindPod {
+		live, err = c.client.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	} else {
+		live, err = c.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		c.metrics.apiErrors.WithLabelValues("get").Inc()
+		return false, fmt.Errorf("reading owner %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+	}
+	// Same name, other UID: the owner was deleted and another made in its place.
+	return live.GetUID() != ref.UID, nil
+}

@@ -1,0 +1,429 @@
+// Package podwatcher creates the claims that annotated Pods and Jobs ask for
+// and deletes them once their owner is gone.
+//
+// A Pod or Job asks for a claim for its volume V with the annotations
+// "dynamic-pvc-provisioner.kubernetes.io/V.enabled" and ".../V.pvc" (see
+// README.md). The claim gets the name the volume's persistentVolumeClaim
+// names, the labels managed-by (the controller ID) and claimed-by (the
+// owner's UID) and an ownerReference to the owner. A claim labelled with
+// this controller's ID whose owner no longer exists is deleted, on the
+// owner's delete event and on a periodic sweep; a claim without the label is
+// never touched.
+package podwatcher
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Config holds the flags of the podwatcher.
+type Config struct {
+	// Namespace limits the watched Pods, Jobs and claims to one namespace;
+	// empty watches all.
+	Namespace string
+	// CleanupInterval is the period of the sweep that re-examines every
+	// managed claim and every annotated owner.
+	CleanupInterval time.Duration
+	// Workers is the number of keys synced in parallel.
+	Workers int
+}
+
+// AddFlags registers the flags of the podwatcher on fs.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Namespace, "namespace", "", "Watch Pods and Jobs (and manage claims) in this namespace only; empty watches all namespaces.")
+	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", time.Minute, "How often every managed claim is checked for an owner that is gone, and every annotated Pod and Job for a missing claim.")
+	fs.IntVar(&c.Workers, "podwatcher-workers", 4, "Pods, Jobs and claims the podwatcher processes in parallel.")
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.CleanupInterval <= 0 {
+		errs = append(errs, errors.New("--cleanup-interval must be positive"))
+	}
+	if c.Workers <= 0 {
+		errs = append(errs, errors.New("--podwatcher-workers must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+const (
+	kindPod   = "Pod"
+	kindJob   = "Job"
+	kindClaim = "PersistentVolumeClaim"
+
+	// claimedByIndex finds the claims of an owner UID, so that an owner's
+	// delete event costs no list.
+	claimedByIndex = "podwatcher/claimed-by"
+	// wantsClaimIndex finds the owners that ask for a claim
+	// "<namespace>/<name>", so that a claim deleted while still wanted is
+	// created again.
+	wantsClaimIndex = "podwatcher/wants-claim"
+
+	// expectationTTL bounds how long a create we made is trusted before the
+	// informer shows the claim; past it the owner is examined afresh.
+	expectationTTL = time.Minute
+	// goneTTL is how long the UID of an owner whose delete event we saw is
+	// remembered. Its claims are normally deleted within seconds.
+	goneTTL = 5 * time.Minute
+	// jobWait is how soon a pod of a Job not yet in the cache is looked at
+	// again: until the Job is known, the pod's annotations might be the
+	// Job's, whose claim must not be made twice.
+	jobWait = 2 * time.Second
+)
+
+// key is a workqueue key: an owner (Pod or Job) or a claim.
+type key struct {
+	Kind, Namespace, Name string
+}
+
+func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
+
+// Controller is the podwatcher.
+type Controller struct {
+	client       kubernetes.Interface
+	controllerID string
+	cfg          Config
+	recorder     record.EventRecorder
+	metrics      *metrics
+
+	pods         corelisters.PodLister
+	podIndexer   cache.Indexer
+	jobs         batchlisters.JobLister
+	jobIndexer   cache.Indexer
+	claims       corelisters.PersistentVolumeClaimLister
+	claimIndexer cache.Indexer
+
+	queue *controller.Queue[key]
+	now   func() time.Time
+
+	mu sync.Mutex
+	// creating holds "<namespace>/<name>" of claims we created that the
+	// informer has not shown yet, so that no create is sent twice.
+	creating map[string]time.Time
+	// gone holds owner UIDs whose delete event the watch delivered: the API
+	// server's own word that they no longer exist.
+	gone      map[types.UID]time.Time
+	lastPrune time.Time
+	// owners remembers, per live owner, what was already reported and what
+	// must not be retried.
+	owners map[types.UID]*ownerMemory
+}
+
+type ownerMemory struct {
+	// reported holds reason+volume+message of events already recorded.
+	reported map[string]struct{}
+	// foreign holds claim names found to exist without our label, with the
+	// time they were last checked.
+	foreign map[string]time.Time
+	// refused holds, per volume, the template the API server refused.
+	refused map[string]string
+}
+
+// New builds the podwatcher on env's informers.
+func New(env *controller.Env, cfg Config) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newController(env.Client, env.ControllerID, cfg,
+		env.InformerFactory(cfg.Namespace, ""),
+		// Only our claims are cached: a cluster's other claims are none of
+		// our business, and a claim without our label is never touched.
+		env.InformerFactory(cfg.Namespace, keys.ClaimManagedBy+"="+env.ControllerID),
+		env.Recorder("reclaimable-podwatcher"), env.Registry)
+}
+
+func newController(client kubernetes.Interface, controllerID string, cfg Config,
+	all, ours informers.SharedInformerFactory, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
+	podInformer := all.Core().V1().Pods()
+	jobInformer := all.Batch().V1().Jobs()
+	claimInformer := ours.Core().V1().PersistentVolumeClaims()
+
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims}); err != nil {
+		return nil, fmt.Errorf("adding pod index: %w", err)
+	}
+	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
+		return nil, fmt.Errorf("adding job index: %w", err)
+	}
+	if err := claimInformer.Informer().AddIndexers(cache.Indexers{claimedByIndex: claimedBy}); err != nil {
+		return nil, fmt.Errorf("adding claim index: %w", err)
+	}
+
+	c := &Controller{
+		client:       client,
+		controllerID: controllerID,
+		cfg:          cfg,
+		recorder:     recorder,
+		metrics:      newMetrics(registry),
+		pods:         podInformer.Lister(),
+		podIndexer:   podInformer.Informer().GetIndexer(),
+		jobs:         jobInformer.Lister(),
+		jobIndexer:   jobInformer.Informer().GetIndexer(),
+		claims:       claimInformer.Lister(),
+		claimIndexer: claimInformer.Informer().GetIndexer(),
+		now:          time.Now,
+		creating:     map[string]time.Time{},
+		gone:         map[types.UID]time.Time{},
+		owners:       map[types.UID]*ownerMemory{},
+	}
+	c.queue = controller.NewQueue("podwatcher", c.sync)
+
+	if _, err := podInformer.Informer().AddEventHandler(c.ownerHandler(kindPod)); err != nil {
+		return nil, err
+	}
+	if _, err := jobInformer.Informer().AddEventHandler(c.ownerHandler(kindJob)); err != nil {
+		return nil, err
+	}
+	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.claimAdded,
+		UpdateFunc: func(_, obj any) { c.claimSeen(obj) },
+		DeleteFunc: c.claimDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name names the controller's lease and logs.
+func (c *Controller) Name() string { return "podwatcher" }
+
+// Run processes the queue and sweeps periodically until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	go func() {
+		ticker := time.NewTicker(c.cfg.CleanupInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				c.sweep(ctx)
+			}
+		}
+	}()
+	c.queue.Run(ctx, c.cfg.Workers)
+	return nil
+}
+
+// --- event handlers: they only remember facts and enqueue keys ---
+
+func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.ownerChanged(kind, obj) },
+		UpdateFunc: func(_, obj any) { c.ownerChanged(kind, obj) },
+		DeleteFunc: c.ownerDeleted,
+	}
+}
+
+func (c *Controller) ownerChanged(kind string, obj any) {
+	meta, ok := obj.(metav1.Object)
+	if !ok || !asksForClaims(meta.GetAnnotations()) {
+		return
+	}
+	c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
+}
+
+func (c *Controller) ownerDeleted(obj any) {
+	tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
+	if isTombstone {
+		obj = tombstone.Obj
+	}
+	meta, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	uid := meta.GetUID()
+	c.mu.Lock()
+	delete(c.owners, uid)
+	if !isTombstone {
+		// A watch DELETE is definite; a tombstone only says the cache
+		// missed the object, and is confirmed with a GET like the sweep.
+		c.gone[uid] = c.now()
+	}
+	c.pruneLocked()
+	c.mu.Unlock()
+
+	claims, err := c.claimIndexer.ByIndex(claimedByIndex, string(uid))
+	if err != nil {
+		return
+	}
+	for _, o := range claims {
+		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		}
+	}
+}
+
+func (c *Controller) claimAdded(obj any) {
+	c.claimSeen(obj)
+	// Examine every claim once as it enters the cache: after a start this
+	// finds the claims whose owner went away while no replica ran.
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+	}
+}
+
+func (c *Controller) claimSeen(obj any) {
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		c.mu.Lock()
+		delete(c.creating, claim.Namespace+"/"+claim.Name)
+		c.mu.Unlock()
+	}
+}
+
+func (c *Controller) claimDeleted(obj any) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	name := claim.Namespace + "/" + claim.Name
+	c.mu.Lock()
+	delete(c.creating, name)
+	c.mu.Unlock()
+	// An owner that still wants a claim of this name gets it again.
+	c.enqueueOwnersWanting(name)
+}
+
+func (c *Controller) enqueueOwnersWanting(claim string) {
+	for _, ix := range []struct {
+		kind    string
+		indexer cache.Indexer
+	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
+		objs, err := ix.indexer.ByIndex(wantsClaimIndex, claim)
+		if err != nil {
+			continue
+		}
+		for _, o := range objs {
+			if meta, ok := o.(metav1.Object); ok {
+				c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
+			}
+		}
+	}
+}
+
+// sweep queues every managed claim (to catch owners gone unseen) and every
+// annotated owner (to catch claims missing for any reason).
+func (c *Controller) sweep(ctx context.Context) {
+	claims := c.claimIndexer.List()
+	for _, o := range claims {
+		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		}
+	}
+	owners := 0
+	for _, ix := range []struct {
+		kind    string
+		indexer cache.Indexer
+	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
+		for _, value := range ix.indexer.ListIndexFuncValues(wantsClaimIndex) {
+			objs, _ := ix.indexer.ByIndex(wantsClaimIndex, value)
+			for _, o := range objs {
+				if meta, ok := o.(metav1.Object); ok {
+					c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
+					owners++
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	c.pruneLocked()
+	c.mu.Unlock()
+	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
+}
+
+// pruneLocked forgets gone owners and expectations past their time.
+func (c *Controller) pruneLocked() {
+	now := c.now()
+	if now.Sub(c.lastPrune) < time.Minute {
+		return
+	}
+	c.lastPrune = now
+	for uid, t := range c.gone {
+		if now.Sub(t) > goneTTL {
+			delete(c.gone, uid)
+		}
+	}
+	for name, t := range c.creating {
+		if now.Sub(t) > expectationTTL {
+			delete(c.creating, name)
+		}
+	}
+}
+
+// --- indexes ---
+
+// asksForClaims tells whether an object has any ".enabled" annotation, so
+// that the handlers ignore the great majority of pods cheaply.
+func asksForClaims(annotations map[string]string) bool {
+	for k := range annotations {
+		if _, ok := enabledVolume(k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func wantedClaims(namespace string, annotations map[string]string, volumes []corev1.Volume) []string {
+	if !asksForClaims(annotations) {
+		return nil
+	}
+	var names []string
+	for _, v := range volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		if _, ok := annotations[keys.EnabledKey(v.Name)]; ok {
+			names = append(names, namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names
+}
+
+func podWantsClaims(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	return wantedClaims(pod.Namespace, pod.Annotations, pod.Spec.Volumes), nil
+}
+
+func jobWantsClaims(obj any) ([]string, error) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return nil, nil
+	}
+	return wantedClaims(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes), nil
+}
+
+func claimedBy(obj any) ([]string, error) {
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return nil, nil
+	}
+	if uid := claim.Labels[keys.ClaimedBy]; uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
+}

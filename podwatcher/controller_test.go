@@ -1,0 +1,509 @@
+package podwatcher
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+const testID = "test-id"
+
+type fixture struct {
+	t        *testing.T
+	client   *fake.Clientset
+	c        *Controller
+	recorder *record.FakeRecorder
+	all      informers.SharedInformerFactory
+	ours     informers.SharedInformerFactory
+}
+
+// newFixture builds a controller whose caches hold cached and whose API
+// server holds cached and live. Informers are not started: tests put
+// objects into the caches and call sync themselves.
+func newFixture(t *testing.T, cached []runtime.Object, live ...runtime.Object) *fixture {
+	t.Helper()
+	client := fake.NewClientset(append(append([]runtime.Object{}, cached...), live...)...)
+	f := &fixture{
+		t:        t,
+		client:   client,
+		recorder: record.NewFakeRecorder(100),
+		all:      informers.NewSharedInformerFactory(client, 0),
+		ours:     informers.NewSharedInformerFactory(client, 0),
+	}
+	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1}, f.all, f.ours, f.recorder, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.c = c
+	for _, o := range cached {
+		f.cache(o)
+	}
+	client.ClearActions()
+	return f
+}
+
+func (f *fixture) cache(o runtime.Object) {
+	f.t.Helper()
+	var err error
+	switch o := o.(type) {
+	case *corev1.Pod:
+		err = f.c.podIndexer.Add(o)
+	case *batchv1.Job:
+		err = f.c.jobIndexer.Add(o)
+	case *corev1.PersistentVolumeClaim:
+		if o.Labels[keys.ClaimManagedBy] == testID {
+			err = f.c.claimIndexer.Add(o)
+		}
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) sync(k key) error {
+	return f.c.sync(context.Background(), k)
+}
+
+// writes returns the actions that are not reads, as "verb resource".
+func (f *fixture) actions() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+func (f *fixture) expectActions(want ...string) {
+	f.t.Helper()
+	if got := f.actions(); strings.Join(got, ",") != strings.Join(want, ",") {
+		f.t.Errorf("actions = %v, want %v", got, want)
+	}
+	f.client.ClearActions()
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// expectEvents checks the events recorded since the last call by their
+// "<type> <reason>" prefix.
+func (f *fixture) expectEvents(want ...string) {
+	f.t.Helper()
+	got := f.events()
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(want); i++ {
+		ok = strings.HasPrefix(got[i], want[i]+" ")
+	}
+	if !ok {
+		f.t.Errorf("events = %q, want %q", got, want)
+	}
+}
+
+func annotatedPod(name string, uid types.UID, annotations map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, Annotations: annotations},
+		Spec:       corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", name+"-cache")}},
+		Status:     corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
+
+func managedClaim(name string, ownerKind string, ownerName string, ownerUID types.UID) *corev1.PersistentVolumeClaim {
+	apiVersion := "v1"
+	if ownerKind == kindJob {
+		apiVersion = "batch/v1"
+	}
+	yes := true
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: name, UID: types.UID("claim-" + name), ResourceVersion: "7",
+		Labels:          map[string]string{keys.ClaimManagedBy: testID, keys.ClaimedBy: string(ownerUID)},
+		Annotations:     map[string]string{ownerAnnotation: ownerKind + "/" + ownerName},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: ownerKind, Name: ownerName, UID: ownerUID, Controller: &yes}},
+	}}
+}
+
+func podKey(name string) key { return key{kindPod, "ns", name} }
+
+func TestPodGetsClaimOnce(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	f := newFixture(t, []runtime.Object{pod})
+
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	created := f.client.Actions()
+	f.expectActions("create persistentvolumeclaims")
+	f.expectEvents("Normal ClaimCreated")
+	claim := created[0].(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim)
+	if claim.Name != "p-cache" || claim.Labels[keys.ClaimManagedBy] != testID || claim.Labels[keys.ClaimedBy] != "uid-p" ||
+		claim.Labels["team"] != "build" || len(claim.OwnerReferences) != 1 || claim.OwnerReferences[0].UID != "uid-p" {
+		t.Errorf("created claim = %+v", claim.ObjectMeta)
+	}
+	if got := counterValue(t, f.c.metrics.created); got != 1 {
+		t.Errorf("claims_created_total = %v", got)
+	}
+
+	// Pod status updates before the informer shows the claim: no second create.
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions()
+
+	// Once the informer shows it, the cache answers.
+	f.cache(claim)
+	f.c.claimSeen(claim)
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions()
+	f.expectEvents()
+}
+
+func TestExpectationExpires(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	f := newFixture(t, []runtime.Object{pod})
+	now := time.Now()
+	f.c.now = func() time.Time { return now }
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions("create persistentvolumeclaims")
+	// The claim never shows up in the cache (and was deleted meanwhile).
+	if err := f.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), "ns", "p-cache"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(expectationTTL + time.Second)
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions("create persistentvolumeclaims")
+}
+
+func TestOwnersThatNeedNoClaim(t *testing.T) {
+	now := metav1.Now()
+	deleting := annotatedPod("deleting", "u1", ask("cache", "true", validYAML))
+	deleting.DeletionTimestamp = &now
+	succeeded := annotatedPod("succeeded", "u2", ask("cache", "true", validYAML))
+	succeeded.Status.Phase = corev1.PodSucceeded
+	failed := annotatedPod("failed", "u3", ask("cache", "true", validYAML))
+	failed.Status.Phase = corev1.PodFailed
+	off := annotatedPod("off", "u4", ask("cache", "false", validYAML))
+	plain := annotatedPod("plain", "u5", nil)
+	hasClaim := annotatedPod("has-claim", "u6", ask("cache", "true", validYAML))
+	otherOwnersClaim := managedClaim("has-claim-cache", kindPod, "previous", "u-previous")
+	finishedJob := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "done", UID: "u7", Annotations: ask("cache", "true", validYAML)},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "done-cache")}}}},
+		Status:     batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
+	}
+	f := newFixture(t, []runtime.Object{deleting, succeeded, failed, off, plain, hasClaim, otherOwnersClaim, finishedJob})
+	for _, k := range []key{podKey("deleting"), podKey("succeeded"), podKey("failed"), podKey("off"), podKey("plain"), podKey("has-claim"), podKey("missing"), {kindJob, "ns", "done"}} {
+		if err := f.sync(k); err != nil {
+			t.Errorf("%s: %v", k, err)
+		}
+	}
+	f.expectActions()
+	f.expectEvents()
+}
+
+func TestForeignClaimIsLeftAlone(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-cache", UID: "foreign"}}
+	f := newFixture(t, []runtime.Object{pod}, foreign)
+
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions("create persistentvolumeclaims", "get persistentvolumeclaims")
+	f.expectEvents("Normal ClaimExists")
+
+	// Further pod updates neither retry the create nor repeat the event.
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions()
+	f.expectEvents()
+}
+
+func TestRejectionReportedOnce(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "yes", validYAML))
+	f := newFixture(t, []runtime.Object{pod})
+	for range 3 {
+		if err := f.sync(podKey("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.expectActions()
+	f.expectEvents("Warning " + ReasonInvalidEnabled)
+	if got := counterValue(t, f.c.metrics.rejections.WithLabelValues(ReasonInvalidEnabled)); got != 1 {
+		t.Errorf("rejections_total{reason=%s} = %v, want 1", ReasonInvalidEnabled, got)
+	}
+
+	// A different mistake is a new problem; after the owner's delete event
+	// its memory is gone.
+	pod2 := pod.DeepCopy()
+	pod2.Annotations = ask("cache", "true", "kind: Pod\n")
+	f.cache(pod2)
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectEvents("Warning " + ReasonNotAClaim)
+	f.c.ownerDeleted(pod2)
+	if len(f.c.owners) != 0 {
+		t.Errorf("memory of a deleted owner kept: %v", f.c.owners)
+	}
+}
+
+func TestAPIServerRefusalIsNotRetriedUntilTemplateChanges(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	f := newFixture(t, []runtime.Object{pod})
+	f.client.PrependReactor("create", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "PersistentVolumeClaim"}, "p-cache",
+			field.ErrorList{field.Required(field.NewPath("spec", "resources", "requests", "storage"), "")})
+	})
+	for range 2 {
+		if err := f.sync(podKey("p")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.expectActions("create persistentvolumeclaims")
+	f.expectEvents("Warning ClaimRejected")
+
+	changed := pod.DeepCopy()
+	changed.Annotations = ask("cache", "true", validJSON)
+	f.cache(changed)
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions("create persistentvolumeclaims")
+}
+
+func TestTransientCreateErrorIsRetried(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	f := newFixture(t, []runtime.Object{pod})
+	fail := true
+	f.client.PrependReactor("create", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fail {
+			return true, nil, apierrors.NewServiceUnavailable("etcd")
+		}
+		return false, nil, nil
+	})
+	if err := f.sync(podKey("p")); err == nil {
+		t.Fatal("a failed create must fail the sync, so that it is retried")
+	}
+	fail = false
+	if err := f.sync(podKey("p")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions("create persistentvolumeclaims", "create persistentvolumeclaims")
+}
+
+func TestJobPodsShareTheJobsClaim(t *testing.T) {
+	annotations := ask("cache", "true", validYAML)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: annotations},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
+	}
+	yes := true
+	jobRef := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
+	// Annotations copied from the pod template as well: still the Job's claim.
+	pod := annotatedPod("build-x", "uid-pod", annotations)
+	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
+	pod.OwnerReferences = jobRef
+	// A pod of a Job that the cache does not know yet waits for it.
+	orphanPod := annotatedPod("other-x", "uid-pod2", annotations)
+	orphanPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "other", UID: "uid-other", Controller: &yes}}
+
+	f := newFixture(t, []runtime.Object{job, pod, orphanPod})
+	for _, k := range []key{podKey("build-x"), podKey("other-x")} {
+		if err := f.sync(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.expectActions()
+
+	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
+		t.Fatal(err)
+	}
+	created := f.client.Actions()
+	f.expectActions("create persistentvolumeclaims")
+	claim := created[0].(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim)
+	ref := claim.OwnerReferences[0]
+	if claim.Name != "build-cache" || ref.APIVersion != "batch/v1" || ref.Kind != "Job" || ref.UID != "uid-job" || claim.Labels[keys.ClaimedBy] != "uid-job" {
+		t.Errorf("claim = %+v", claim.ObjectMeta)
+	}
+}
+
+func TestCleanup(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", nil)
+	samePodLive := annotatedPod("p", "uid-p", nil)
+	replacement := annotatedPod("p", "uid-new", nil)
+	tests := []struct {
+		name        string
+		cached      []runtime.Object
+		live        []runtime.Object
+		seenDeleted bool
+		claim       *corev1.PersistentVolumeClaim
+		want        []string
+	}{
+		{name: "owner in cache", cached: []runtime.Object{pod}, claim: managedClaim("c", kindPod, "p", "uid-p")},
+		{name: "owner delete event seen: no GET", seenDeleted: true, claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"delete persistentvolumeclaims"}},
+		{name: "owner absent from cache and API", claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"get pods", "delete persistentvolumeclaims"}},
+		{name: "owner absent from cache but live: cache is behind", live: []runtime.Object{samePodLive}, claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"get pods"}},
+		{name: "owner replaced by one of the same name", cached: []runtime.Object{replacement}, claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"get pods", "delete persistentvolumeclaims"}},
+		{name: "job owner gone", claim: managedClaim("c", kindJob, "j", "uid-j"),
+			want: []string{"get jobs", "delete persistentvolumeclaims"}},
+		{name: "orphaned: owner reference removed, annotation names the owner", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindJob, "j", "uid-j")
+			c.OwnerReferences = nil
+			return c
+		}(), want: []string{"get jobs", "delete persistentvolumeclaims"}},
+		{name: "owner reference and annotation removed", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			c.OwnerReferences = nil
+			c.Annotations = nil
+			return c
+		}()},
+		{name: "no claimed-by label", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			delete(c.Labels, keys.ClaimedBy)
+			return c
+		}()},
+		{name: "annotation names another kind", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			c.OwnerReferences = nil
+			c.Annotations[ownerAnnotation] = "ConfigMap/p"
+			return c
+		}()},
+		{name: "owner reference of another kind", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			c.OwnerReferences[0].Kind = "ConfigMap"
+			return c
+		}()},
+		{name: "already being deleted", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			now := metav1.Now()
+			c.DeletionTimestamp = &now
+			return c
+		}()},
+		{name: "another installation's claim", claim: func() *corev1.PersistentVolumeClaim {
+			c := managedClaim("c", kindPod, "p", "uid-p")
+			c.Labels[keys.ClaimManagedBy] = "other-id"
+			return c
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, append(tt.cached, tt.claim), tt.live...)
+			// The cache holds every claim given, even foreign ones, to
+			// prove that the label is checked again at sync.
+			if err := f.c.claimIndexer.Add(tt.claim); err != nil {
+				t.Fatal(err)
+			}
+			if tt.seenDeleted {
+				f.c.ownerDeleted(pod)
+			}
+			if err := f.sync(key{kindClaim, "ns", "c"}); err != nil {
+				t.Fatal(err)
+			}
+			actions := f.client.Actions()
+			f.expectActions(tt.want...)
+			deleted := len(tt.want) > 0 && strings.HasPrefix(tt.want[len(tt.want)-1], "delete")
+			if deleted {
+				del := actions[len(actions)-1].(k8stesting.DeleteAction)
+				pre := del.GetDeleteOptions().Preconditions
+				if pre == nil || pre.UID == nil || *pre.UID != tt.claim.UID || pre.ResourceVersion == nil || *pre.ResourceVersion != "7" {
+					t.Errorf("delete without UID and resourceVersion preconditions: %+v", pre)
+				}
+				f.expectEvents("Normal ClaimDeleted")
+			} else {
+				f.expectEvents()
+			}
+		})
+	}
+}
+
+func TestDeleteConflictIsRetried(t *testing.T) {
+	f := newFixture(t, nil)
+	claim := managedClaim("c", kindPod, "p", "uid-p")
+	f.cache(claim)
+	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	f.client.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, "c", nil)
+	})
+	if err := f.sync(key{kindClaim, "ns", "c"}); err == nil {
+		t.Fatal("a delete refused by its preconditions must be retried")
+	}
+	f.expectEvents()
+}
+
+func TestHandlersEnqueue(t *testing.T) {
+	wanter := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	f := newFixture(t, []runtime.Object{wanter})
+	mine := managedClaim("a", kindPod, "gone", "uid-gone")
+	mine2 := managedClaim("b", kindPod, "gone", "uid-gone")
+	others := managedClaim("c", kindPod, "p", "uid-p")
+	for _, c := range []*corev1.PersistentVolumeClaim{mine, mine2, others} {
+		f.cache(c)
+	}
+
+	// An owner's delete event queues exactly its claims.
+	f.c.ownerDeleted(cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: annotatedPod("gone", "uid-gone", nil)})
+	if got := f.c.queue.Len(); got != 2 {
+		t.Errorf("queue length after owner delete = %d, want 2", got)
+	}
+	if _, ok := f.c.gone["uid-gone"]; ok {
+		t.Error("a tombstone must not count as confirmed deletion")
+	}
+
+	// A claim deleted while an owner still wants it queues that owner.
+	f.c.claimDeleted(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-cache"}})
+	if got := f.c.queue.Len(); got != 3 {
+		t.Errorf("queue length after claim delete = %d, want 3", got)
+	}
+
+	// Pods without claim annotations are not queued.
+	f.c.ownerChanged(kindPod, annotatedPod("plain", "uid-plain", map[string]string{"x": "y"}))
+	if got := f.c.queue.Len(); got != 3 {
+		t.Errorf("queue length after an unannotated pod = %d, want 3", got)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

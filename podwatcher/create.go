@@ -1,0 +1,261 @@
+package podwatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+func (c *Controller) sync(ctx context.Context, k key) error {
+	logger := klog.FromContext(ctx).WithValues("kind", k.Kind, "namespace", k.Namespace, "name", k.Name)
+	ctx = klog.NewContext(ctx, logger)
+	switch k.Kind {
+	case kindPod:
+		return c.syncPod(ctx, k)
+	case kindJob:
+		return c.syncJob(ctx, k)
+	case kindClaim:
+		return c.syncClaim(ctx, k)
+	}
+	return nil
+}
+
+func (c *Controller) syncPod(ctx context.Context, k key) error {
+	pod, err := c.pods.Pods(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// A pod that is going or has ended needs no new claim; creating one
+	// would only take a volume from the pool for nothing.
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	annotations := pod.Annotations
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == kindJob && isBatchGroup(ref.APIVersion) {
+		job, err := c.jobs.Jobs(pod.Namespace).Get(ref.Name)
+		if err != nil || job.UID != ref.UID {
+			// The Job is not in the cache yet (or is gone, and the pod
+			// with it). Its annotations decide which claims are the Job's.
+			c.queue.AddAfter(k, jobWait)
+			return nil
+		}
+		annotations = withoutJobVolumes(annotations, job.Annotations)
+	}
+	requests, rejections := parseRequests(pod.Namespace, annotations, pod.Spec.Volumes)
+	return c.ensureClaims(ctx, pod, owner{
+		APIVersion: "v1", Kind: kindPod, Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+	}, requests, rejections)
+}
+
+func (c *Controller) syncJob(ctx context.Context, k key) error {
+	job, err := c.jobs.Jobs(k.Namespace).Get(k.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if job.DeletionTimestamp != nil || jobFinished(job) {
+		return nil
+	}
+	requests, rejections := parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
+	return c.ensureClaims(ctx, job, owner{
+		APIVersion: "batch/v1", Kind: kindJob, Namespace: job.Namespace, Name: job.Name, UID: job.UID,
+	}, requests, rejections)
+}
+
+func isBatchGroup(apiVersion string) bool {
+	return apiVersion == "batch/v1" || apiVersion == "batch/v1beta1"
+}
+
+// withoutJobVolumes drops a pod's claim annotations for the volumes its Job
+// asks claims for: the pods of such a Job share the Job's claim.
+func withoutJobVolumes(pod, job map[string]string) map[string]string {
+	out := make(map[string]string, len(pod))
+	for k, v := range pod {
+		out[k] = v
+	}
+	for k := range job {
+		if volume, ok := enabledVolume(k); ok {
+			delete(out, keys.EnabledKey(volume))
+			delete(out, keys.TemplateKey(volume))
+		}
+	}
+	return out
+}
+
+func jobFinished(job *batchv1.Job) bool {
+	for _, cond := range job.Status.Conditions {
+		switch cond.Type {
+		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
+			if cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ensureClaims reports rejections or creates the claims that do not exist.
+// It never updates a claim: an existing one, ours or not, is left as it is.
+func (c *Controller) ensureClaims(ctx context.Context, obj runtime.Object, o owner, requests []claimRequest, rejections []rejection) error {
+	logger := klog.FromContext(ctx)
+	for _, r := range rejections {
+		if c.firstReport(o.UID, r.Reason, r.Volume, r.Message) {
+			c.metrics.rejections.WithLabelValues(r.Reason).Inc()
+			c.recorder.Event(obj, corev1.EventTypeWarning, r.Reason, r.Message)
+			logger.V(2).Info("Claim request rejected", "volume", r.Volume, "reason", r.Reason, "message", r.Message)
+		}
+	}
+
+	var errs []error
+	for _, req := range requests {
+		if err := c.ensureClaim(ctx, obj, o, req); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owner, req claimRequest) error {
+	logger := klog.FromContext(ctx).WithValues("volume", req.Volume, "claim", req.ClaimName)
+	name := o.Namespace + "/" + req.ClaimName
+	if _, err := c.claims.PersistentVolumeClaims(o.Namespace).Get(req.ClaimName); err == nil {
+		return nil // ours, for this owner or another: never touched here
+	}
+	if !c.expectCreate(o.UID, name, req) {
+		return nil
+	}
+
+	claim := buildClaim(req, o, c.controllerID)
+	_, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, claim, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		c.metrics.created.Inc()
+		c.recorder.Eventf(obj, corev1.EventTypeNormal, "ClaimCreated", "Created claim %s for volume %s", req.ClaimName, req.Volume)
+		logger.V(2).Info("Created claim")
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		c.createFailed(name)
+		return c.examineExisting(ctx, obj, o, req)
+	case apierrors.IsInvalid(err):
+		// The same template would be refused again: wait for a new one.
+		c.createFailed(name)
+		c.mu.Lock()
+		c.memory(o.UID).refused[req.Volume] = req.Source
+		c.mu.Unlock()
+		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimRejected", req.Volume,
+			fmt.Sprintf("The API server refused claim %s for volume %s: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
+		return nil
+	case apierrors.IsForbidden(err):
+		// Quota or policy: may pass later, so retry with back-off.
+		c.createFailed(name)
+		c.metrics.apiErrors.WithLabelValues("create").Inc()
+		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimForbidden", req.Volume,
+			fmt.Sprintf("Cannot create claim %s for volume %s yet, will retry: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
+		return err
+	default:
+		c.createFailed(name)
+		c.metrics.apiErrors.WithLabelValues("create").Inc()
+		return fmt.Errorf("creating claim %s: %w", name, err)
+	}
+}
+
+// examineExisting looks at a claim the cache does not have but the API
+// server does. Ours means the informer is behind; not ours means the claim
+// belongs to someone else and is left alone.
+func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o owner, req claimRequest) error {
+	existing, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Get(ctx, req.ClaimName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("claim %s/%s existed and is gone, trying again", o.Namespace, req.ClaimName)
+	}
+	if err != nil {
+		c.metrics.apiErrors.WithLabelValues("get").Inc()
+		return fmt.Errorf("reading claim %s/%s: %w", o.Namespace, req.ClaimName, err)
+	}
+	if existing.Labels[keys.ClaimManagedBy] == c.controllerID {
+		return nil
+	}
+	c.mu.Lock()
+	c.memory(o.UID).foreign[req.ClaimName] = c.now()
+	c.mu.Unlock()
+	c.report(obj, o.UID, corev1.EventTypeNormal, "ClaimExists", req.Volume,
+		fmt.Sprintf("Claim %s for volume %s already exists and was not created by this controller; it is used as it is and never deleted by it", req.ClaimName, req.Volume))
+	return nil
+}
+
+// expectCreate decides whether a create may be sent and, if so, records it
+// before sending, so that no other worker sends it too.
+func (c *Controller) expectCreate(uid types.UID, name string, req claimRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if t, ok := c.creating[name]; ok && now.Sub(t) < expectationTTL {
+		return false
+	}
+	if m := c.owners[uid]; m != nil {
+		// A claim found not ours is looked at again once per sweep period.
+		if t, ok := m.foreign[req.ClaimName]; ok && now.Sub(t) < c.cfg.CleanupInterval {
+			return false
+		}
+		if src, ok := m.refused[req.Volume]; ok && src == req.Source {
+			return false
+		}
+	}
+	c.creating[name] = now
+	return true
+}
+
+func (c *Controller) createFailed(name string) {
+	c.mu.Lock()
+	delete(c.creating, name)
+	c.mu.Unlock()
+}
+
+// memory returns the memory of a live owner; c.mu must be held.
+func (c *Controller) memory(uid types.UID) *ownerMemory {
+	m := c.owners[uid]
+	if m == nil {
+		m = &ownerMemory{reported: map[string]struct{}{}, foreign: map[string]time.Time{}, refused: map[string]string{}}
+		c.owners[uid] = m
+	}
+	return m
+}
+
+// firstReport tells whether this problem is new for this owner, so that an
+// event is recorded once and not on every status update of the pod.
+func (c *Controller) firstReport(uid types.UID, reason, volume, message string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.memory(uid)
+	id := reason + "\x00" + volume + "\x00" + message
+	if _, ok := m.reported[id]; ok {
+		return false
+	}
+	m.reported[id] = struct{}{}
+	return true
+}
+
+func (c *Controller) report(obj runtime.Object, uid types.UID, eventType, reason, volume, message string) {
+	if !c.firstReport(uid, reason, volume, message) {
+		return
+	}
+	if eventType == corev1.EventTypeWarning {
+		c.metrics.rejections.WithLabelValues(reason).Inc()
+	}
+	c.recorder.Event(obj, eventType, reason, message)
+}

@@ -1,0 +1,30 @@
+package podwatcher
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+)
+
+type metrics struct {
+	created    prometheus.Counter
+	deleted    prometheus.Counter
+	rejections *prometheus.CounterVec
+	apiErrors  *prometheus.CounterVec
+}
+
+func newMetrics(registry prometheus.Registerer) *metrics {
+	const subsystem = "podwatcher"
+	m := &metrics{
+		created: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_created_total",
+			Help: "Claims created for annotated Pods and Jobs."}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_deleted_total",
+			Help: "Claims deleted because the Pod or Job they were created for no longer exists."}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "rejections_total",
+			Help: "Claim requests refused, by the reason of the Warning event on the Pod or Job (each problem counted once)."}, []string{"reason"}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "api_errors_total",
+			Help: "Requests to the API server that failed unexpectedly, by operation."}, []string{"operation"}),
+	}
+	registry.MustRegister(m.created, m.deleted, m.rejections, m.apiErrors)
+	return m
+}
