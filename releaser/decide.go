@@ -1,0 +1,150 @@
+package releaser
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The decisions of the releaser, kept free of clients and caches so that
+// every state a volume, its claim and its class can be in is a table row in
+// the tests.
+
+// rule says why a volume belongs to this installation. Its value labels the
+// associations metric.
+type rule string
+
+const (
+	// ruleManagedClaim: the volume's claim was created by this installation's
+	// podwatcher.
+	ruleManagedClaim rule = "managed-claim"
+	// ruleStorageClass: the volume's StorageClass names this controller ID.
+	ruleStorageClass rule = "storage-class"
+	// ruleProvisioner: this installation's provisioner created the volume.
+	ruleProvisioner rule = "provisioner"
+)
+
+// policy is the configuration the decisions depend on.
+type policy struct {
+	controllerID    string
+	provisionerName string
+	// claimRule enables association through a managed claim; it is off with
+	// --disable-automatic-association.
+	claimRule bool
+}
+
+// describe says, for the Associated event, what made the volume ours.
+func (p policy) describe(r rule, pv *corev1.PersistentVolume) string {
+	switch r {
+	case ruleManagedClaim:
+		ref := pv.Spec.ClaimRef
+		return fmt.Sprintf("its claim %s/%s has label %s=%s", ref.Namespace, ref.Name, keys.ClaimManagedBy, p.controllerID)
+	case ruleStorageClass:
+		return fmt.Sprintf("its StorageClass %q has annotation %s=%s", volumeClass(pv), keys.ClassControllerID, p.controllerID)
+	case ruleProvisioner:
+		return fmt.Sprintf("it was provisioned by %s", p.provisionerName)
+	}
+	return string(r)
+}
+
+// associationRule reports whether pv is to be associated with this
+// installation now, and by which rule. class is pv's StorageClass and claim
+// the managed claim with the namespace and name of pv's claimRef, each nil
+// when there is none.
+//
+// Only a Bound or Released volume is associated. One without a claimRef has
+// nothing to release, and it is associated (if at all) once a claim binds it,
+// which saves a write for every volume that sits in the pool. One that is
+// being bound (claimRef set, phase not yet Bound) is left to the PV
+// controller until it has finished: a write then would only race with its
+// status update.
+func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.StorageClass, claim *corev1.PersistentVolumeClaim) (rule, bool) {
+	if _, labelled := pv.Labels[keys.VolumeManagedBy]; labelled {
+		return "", false
+	}
+	if pv.DeletionTimestamp != nil || pv.Spec.ClaimRef == nil {
+		return "", false
+	}
+	if pv.Status.Phase != corev1.VolumeBound && pv.Status.Phase != corev1.VolumeReleased {
+		return "", false
+	}
+	if p.claimRule && claim != nil && claim.Labels[keys.ClaimManagedBy] == p.controllerID && sameClaim(pv.Spec.ClaimRef, claim) {
+		return ruleManagedClaim, true
+	}
+	if class != nil && class.Name == volumeClass(pv) && class.Annotations[keys.ClassControllerID] == p.controllerID {
+		return ruleStorageClass, true
+	}
+	if pv.Annotations[keys.ProvisionedBy] == p.provisionerName {
+		return ruleProvisioner, true
+	}
+	return "", false
+}
+
+// reason says why a volume is not released.
+type reason string
+
+const (
+	notOurs         reason = "not associated with this controller ID"
+	beingDeleted    reason = "being deleted"
+	notReleased     reason = "not in phase Released"
+	noClaimRef      reason = "no claimRef"
+	invalidClaimRef reason = "claimRef lacks a namespace or name"
+)
+
+// releasable reports whether pv is a candidate for release by the releaser
+// with controller ID id. A candidate is released only once its claim is known
+// not to exist (see claimGone); that check needs the API server, so it is not
+// part of this function.
+func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
+	switch {
+	case pv.Labels[keys.VolumeManagedBy] != id:
+		return false, notOurs
+	case pv.DeletionTimestamp != nil:
+		return false, beingDeleted
+	case pv.Status.Phase != corev1.VolumeReleased:
+		// Bound above all: the claimRef of a Bound volume is never touched.
+		return false, notReleased
+	case pv.Spec.ClaimRef == nil:
+		// The PV controller makes it Available by itself.
+		return false, noClaimRef
+	case pv.Spec.ClaimRef.Namespace == "" || pv.Spec.ClaimRef.Name == "":
+		// No claim can be looked up, so none can be proven gone.
+		return false, invalidClaimRef
+	}
+	return true, ""
+}
+
+// sameClaim reports whether claim is the one ref points at. A claim recreated
+// with the namespace and name of a deleted one has a new UID: it is another
+// claim. A ref without UID (a volume pre-bound by name) points at whichever
+// claim has that name.
+func sameClaim(ref *corev1.ObjectReference, claim *corev1.PersistentVolumeClaim) bool {
+	return ref.Namespace == claim.Namespace && ref.Name == claim.Name && (ref.UID == "" || ref.UID == claim.UID)
+}
+
+// deletionReported reports whether claim, taken from a DELETED event of the
+// managed-claims watch, was deleted rather than merely stripped of the
+// managed-by label: a label-selected watch reports both as DELETED, with the
+// claim's last content. A deleted claim always shows a deletionTimestamp
+// there, because in-use protection gives every claim a finalizer and the API
+// server removes it when the last finalizer goes, without storing that last
+// change. The one thing this cannot tell apart, a terminating claim that
+// lost the label, is harmless: its volume is released only once Released,
+// and the PV controller checks with the API server that the claim is gone
+// before it marks a volume Released. A claim without deletionTimestamp
+// (deleted without finalizers, or relabelled) is left to a live lookup.
+func deletionReported(claim *corev1.PersistentVolumeClaim) bool {
+	return claim.DeletionTimestamp != nil
+}
+
+// volumeClass returns the name of pv's StorageClass, honouring the beta
+// annotation that predates spec.storageClassName as the PV controller does.
+func volumeClass(pv *corev1.PersistentVolume) string {
+	if class, ok := pv.Annotations[corev1.BetaStorageClassAnnotation]; ok {
+		return class
+	}
+	return pv.Spec.StorageClassName
+}
