@@ -1,0 +1,161 @@
+// Package provisioner is the external provisioner of reclaimable. It gives a
+// claim a volume from the retained pool of its StorageClass (data included),
+// grows the pool through the class's backend when nothing fits, and deletes
+// the volumes it created with reclaim policy Delete.
+//
+// It runs on sigs.k8s.io/sig-storage-lib-external-provisioner, which watches
+// claims and volumes and calls Provision and Delete; this package decides.
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+)
+
+// Config holds the flags of the provisioner.
+type Config struct {
+	// DirectoryRoot is the directory every baseDir of the directory backend
+	// must lie in: a StorageClass cannot make the provisioner write or
+	// delete anywhere else.
+	DirectoryRoot string
+	// Workers is the number of claims provisioned, and of volumes deleted,
+	// in parallel.
+	Workers int
+}
+
+// AddFlags registers the flags of the provisioner on fs.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DirectoryRoot, "directory-root", "/var/lib/reclaimable",
+		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
+	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if !filepath.IsAbs(c.DirectoryRoot) || filepath.Clean(c.DirectoryRoot) != c.DirectoryRoot {
+		errs = append(errs, fmt.Errorf("--directory-root %q must be an absolute path in clean form", c.DirectoryRoot))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, errors.New("--provisioner-workers must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Controller is the provisioner.
+type Controller struct {
+	lib *lib.ProvisionController
+}
+
+// New builds the provisioner on env's shared informers.
+func New(env *controller.Env, cfg Config) (*Controller, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	factory := env.InformerFactory("", "")
+	volumes := factory.Core().V1().PersistentVolumes().Informer()
+	if err := volumes.AddIndexers(cache.Indexers{indexClass: indexByClass, indexClaimUID: indexByClaimUID}); err != nil {
+		return nil, fmt.Errorf("indexing volumes: %w", err)
+	}
+	claims := &claimInformer{SharedIndexInformer: factory.Core().V1().PersistentVolumeClaims().Informer()}
+
+	m := newMetrics()
+	if err := m.register(env.Registry); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	p := newProvisioner(env.ProvisionerName, env.Client, volumes.GetIndexer(),
+		factory.Core().V1().PersistentVolumeClaims().Lister(), env.Recorder("reclaimable-provisioner"), m, cfg.DirectoryRoot)
+	p.requeue = claims.requeue
+	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pv, ok := obj.(*corev1.PersistentVolume); ok {
+				p.onVolume(nil, pv)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.PersistentVolume)
+			c, ok2 := cur.(*corev1.PersistentVolume)
+			if ok1 && ok2 {
+				p.onVolume(o, c)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pv, ok := obj.(*corev1.PersistentVolume); ok {
+				p.onVolume(pv, nil)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("watching volumes: %w", err)
+	}
+
+	logger := klog.Background().WithValues("controller", "provisioner")
+	pc := lib.NewProvisionController(logger, env.Client, env.ProvisionerName, p,
+		// The process already elects a leader per controller (Lease
+		// "<controller-id>-provisioner") and calls Run only while it leads.
+		lib.LeaderElection(false),
+		lib.ClaimsInformer(claims),
+		lib.VolumesInformer(volumes),
+		lib.ClassesInformer(factory.Storage().V1().StorageClasses().Informer()),
+		lib.NodesLister(factory.Core().V1().Nodes().Lister()),
+		// The shared informers do not resync: failures are retried through
+		// the library's rate-limited queue, forever, and claims waiting for
+		// a full pool are woken when a volume of their class is freed.
+		lib.ResyncPeriod(0),
+		lib.FailedProvisionThreshold(0),
+		lib.FailedDeleteThreshold(0),
+		lib.Threadiness(cfg.Workers),
+		// Served with the process's other metrics, not on a port of its own.
+		lib.MetricsInstance(m.lib),
+		lib.MetricsPort(0),
+	)
+	return &Controller{lib: pc}, nil
+}
+
+// Name names the controller's lease and logs.
+func (c *Controller) Name() string { return "provisioner" }
+
+// Run provisions and deletes until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	c.lib.Run(ctx)
+	return nil
+}
+
+// claimInformer is the shared claim informer as the library sees it. It keeps
+// the handler the library registers, the only way to put a claim back into
+// the library's queue: the library offers no call for it.
+type claimInformer struct {
+	cache.SharedIndexInformer
+	mu      sync.Mutex
+	handler cache.ResourceEventHandler
+}
+
+func (i *claimInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	i.mu.Lock()
+	i.handler = h
+	i.mu.Unlock()
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(h, resync)
+}
+
+// requeue has the library sync claim as if it had just changed.
+func (i *claimInformer) requeue(claim *corev1.PersistentVolumeClaim) {
+	i.mu.Lock()
+	h := i.handler
+	i.mu.Unlock()
+	if h != nil {
+		h.OnUpdate(claim, claim)
+	}
+}

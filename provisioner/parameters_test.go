@@ -1,0 +1,140 @@
+package provisioner
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+)
+
+func TestParseParameters(t *testing.T) {
+	const root = "/var/lib/reclaimable"
+	hostPathClass := func(extra map[string]string) map[string]string {
+		m := map[string]string{"backend": "directory", "baseDir": root + "/caches", "source": "hostPath", "hostPath": "/mnt/caches"}
+		for k, v := range extra {
+			if v == "" {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		params  map[string]string
+		policy  corev1.PersistentVolumeReclaimPolicy
+		want    *params
+		wantErr []string // substrings, all expected
+	}{
+		{
+			name:   "hostPath with defaults",
+			params: hostPathClass(nil),
+			want: &params{backend: "directory", selectorKeys: sets.New[string](), baseDir: root + "/caches", source: "hostPath",
+				hostPath: "/mnt/caches", directoryMode: 0o777},
+		},
+		{
+			name: "nfs with every option",
+			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
+				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
+			want: &params{backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), baseDir: root, source: "nfs",
+				nfsServer: "nfs.example.com", nfsPath: "/export/caches", maxVolumes: 20, directoryMode: 0o775 | fs.ModeSetgid},
+		},
+		{
+			name:   "static",
+			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
+			want:   &params{backend: "static", selectorKeys: sets.New("cache"), directoryMode: 0o777},
+		},
+		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
+		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},
+		{name: "unknown parameter", params: hostPathClass(map[string]string{"basedir": "/x"}), wantErr: []string{`unknown parameter "basedir"`}},
+		{name: "directory parameter on a static class", params: map[string]string{"backend": "static", "maxVolumes": "3"},
+			wantErr: []string{`unknown parameter "maxVolumes" for backend "static"`}},
+		{name: "baseDir missing", params: hostPathClass(map[string]string{"baseDir": ""}), wantErr: []string{`"baseDir" is required`}},
+		{name: "baseDir relative", params: hostPathClass(map[string]string{"baseDir": "caches"}), wantErr: []string{"absolute path"}},
+		{name: "baseDir not clean", params: hostPathClass(map[string]string{"baseDir": root + "/a/../../../etc"}), wantErr: []string{"clean form"}},
+		{name: "baseDir outside the root", params: hostPathClass(map[string]string{"baseDir": "/etc"}), wantErr: []string{"outside the provisioner's --directory-root"}},
+		{name: "baseDir a sibling of the root", params: hostPathClass(map[string]string{"baseDir": root + "-evil"}), wantErr: []string{"outside"}},
+		{name: "baseDir is the root", params: hostPathClass(map[string]string{"baseDir": root})},
+		{name: "source missing", params: hostPathClass(map[string]string{"source": ""}), wantErr: []string{`"source" must be`}},
+		{name: "hostPath missing", params: hostPathClass(map[string]string{"hostPath": ""}), wantErr: []string{`"hostPath" must be an absolute path`}},
+		{name: "hostPath relative", params: hostPathClass(map[string]string{"hostPath": "mnt"}), wantErr: []string{`"hostPath" must be an absolute path`}},
+		{name: "nfs parameter with hostPath", params: hostPathClass(map[string]string{"nfsServer": "x"}), wantErr: []string{`"nfsServer" is only valid with source "nfs"`}},
+		{name: "nfs without server or path", params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs"},
+			wantErr: []string{`"nfsServer" must be`, `"nfsPath" must be`}},
+		{name: "nfs with hostPath", params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "s", "nfsPath": "/e", "hostPath": "/h"},
+			wantErr: []string{`"hostPath" is only valid with source "hostPath"`}},
+		{name: "maxVolumes zero", params: hostPathClass(map[string]string{"maxVolumes": "0"}), wantErr: []string{`"maxVolumes" must be a positive integer`}},
+		{name: "maxVolumes not a number", params: hostPathClass(map[string]string{"maxVolumes": "ten"}), wantErr: []string{`"maxVolumes"`}},
+		{name: "directoryMode not octal", params: hostPathClass(map[string]string{"directoryMode": "0789"}), wantErr: []string{`"directoryMode"`}},
+		{name: "directoryMode too large", params: hostPathClass(map[string]string{"directoryMode": "17777"}), wantErr: []string{`"directoryMode"`}},
+		{name: "selector key invalid", params: hostPathClass(map[string]string{"selectorKeys": "cache,bad key"}), wantErr: []string{`"bad key" is not a label key`}},
+		{name: "Recycle", params: hostPathClass(nil), policy: corev1.PersistentVolumeReclaimRecycle, wantErr: []string{"Recycle is not supported"}},
+		{name: "every problem at once", params: hostPathClass(map[string]string{"baseDir": "/etc", "maxVolumes": "-1", "colour": "blue"}),
+			wantErr: []string{"outside", "maxVolumes", `"colour"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Parameters: tt.params}
+			if tt.policy != "" {
+				class.ReclaimPolicy = ptr.To(tt.policy)
+			}
+			got, err := parseParameters(class, root)
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if tt.want != nil && !equalParams(got, tt.want) {
+					t.Errorf("params = %+v, want %+v", got, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one containing %q", tt.wantErr)
+			}
+			for _, s := range tt.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func equalParams(a, b *params) bool {
+	return a.backend == b.backend && a.selectorKeys.Equal(b.selectorKeys) && a.baseDir == b.baseDir && a.source == b.source &&
+		a.hostPath == b.hostPath && a.nfsServer == b.nfsServer && a.nfsPath == b.nfsPath && a.maxVolumes == b.maxVolumes &&
+		a.directoryMode == b.directoryMode
+}
+
+func TestNodeAffinity(t *testing.T) {
+	if got := nodeAffinity(&storagev1.StorageClass{}); got != nil {
+		t.Errorf("no allowedTopologies: affinity %v, want none", got)
+	}
+	class := &storagev1.StorageClass{AllowedTopologies: []corev1.TopologySelectorTerm{
+		{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: "zone", Values: []string{"a", "b"}}, {Key: "share", Values: []string{"yes"}}}},
+		{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: "kubernetes.io/hostname", Values: []string{"n1"}}}},
+	}}
+	got := nodeAffinity(class)
+	node := func(l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
+	pv := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{NodeAffinity: got}}
+	for _, tt := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{map[string]string{"zone": "b", "share": "yes"}, true},
+		{map[string]string{"zone": "b"}, false},
+		{map[string]string{"zone": "c", "share": "yes"}, false},
+		{map[string]string{"kubernetes.io/hostname": "n1"}, true},
+		{map[string]string{}, false},
+	} {
+		if ok := fitsNode(pv, node(tt.labels)); ok != tt.want {
+			t.Errorf("node with %v fits = %v, want %v", tt.labels, ok, tt.want)
+		}
+	}
+}

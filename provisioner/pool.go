@@ -1,0 +1,267 @@
+package provisioner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// This file holds the decisions of the provisioner, free of any I/O: which
+// volumes form a class's pool, which of them a claim may take, in what order
+// it tries them, and which selectors it understands.
+
+// isMember reports whether pv belongs to the pool of class.
+//
+// A directory pool is what this provisioner created for the class with
+// reclaim policy Retain; a static pool is what an administrator labelled into
+// it. Only Retain volumes are pooled: a Delete volume is gone once released.
+func isMember(pv *corev1.PersistentVolume, class, backend, provisionerName string) bool {
+	if volumehelpers.GetPersistentVolumeClass(pv) != class || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		return false
+	}
+	if backend == backendStatic {
+		return pv.Labels[PoolLabel] == class
+	}
+	return pv.Annotations[keys.ProvisionedBy] == provisionerName
+}
+
+// availability says whether a pool member can be given to a claim.
+type availability int
+
+const (
+	// inUse: bound, being bound, or reserved for another claim.
+	inUse availability = iota
+	// free: no claim (Available), or reserved by name for this very claim.
+	free
+	// freeIfGone: Released; free once the API server confirms that the
+	// claim it names is gone.
+	freeIfGone
+)
+
+func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
+	if pv.DeletionTimestamp != nil {
+		return inUse
+	}
+	ref := pv.Spec.ClaimRef
+	switch {
+	case ref == nil:
+		// Also a volume still Released whose claimRef the releaser (or an
+		// administrator) just cleared, before the PV controller makes it
+		// Available; but not one a failed recycle left behind.
+		if pv.Status.Phase == corev1.VolumeFailed {
+			return inUse
+		}
+		return free
+	case ref.UID == "":
+		// Pre-bound by name: kept for a claim of that namespace and name.
+		if ref.Namespace == claim.Namespace && ref.Name == claim.Name {
+			return free
+		}
+		return inUse
+	case pv.Status.Phase == corev1.VolumeReleased:
+		return freeIfGone
+	}
+	return inUse
+}
+
+// misfit says why pv cannot serve claim on node (nil: no node selected), or
+// "" when it can. It checks what the PV controller checks before it binds a
+// pre-bound volume, so that a volume given to a claim is never refused.
+func misfit(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) string {
+	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	have := pv.Spec.Capacity[corev1.ResourceStorage]
+	switch {
+	case have.Cmp(want) < 0:
+		return "capacity"
+	case !volumehelpers.CheckAccessModes(claim, pv):
+		return "access modes"
+	case volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &pv.Spec):
+		return "volume mode"
+	case ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != ptr.Deref(pv.Spec.VolumeAttributesClassName, ""):
+		return "volume attributes class"
+	case selector != nil && !selector.Matches(labels.Set(pv.Labels)):
+		return "selector"
+	case node != nil && !fitsNode(pv, node):
+		return "node"
+	}
+	return ""
+}
+
+func fitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return true
+	}
+	ok, err := corev1helpers.MatchNodeSelectorTerms(node, pv.Spec.NodeAffinity.Required)
+	return err == nil && ok
+}
+
+// poolState counts a pool's members for events and decisions.
+type poolState struct {
+	members int
+	inUse   int
+	// unfit counts free members that do not fit the claim, by reason.
+	unfit map[string]int
+}
+
+func (s poolState) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d volumes, %d in use, %d free", s.members, s.inUse, s.members-s.inUse)
+	if len(s.unfit) > 0 {
+		reasons := make([]string, 0, len(s.unfit))
+		for r, n := range s.unfit {
+			reasons = append(reasons, fmt.Sprintf("%d by %s", n, r))
+		}
+		slices.Sort(reasons)
+		fmt.Fprintf(&b, " (not fitting: %s)", strings.Join(reasons, ", "))
+	}
+	return b.String()
+}
+
+// candidates returns the members claim may take, best first, and the state
+// of the pool. Released members still need their claim confirmed gone.
+func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
+	state := poolState{members: len(members), unfit: map[string]int{}}
+	var out []*corev1.PersistentVolume
+	for _, pv := range members {
+		if availabilityOf(pv, claim) == inUse {
+			state.inUse++
+			continue
+		}
+		if reason := misfit(pv, claim, node, selector); reason != "" {
+			state.unfit[reason]++
+			continue
+		}
+		out = append(out, pv)
+	}
+	rank(out, claim)
+	return out, state
+}
+
+// rank orders the volumes claim may take: last used by a claim of the same
+// namespace and name (a recreated claim finds its data again), then by the
+// same namespace, then the smallest, then the most recently released (its
+// data is the freshest), then by name so that the order is stable.
+func rank(pvs []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) {
+	key := claimKey(claim)
+	score := func(pv *corev1.PersistentVolume) int {
+		last := lastClaim(pv)
+		switch {
+		case last == key:
+			return 0
+		case strings.HasPrefix(last, claim.Namespace+"/"):
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(pvs, func(a, b *corev1.PersistentVolume) int {
+		if c := cmp.Compare(score(a), score(b)); c != 0 {
+			return c
+		}
+		qa, qb := a.Spec.Capacity[corev1.ResourceStorage], b.Spec.Capacity[corev1.ResourceStorage]
+		if c := qa.Cmp(qb); c != 0 {
+			return c
+		}
+		if c := releasedAt(b).Compare(releasedAt(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+}
+
+// lastClaim is "<namespace>/<name>" of the claim pv was last issued to. A
+// Released volume still names it in its claimRef; a volume the releaser
+// returned to the pool carries it in an annotation.
+func lastClaim(pv *corev1.PersistentVolume) string {
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" {
+		return ref.Namespace + "/" + ref.Name
+	}
+	return pv.Annotations[keys.LastClaim]
+}
+
+// releasedAt is when pv was last released, or the zero time if unknown. A
+// Released volume became so at its last phase transition; an Available one
+// carries the time the releaser released it.
+func releasedAt(pv *corev1.PersistentVolume) time.Time {
+	if pv.Status.Phase != corev1.VolumeReleased {
+		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
+			return t
+		}
+	}
+	if t := pv.Status.LastPhaseTransitionTime; t != nil {
+		return t.Time
+	}
+	return time.Time{}
+}
+
+// claimSelector parses claim's selector and refuses keys outside allowed:
+// the provisioner must be able to give a claim a volume whose labels match,
+// which it can only promise for labels it knows the meaning of.
+func claimSelector(claim *corev1.PersistentVolumeClaim, allowed sets.Set[string]) (labels.Selector, error) {
+	if claim.Spec.Selector == nil {
+		return nil, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(claim.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("invalid selector: %w", err)
+	}
+	reqs, _ := sel.Requirements()
+	var unknown []string
+	for _, r := range reqs {
+		if !allowed.Has(r.Key()) {
+			unknown = append(unknown, r.Key())
+		}
+	}
+	if len(unknown) > 0 {
+		known := "none"
+		if allowed.Len() > 0 {
+			known = strings.Join(sets.List(allowed), ", ")
+		}
+		return nil, fmt.Errorf("the selector uses label keys this class does not know: %s (known: %s)", strings.Join(unknown, ", "), known)
+	}
+	return sel, nil
+}
+
+// labelsFor returns labels a new volume must carry to match selector. A
+// requirement that names one value sets that value; one that excludes values
+// or the key is met by leaving the label out. A requirement that leaves the
+// value open ("key exists", "key in (a, b)") cannot be met by choice.
+func labelsFor(selector labels.Selector) (map[string]string, error) {
+	if selector == nil {
+		return nil, nil
+	}
+	reqs, _ := selector.Requirements()
+	out := map[string]string{}
+	for _, r := range reqs {
+		values := r.ValuesUnsorted()
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if len(values) != 1 {
+				return nil, fmt.Errorf("a new volume cannot be labelled to match %q: name exactly one value", r.String())
+			}
+			if v, ok := out[r.Key()]; ok && v != values[0] {
+				return nil, fmt.Errorf("the selector asks for two values of %q", r.Key())
+			}
+			out[r.Key()] = values[0]
+		case selection.NotEquals, selection.NotIn, selection.DoesNotExist:
+		default:
+			return nil, fmt.Errorf("a new volume cannot be labelled to match %q: name exactly one value", r.String())
+		}
+	}
+	if !selector.Matches(labels.Set(out)) {
+		return nil, fmt.Errorf("no set of labels matches the selector %q", selector.String())
+	}
+	return out, nil
+}

@@ -1,0 +1,377 @@
+package provisioner
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+const testProvisioner = "vendor/reclaimable"
+
+// volume builds a pool member of class "pool" with the given capacity.
+func volume(name, size string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			ResourceVersion: "1",
+			Annotations:     map[string]string{keys.ProvisionedBy: testProvisioner},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "pool",
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+	for _, m := range mods {
+		m(pv)
+	}
+	return pv
+}
+
+// released makes pv Released from the claim ns/name with the given UID, at t.
+func released(ns, name, uid string, t time.Time) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: types.UID(uid)}
+		pv.Status.Phase = corev1.VolumeReleased
+		pv.Status.LastPhaseTransitionTime = &metav1.Time{Time: t}
+	}
+}
+
+// returned makes pv Available again after the releaser returned it from the
+// claim ns/name at t.
+func returned(last string, t time.Time) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.LastClaim] = last
+		pv.Annotations[keys.ReleasedAt] = t.UTC().Format(time.RFC3339)
+	}
+}
+
+func bound(ns, name, uid string) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: types.UID(uid)}
+		pv.Status.Phase = corev1.VolumeBound
+	}
+}
+
+func claimFor(ns, name, size string, mods ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To("pool"),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			},
+		},
+	}
+	for _, m := range mods {
+		m(c)
+	}
+	return c
+}
+
+func TestIsMember(t *testing.T) {
+	tests := []struct {
+		name    string
+		pv      *corev1.PersistentVolume
+		backend string
+		want    bool
+	}{
+		{"created here, Retain", volume("a", "1Gi"), backendDirectory, true},
+		{"created here, Delete", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		}), backendDirectory, false},
+		{"other class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), backendDirectory, false},
+		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ProvisionedBy] = "other/x" }), backendDirectory, false},
+		{"static, labelled", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			delete(pv.Annotations, keys.ProvisionedBy)
+			pv.Labels = map[string]string{PoolLabel: "pool"}
+		}), backendStatic, true},
+		{"static, labelled for another class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Labels = map[string]string{PoolLabel: "other"}
+		}), backendStatic, false},
+		{"static, not labelled though created here", volume("a", "1Gi"), backendStatic, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isMember(tt.pv, "pool", tt.backend, testProvisioner); got != tt.want {
+				t.Errorf("isMember = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAvailability(t *testing.T) {
+	claim := claimFor("ns", "c", "1Gi")
+	now := time.Now()
+	tests := []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want availability
+	}{
+		{"Available without claim", volume("a", "1Gi"), free},
+		{"Pending, just created", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumePending }), free},
+		{"Released, claimRef just cleared", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }), free},
+		{"Failed", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), inUse},
+		{"Bound", volume("a", "1Gi", bound("ns", "other", "u1")), inUse},
+		{"Released", volume("a", "1Gi", released("ns", "old", "u0", now)), freeIfGone},
+		{"being deleted", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{Time: now} }), inUse},
+		{"taken for another claim, not bound yet", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x", UID: "u2"}
+		}), inUse},
+		{"pre-bound to this claim's name", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c"}
+		}), free},
+		{"pre-bound to another name", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x"}
+		}), inUse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := availabilityOf(tt.pv, claim); got != tt.want {
+				t.Errorf("availabilityOf = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMisfit(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-2", Labels: map[string]string{"kubernetes.io/hostname": "node-2"}}}
+	onNode := func(host string) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) {
+			pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{host}}},
+			}}}}
+		}
+	}
+	block := ptr.To(corev1.PersistentVolumeBlock)
+	tests := []struct {
+		name     string
+		pv       *corev1.PersistentVolume
+		claim    *corev1.PersistentVolumeClaim
+		node     *corev1.Node
+		selector string
+		want     string
+	}{
+		{"equal size", volume("a", "1Gi"), claimFor("ns", "c", "1Gi"), nil, "", ""},
+		{"larger", volume("a", "2Gi"), claimFor("ns", "c", "1Gi"), nil, "", ""},
+		{"smaller", volume("a", "1Gi"), claimFor("ns", "c", "1025Mi"), nil, "", "capacity"},
+		{"access mode missing", volume("a", "1Gi"), claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		}), nil, "", "access modes"},
+		{"access modes superset", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany}
+		}), claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		}), nil, "", ""},
+		{"block claim, filesystem volume", volume("a", "1Gi"), claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.VolumeMode = block
+		}), nil, "", "volume mode"},
+		{"block claim, block volume", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Spec.VolumeMode = block }),
+			claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = block }), nil, "", ""},
+		{"nil mode is filesystem", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeFilesystem)
+		}), claimFor("ns", "c", "1Gi"), nil, "", ""},
+		{"volume attributes class differs", volume("a", "1Gi"), claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.VolumeAttributesClassName = ptr.To("fast")
+		}), nil, "", "volume attributes class"},
+		{"selector matches", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Labels = map[string]string{"cache": "go"} }),
+			claimFor("ns", "c", "1Gi"), nil, "cache=go", ""},
+		{"selector does not match", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Labels = map[string]string{"cache": "npm"} }),
+			claimFor("ns", "c", "1Gi"), nil, "cache=go", "selector"},
+		{"selected node matches", volume("a", "1Gi", onNode("node-2")), claimFor("ns", "c", "1Gi"), node, "", ""},
+		{"selected node does not match", volume("a", "1Gi", onNode("node-1")), claimFor("ns", "c", "1Gi"), node, "", "node"},
+		{"no node selected: affinity does not matter", volume("a", "1Gi", onNode("node-1")), claimFor("ns", "c", "1Gi"), nil, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sel labels.Selector
+			if tt.selector != "" {
+				sel = labels.SelectorFromSet(labels.Set(mustParseSet(t, tt.selector)))
+			}
+			if got := misfit(tt.pv, tt.claim, tt.node, sel); got != tt.want {
+				t.Errorf("misfit = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func mustParseSet(t *testing.T, s string) labels.Set {
+	t.Helper()
+	set, err := labels.ConvertSelectorToLabelsMap(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func TestCandidatesPreference(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	claim := claimFor("team", "cache", "1Gi")
+	tests := []struct {
+		name    string
+		members []*corev1.PersistentVolume
+		want    []string
+	}{
+		{
+			name: "same namespace and name first, then same namespace, then the rest",
+			members: []*corev1.PersistentVolume{
+				volume("other-ns", "1Gi", returned("else/cache", t0)),
+				volume("same-ns", "1Gi", returned("team/build", t0)),
+				volume("same-name", "5Gi", released("team", "cache", "old-uid", t0)),
+			},
+			want: []string{"same-name", "same-ns", "other-ns"},
+		},
+		{
+			name: "a namespace that merely starts like the claim's is another namespace",
+			members: []*corev1.PersistentVolume{
+				volume("prefix", "1Gi", returned("team-b/cache", t0)),
+				volume("exact", "2Gi", returned("team/x", t0)),
+			},
+			want: []string{"exact", "prefix"},
+		},
+		{
+			name: "then the smallest that fits",
+			members: []*corev1.PersistentVolume{
+				volume("big", "10Gi"),
+				volume("small", "1Gi"),
+				volume("medium", "2Gi"),
+			},
+			want: []string{"small", "medium", "big"},
+		},
+		{
+			name: "then the most recently released, whichever way it was released",
+			members: []*corev1.PersistentVolume{
+				volume("old", "1Gi", returned("x/a", t0)),
+				volume("newest", "1Gi", released("x", "b", "u", t0.Add(2*time.Hour))),
+				volume("newer", "1Gi", returned("x/c", t0.Add(time.Hour))),
+				volume("never-used", "1Gi"),
+			},
+			want: []string{"newest", "newer", "old", "never-used"},
+		},
+		{
+			name: "then by name",
+			members: []*corev1.PersistentVolume{
+				volume("b", "1Gi"), volume("a", "1Gi"), volume("c", "1Gi"),
+			},
+			want: []string{"a", "b", "c"},
+		},
+		{
+			name: "in use and unfit members are left out",
+			members: []*corev1.PersistentVolume{
+				volume("bound", "1Gi", bound("team", "cache", "x")),
+				volume("small", "500Mi"),
+				volume("fits", "1Gi"),
+			},
+			want: []string{"fits"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := candidates(tt.members, claim, nil, nil)
+			var names []string
+			for _, pv := range got {
+				names = append(names, pv.Name)
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Errorf("order = %v, want %v", names, tt.want)
+			}
+		})
+	}
+}
+
+func TestCandidatesState(t *testing.T) {
+	members := []*corev1.PersistentVolume{
+		volume("bound", "1Gi", bound("ns", "x", "u")),
+		volume("small", "500Mi"),
+		volume("rwx", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		}),
+	}
+	_, state := candidates(members, claimFor("ns", "c", "1Gi"), nil, nil)
+	want := "3 volumes, 1 in use, 2 free (not fitting: 1 by access modes, 1 by capacity)"
+	if got := state.String(); got != want {
+		t.Errorf("state = %q, want %q", got, want)
+	}
+}
+
+func TestClaimSelector(t *testing.T) {
+	allowed := sets.New("cache", PoolLabel)
+	tests := []struct {
+		name    string
+		sel     *metav1.LabelSelector
+		wantErr string
+	}{
+		{"no selector", nil, ""},
+		{"known key", &metav1.LabelSelector{MatchLabels: map[string]string{"cache": "go"}}, ""},
+		{"known key in an expression", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "cache", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"npm"}},
+		}}, ""},
+		{"unknown key", &metav1.LabelSelector{MatchLabels: map[string]string{"region": "east"}}, "region"},
+		{"unknown key among known ones", &metav1.LabelSelector{
+			MatchLabels:      map[string]string{"cache": "go"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpExists}},
+		}, "zone"},
+		{"invalid operator", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "cache", Operator: "Near", Values: []string{"x"}},
+		}}, "invalid selector"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := claimFor("ns", "c", "1Gi", func(c *corev1.PersistentVolumeClaim) { c.Spec.Selector = tt.sel })
+			_, err := claimSelector(claim, allowed)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("claimSelector error = %v, want containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestLabelsFor(t *testing.T) {
+	tests := []struct {
+		selector string
+		want     map[string]string
+		wantErr  bool
+	}{
+		{"", nil, false},
+		{"cache=go", map[string]string{"cache": "go"}, false},
+		{"cache in (go)", map[string]string{"cache": "go"}, false},
+		{"cache=go,tier!=hot", map[string]string{"cache": "go"}, false},
+		{"cache notin (npm),!tier", map[string]string{}, false},
+		{"cache in (go,npm)", nil, true},
+		{"cache", nil, true},
+		{"cache=go,cache=npm", nil, true},
+		{"cache=go,cache notin (go)", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.selector, func(t *testing.T) {
+			var sel labels.Selector
+			if tt.selector != "" {
+				var err error
+				if sel, err = labels.Parse(tt.selector); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := labelsFor(sel)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("labelsFor error = %v, want error %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !labels.Equals(got, tt.want) {
+				t.Errorf("labelsFor = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
