@@ -747,4 +747,21 @@ spec:
 		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)
 	}
 
+	// Each controller recorded its events with its own credentials.
+	waitEvent(t, ns, "Pod", pod.Name, "ClaimCreated")
+	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "Provisioning")
+	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Released")
+
+}
+
+// waitEvent waits for an event with reason about the object kind/name, whose
+// events live in namespace ns (a cluster-scoped object's in "default").
+func waitEvent(t *testing.T, ns, kind, name, reason string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name + ",reason=" + reason,
+		})
+		return err == nil && len(events.Items) > 0, err
+	}, fmt.Sprintf("event %s on %s %s/%s", reason, kind, ns, name))
 }
