@@ -648,6 +648,7 @@ func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 		}, "Lease "+lease+" to have a holder")
 	}
 
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: "reclaimable", Classes: []string{class}, Namespaces: []string{ns}})
 	const volume, claimName = "cache", "cache"
 	template := fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolumeClaim
@@ -702,6 +703,12 @@ spec:
 	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("the provisioner did not make the volume's directory %s: %v", dir, err)
 	}
+	// What the pod would have written: it must survive the cycle.
+	marker := filepath.Join(pv.Spec.HostPath.Path, "cache-entry")
+	if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv.Marker(pv.Name, marker)
 
 	// Released may last only milliseconds: watch the volume's phases.
 	w, err := client.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{
@@ -751,6 +758,7 @@ spec:
 	waitEvent(t, ns, "Pod", pod.Name, "ClaimCreated")
 	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "Provisioning")
 	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Released")
+	inv.Check(t, 10*time.Second)
 
 }
 
