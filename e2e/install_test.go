@@ -1,0 +1,775 @@
+package e2e
+
+// The installation in manifests/, applied to the local control plane as an
+// administrator would apply it: the API server validates every manifest,
+// enforces the "restricted" Pod Security Standard on the installation's
+// namespace, and authorizes each controller through the RBAC the manifests
+// grant, nothing more.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+const installNamespace = "reclaimable-system"
+
+// installedControllers are the controllers the base deploys apart, each
+// under the ServiceAccount "reclaimable-<controller>".
+var installedControllers = []string{"podwatcher", "provisioner", "releaser"}
+
+func manifestsDir() string { return filepath.Join(framework.RepoRoot(), "manifests") }
+
+// kubectl runs the cluster's kubectl as an administrator and returns its
+// standard output and standard error apart: warnings go to the latter.
+func kubectl(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	cmd := exec.CommandContext(ctx, framework.Cluster().Kubectl(), append([]string{"--kubeconfig=" + framework.Kubeconfig()}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("kubectl %s: %w\n%s%s", strings.Join(args, " "), err, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String(), err
+}
+
+var installed struct {
+	once sync.Once
+	err  error
+}
+
+// install applies manifests/ for real, once per test binary: the Namespace,
+// RBAC, the share and the Deployments. Nothing runs the Deployments' pods
+// (kwok only pretends), so the Leases stay free for the controllers the
+// tests start with the installation's credentials.
+func install(t *testing.T) {
+	t.Helper()
+	installed.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, _, installed.err = kubectl(ctx, "apply", "-k", manifestsDir())
+	})
+	if installed.err != nil {
+		t.Fatalf("installing manifests/: %v", installed.err)
+	}
+}
+
+// Every manifest passes the API server's validation and admission, with no
+// warning: the base, the small-cluster overlay, the NFS component, and the
+// examples (which are not part of the installation).
+func TestInstallManifestsPassServerValidation(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+
+	// An overlay as an administrator would write one, with the NFS share.
+	// The share's volume source cannot change once created, and the
+	// installed one is a host path, so the check renames the share's volume
+	// and claim.
+	overlay := t.TempDir()
+	rel, err := filepath.Rel(overlay, manifestsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nfsShare := framework.Name("nfs-share")
+	kustomization := fmt.Sprintf(`resources: [%s]
+components: [%s]
+patches:
+  - target: {kind: PersistentVolume, name: reclaimable-share}
+    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[3]q}]'
+  - target: {kind: PersistentVolumeClaim, name: reclaimable-share}
+    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[3]q}]'
+`, filepath.ToSlash(filepath.Join(rel, "overlays", "all")), filepath.ToSlash(filepath.Join(rel, "components", "nfs-share")), nfsShare)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"base", []string{"-k", manifestsDir()}, []string{
+			"namespace/reclaimable-system", "deployment.apps/reclaimable-podwatcher",
+			"deployment.apps/reclaimable-provisioner", "deployment.apps/reclaimable-releaser",
+			"clusterrole.rbac.authorization.k8s.io/reclaimable-provisioner", "persistentvolume/reclaimable-share",
+		}},
+		{"overlay all", []string{"-k", filepath.Join(manifestsDir(), "overlays", "all")}, []string{
+			"deployment.apps/reclaimable ", "serviceaccount/reclaimable ",
+		}},
+		{"overlay all with the NFS share", []string{"-k", overlay}, []string{
+			"deployment.apps/reclaimable ", "persistentvolume/" + nfsShare + " created",
+		}},
+		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
+			"storageclass.storage.k8s.io/reclaimable", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
+			"podtemplate/ci-agent",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, err := kubectl(ctx, append([]string{"apply", "--dry-run=server"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A Pod Security violation in a Deployment's template is only a
+			// warning at this point; it must not be there.
+			if strings.Contains(stderr, "Warning") {
+				t.Errorf("the API server warned:\n%s", stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("dry run did not apply %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}
+
+// The installation's pods are admitted under the enforced "restricted" Pod
+// Security Standard, are scheduled with the share mounted, and become
+// available.
+func TestInstallPodsRunUnderRestrictedPodSecurity(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	client := framework.Client()
+
+	nsObj, err := client.CoreV1().Namespaces().Get(ctx, installNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nsObj.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Fatalf("namespace %s enforces Pod Security level %q, want restricted", installNamespace, got)
+	}
+	// Enforcement is live: a pod that is not restricted is refused.
+	loose := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-restricted"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	_, err = client.CoreV1().Pods(installNamespace).Create(ctx, loose, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Fatalf("a pod that is not restricted was not refused by Pod Security admission: %v", err)
+	}
+
+	for _, c := range installedControllers {
+		name := "reclaimable-" + c
+		framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
+			d, err := client.AppsV1().Deployments(installNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			want := deref(d.Spec.Replicas, 1)
+			return d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas == want && d.Status.UpdatedReplicas == want, nil
+		}, "Deployment "+name+" to be available")
+	}
+}
+
+// renderedObjects returns the objects kustomize renders from dir.
+func renderedObjects(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	stdout, _, err := kubectl(context.Background(), "kustomize", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, stdout)
+}
+
+func decodeObjects(t *testing.T, text string) []runtime.Object {
+	t.Helper()
+	var objs []runtime.Object
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(text)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decoding %s: %v", doc, err)
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// Every Deployment of the base and of the small-cluster overlay runs the
+// image as user 65532 with a read-only root filesystem, no capabilities,
+// resource requests and limits, probes on the health port, a metrics port
+// named for scraping, leader election on, and flags the binary accepts.
+func TestInstallDeploymentsAreHardened(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{manifestsDir(), filepath.Join(manifestsDir(), "overlays", "all")} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			objs := renderedObjects(t, dir)
+			serviceAccounts := map[string]bool{}
+			var deployments []*appsv1.Deployment
+			for _, obj := range objs {
+				switch o := obj.(type) {
+				case *corev1.ServiceAccount:
+					serviceAccounts[o.Name] = true
+				case *appsv1.Deployment:
+					deployments = append(deployments, o)
+				case *storagev1.StorageClass:
+					t.Errorf("StorageClass %s is in the installation; examples are not part of it", o.Name)
+				case *rbacv1.ClusterRole:
+					checkNoWildcards(t, "ClusterRole "+o.Name, o.Rules)
+				case *rbacv1.Role:
+					checkNoWildcards(t, "Role "+o.Name, o.Rules)
+				}
+				if ns := obj.(metav1.Object).GetNamespace(); ns != "" && ns != installNamespace {
+					t.Errorf("%T %s is in namespace %s, want %s", obj, obj.(metav1.Object).GetName(), ns, installNamespace)
+				}
+			}
+			if len(deployments) == 0 {
+				t.Fatal("no Deployment rendered")
+			}
+			for _, d := range deployments {
+				checkDeployment(t, d, serviceAccounts)
+			}
+		})
+	}
+}
+
+func checkDeployment(t *testing.T, d *appsv1.Deployment, serviceAccounts map[string]bool) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	errorf := func(format string, args ...any) {
+		t.Errorf("Deployment %s: "+format, append([]any{d.Name}, args...)...)
+	}
+	if !serviceAccounts[spec.ServiceAccountName] {
+		errorf("runs as ServiceAccount %q, which the manifests do not create", spec.ServiceAccountName)
+	}
+	if r := deref(d.Spec.Replicas, 1); r < 1 || r > 2 {
+		errorf("%d replicas", r)
+	}
+	psc := spec.SecurityContext
+	if psc == nil || !deref(psc.RunAsNonRoot, false) || deref(psc.RunAsUser, 0) != 65532 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		errorf("pod security context %+v: want runAsNonRoot, runAsUser 65532, seccomp RuntimeDefault", psc)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("Deployment %s: %d containers, want 1", d.Name, len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if !strings.HasPrefix(c.Image, "ghcr.io/reclaimable/reclaimable:") {
+		errorf("image %q", c.Image)
+	}
+	sc := c.SecurityContext
+	if sc == nil || !deref(sc.ReadOnlyRootFilesystem, false) || deref(sc.AllowPrivilegeEscalation, true) ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		errorf("container security context %+v: want a read-only root filesystem, no privilege escalation, all capabilities dropped", sc)
+	}
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, lim := c.Resources.Requests[res], c.Resources.Limits[res]
+		if req.IsZero() || lim.IsZero() || req.Cmp(lim) > 0 {
+			errorf("%s request %s, limit %s: want both, request <= limit", res, req.String(), lim.String())
+		}
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if ports["metrics"] != 8080 || ports["health"] != 8081 {
+		errorf("ports %v: want metrics 8080 and health 8081", ports)
+	}
+	for _, probe := range []struct {
+		what  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if probe.probe == nil || probe.probe.HTTPGet == nil || probe.probe.HTTPGet.Path != probe.path || probe.probe.HTTPGet.Port.String() != "health" {
+			errorf("%s probe %+v: want GET %s on port health", probe.what, probe.probe, probe.path)
+		}
+	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	}) {
+		errorf("no POD_NAMESPACE from the downward API: the Leases would not be in the installation's namespace")
+	}
+	if len(c.Command) > 0 {
+		errorf("command %v overrides the image's entrypoint", c.Command)
+	}
+	if len(c.Args) == 0 {
+		t.Fatalf("Deployment %s: no args", d.Name)
+	}
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--leader-elect=") && a != "--leader-elect=true" {
+			errorf("%s: leader election must stay on for several replicas", a)
+		}
+	}
+	// The provisioner writes only under --directory-root: the share.
+	for _, a := range c.Args {
+		root, ok := strings.CutPrefix(a, "--directory-root=")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == root })
+		if i < 0 {
+			errorf("nothing is mounted at --directory-root %s", root)
+			continue
+		}
+		m := c.VolumeMounts[i]
+		j := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+		if j < 0 || spec.Volumes[j].PersistentVolumeClaim == nil || spec.Volumes[j].PersistentVolumeClaim.ClaimName != "reclaimable-share" || m.ReadOnly {
+			errorf("--directory-root %s is not the claim reclaimable-share, mounted read-write", root)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && !deref(v.Secret.Optional, false) {
+			errorf("Secret %s is required: the pod would not start without it", v.Secret.SecretName)
+		}
+	}
+	// The binary parses exactly these args: --version stops it right after.
+	out, err := exec.Command(framework.Binary(), append(slices.Clone(c.Args), "--version")...).CombinedOutput()
+	if err != nil {
+		errorf("reclaimable %s: %v\n%s", strings.Join(c.Args, " "), err, out)
+	}
+}
+
+// checkNoWildcards fails the test if a rule grants "*": every verb,
+// resource and group is spelled out.
+func checkNoWildcards(t *testing.T, what string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	for _, r := range rules {
+		for _, list := range [][]string{r.Verbs, r.Resources, r.APIGroups} {
+			if slices.Contains(list, "*") {
+				t.Errorf("%s grants a wildcard: %+v", what, r)
+			}
+		}
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s grants non-resource URLs: %+v", what, r)
+		}
+	}
+}
+
+// saUser is how the API server names a ServiceAccount of the installation.
+func saUser(controller string) string {
+	return "system:serviceaccount:" + installNamespace + ":reclaimable-" + controller
+}
+
+type access struct {
+	verb, group, resource, namespace, name string
+}
+
+func (a access) String() string {
+	s := a.verb + " " + a.resource
+	if a.group != "" {
+		s += "." + a.group
+	}
+	if a.name != "" {
+		s += "/" + a.name
+	}
+	if a.namespace != "" {
+		s += " in " + a.namespace
+	} else {
+		s += " (all namespaces)"
+	}
+	return s
+}
+
+// can asks the API server's authorizer whether controller's ServiceAccount
+// may do a.
+func can(ctx context.Context, controller string, a access) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   saUser(controller),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+		},
+	}}
+	res, err := framework.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return res.Status.Allowed, nil
+}
+
+func accesses(verbs []string, group, resource, namespace, name string) []access {
+	out := make([]access, 0, len(verbs))
+	for _, v := range verbs {
+		out = append(out, access{v, group, resource, namespace, name})
+	}
+	return out
+}
+
+// Each ServiceAccount may do what its controller needs and nothing the
+// other controllers need, and none may read Secrets or write Pods.
+func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	read := []string{"get", "list", "watch"}
+	writes := []string{"create", "update", "patch", "delete", "deletecollection"}
+	const anyNS, userNS = "", "some-user-namespace"
+
+	type grants struct{ allowed, denied []access }
+	common := func(controller string) grants {
+		g := grants{
+			allowed: slices.Concat(
+				accesses([]string{"create"}, "coordination.k8s.io", "leases", installNamespace, ""),
+				accesses([]string{"get", "update"}, "coordination.k8s.io", "leases", installNamespace, "reclaimable-"+controller),
+				accesses([]string{"create", "patch"}, "", "events", userNS, ""),
+			),
+			denied: slices.Concat(
+				accesses(slices.Concat(read, writes), "", "secrets", anyNS, ""),
+				accesses(slices.Concat(read, writes), "", "secrets", installNamespace, ""),
+				accesses(slices.Concat(writes, []string{"escalate", "bind"}), "rbac.authorization.k8s.io", "clusterroles", anyNS, ""),
+				accesses(writes, "", "pods", anyNS, ""),
+				accesses([]string{"create"}, "", "pods/exec", userNS, ""),
+				accesses([]string{"create"}, "", "serviceaccounts/token", installNamespace, ""),
+				accesses([]string{"impersonate"}, "", "serviceaccounts", anyNS, ""),
+				accesses(writes, "apps", "deployments", installNamespace, ""),
+				accesses([]string{"create", "update", "delete"}, "coordination.k8s.io", "leases", "kube-system", ""),
+				accesses([]string{"update", "delete"}, "", "events", userNS, ""),
+				accesses(writes, "storage.k8s.io", "storageclasses", anyNS, ""),
+				accesses(writes, "", "nodes", anyNS, ""),
+			),
+		}
+		// Another controller's Lease is not this one's to take.
+		for _, other := range installedControllers {
+			if other != controller {
+				g.denied = append(g.denied, accesses([]string{"update", "delete"}, "coordination.k8s.io", "leases", installNamespace, "reclaimable-"+other)...)
+			}
+		}
+		return g
+	}
+	specific := map[string]grants{
+		"podwatcher": {
+			allowed: slices.Concat(
+				accesses(read, "", "pods", anyNS, ""),
+				accesses(read, "batch", "jobs", anyNS, ""),
+				accesses(slices.Concat(read, []string{"create", "delete"}), "", "persistentvolumeclaims", anyNS, ""),
+			),
+			denied: slices.Concat(
+				accesses([]string{"update", "patch", "deletecollection"}, "", "persistentvolumeclaims", anyNS, ""),
+				accesses(slices.Concat(read, writes), "", "persistentvolumes", anyNS, ""),
+				accesses(writes, "batch", "jobs", anyNS, ""),
+				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
+				accesses(read, "", "nodes", anyNS, ""),
+			),
+		},
+		"releaser": {
+			allowed: slices.Concat(
+				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumes", anyNS, ""),
+				accesses(read, "", "persistentvolumeclaims", anyNS, ""),
+				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
+			),
+			denied: slices.Concat(
+				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumes", anyNS, ""),
+				accesses(writes, "", "persistentvolumeclaims", anyNS, ""),
+				accesses(read, "", "pods", anyNS, ""),
+				accesses(read, "batch", "jobs", anyNS, ""),
+				accesses(read, "", "nodes", anyNS, ""),
+			),
+		},
+		"provisioner": {
+			allowed: slices.Concat(
+				accesses(slices.Concat(read, []string{"create", "update", "patch", "delete"}), "", "persistentvolumes", anyNS, ""),
+				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumeclaims", anyNS, ""),
+				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
+				accesses(read, "", "nodes", anyNS, ""),
+			),
+			denied: slices.Concat(
+				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),
+				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumeclaims", anyNS, ""),
+				accesses(read, "", "pods", anyNS, ""),
+				accesses(read, "batch", "jobs", anyNS, ""),
+			),
+		},
+	}
+
+	for _, controller := range installedControllers {
+		t.Run(controller, func(t *testing.T) {
+			g := common(controller)
+			s := specific[controller]
+			for _, tc := range []struct {
+				want bool
+				list []access
+			}{{true, slices.Concat(g.allowed, s.allowed)}, {false, slices.Concat(g.denied, s.denied)}} {
+				for _, a := range tc.list {
+					got, err := can(ctx, controller, a)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != tc.want {
+						t.Errorf("%s may %s: %v, want %v", saUser(controller), a, got, tc.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// kubeconfigFor writes a kubeconfig that authenticates as controller's
+// ServiceAccount with a token from the TokenRequest API, as its pod would.
+func kubeconfigFor(t *testing.T, controller string) string {
+	t.Helper()
+	ctx := context.Background()
+	tr, err := framework.Client().CoreV1().ServiceAccounts(installNamespace).CreateToken(ctx, "reclaimable-"+controller,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: newInt64(3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for %s: %v", controller, err)
+	}
+	admin := framework.Config()
+	cluster := &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthority: admin.CAFile, CertificateAuthorityData: admin.CAData}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = cluster
+	cfg.AuthInfos[controller] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: controller}
+	cfg.CurrentContext = "local"
+	path := filepath.Join(t.TempDir(), controller+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// noForbidden fails the test if a controller was refused anything.
+func noForbidden(t *testing.T, name string, p *framework.Process) {
+	t.Helper()
+	for _, line := range strings.Split(p.Log(), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			t.Errorf("%s was refused something: %s", name, line)
+		}
+	}
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func newInt64(v int64) *int64 { return &v }
+
+// Each controller runs with nothing but its ServiceAccount's token, as in
+// its pod, through a whole cycle: an annotated pod gets its claim, the claim
+// a volume the provisioner grew, the pod goes, the claim goes, the volume is
+// Released and then Available again. No controller is refused anything.
+func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	client := framework.Client()
+	ns := framework.Namespace(t)
+
+	// The share, as the provisioner's pod would see it under --directory-root.
+	root := t.TempDir()
+	volumes := filepath.Join(root, "volumes")
+	if err := os.Mkdir(volumes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	class := framework.Name("install")
+	retain := corev1.PersistentVolumeReclaimRetain
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: "reclaimable"}},
+		Provisioner:       "vendor/reclaimable",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &wait,
+		Parameters: map[string]string{
+			"backend": "directory", "baseDir": volumes, "source": "hostPath", "hostPath": volumes, "maxVolumes": "5",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+
+	// The flags the Deployments give, but for where the share is and which
+	// namespace this podwatcher watches (the cluster is shared by tests).
+	extra := map[string][]string{
+		"podwatcher":  {"--namespace=" + ns},
+		"provisioner": {"--directory-root=" + root},
+		"releaser":    nil,
+	}
+	procs := map[string]*framework.Process{}
+	for _, c := range installedControllers {
+		args := append([]string{c,
+			"--kubeconfig=" + kubeconfigFor(t, c),
+			"--leader-elect-namespace=" + installNamespace,
+			"--controller-id=reclaimable",
+			"--provisioner-name=vendor/reclaimable",
+		}, extra[c]...)
+		p := framework.StartController(t, args...)
+		procs[c] = p
+		// Whether the cycle got through or not; stopping first covers the
+		// Lease given up on shutdown.
+		t.Cleanup(func() {
+			p.Stop()
+			noForbidden(t, c, p)
+		})
+	}
+	for _, c := range installedControllers {
+		procs[c].WaitReady(t)
+		lease := "reclaimable-" + c
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			l, err := client.CoordinationV1().Leases(installNamespace).Get(ctx, lease, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && deref(l.Spec.HolderIdentity, "") != "", err
+		}, "Lease "+lease+" to have a holder")
+	}
+
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: "reclaimable", Classes: []string{class}, Namespaces: []string{ns}})
+	const volume, claimName = "cache", "cache"
+	template := fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolumeClaim
+spec:
+  storageClassName: %s
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests:
+      storage: 1Gi
+`, class)
+	pod, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: map[string]string{
+			keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template,
+		}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/cache"}}}},
+			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
+			}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var claim *corev1.PersistentVolumeClaim
+	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
+		claim, err = client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && claim.Status.Phase == corev1.ClaimBound, err
+	}, "the podwatcher's claim to be bound")
+	if got := claim.Labels[keys.ClaimManagedBy]; got != "reclaimable" {
+		t.Fatalf("claim label %s = %q, want reclaimable", keys.ClaimManagedBy, got)
+	}
+	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	if got := pv.Annotations[keys.ProvisionedBy]; got != "vendor/reclaimable" {
+		t.Fatalf("volume %s provisioned by %q, want vendor/reclaimable", pv.Name, got)
+	}
+	if pv.Spec.HostPath == nil {
+		t.Fatalf("volume %s is not a host path: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
+	}
+	if dir := pv.Spec.HostPath.Path; !strings.HasPrefix(dir, volumes+string(filepath.Separator)) {
+		t.Fatalf("volume %s is at %s, outside the class's baseDir %s", pv.Name, dir, volumes)
+	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("the provisioner did not make the volume's directory %s: %v", dir, err)
+	}
+	// What the pod would have written: it must survive the cycle.
+	marker := filepath.Join(pv.Spec.HostPath.Path, "cache-entry")
+	if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv.Marker(pv.Name, marker)
+
+	// Released may last only milliseconds: watch the volume's phases.
+	w, err := client.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + pv.Name, ResourceVersion: pv.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}, "the claim to be deleted once its pod is gone")
+
+	var phases []corev1.PersistentVolumePhase
+	deadline := time.After(60 * time.Second)
+	for available := false; !available; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch of volume %s ended; phases seen: %v", pv.Name, phases)
+			}
+			cur, ok := ev.Object.(*corev1.PersistentVolume)
+			if !ok {
+				t.Fatalf("watch of volume %s: %v", pv.Name, ev.Object)
+			}
+			if len(phases) == 0 || phases[len(phases)-1] != cur.Status.Phase {
+				phases = append(phases, cur.Status.Phase)
+			}
+			available = cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
+		case <-deadline:
+			t.Fatalf("volume %s not Available again within 60 s; phases seen: %v", pv.Name, phases)
+		}
+	}
+	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
+	if !slices.Contains(phases, corev1.VolumeReleased) {
+		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)
+	}
+
+	// Each controller recorded its events with its own credentials.
+	waitEvent(t, ns, "Pod", pod.Name, "ClaimCreated")
+	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "Provisioning")
+	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Released")
+	inv.Check(t, 10*time.Second)
+
+}
+
+// waitEvent waits for an event with reason about the object kind/name, whose
+// events live in namespace ns (a cluster-scoped object's in "default").
+func waitEvent(t *testing.T, ns, kind, name, reason string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name + ",reason=" + reason,
+		})
+		return err == nil && len(events.Items) > 0, err
+	}, fmt.Sprintf("event %s on %s %s/%s", reason, kind, ns, name))
+}
