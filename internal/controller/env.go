@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -60,7 +61,9 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	requests := newRequestMetric()
 	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &requestCounter{next: rt, count: requests} })
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
 	client, err := kubernetes.NewForConfig(cfg)
@@ -76,6 +79,7 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(requests)
 	registerWorkqueueMetrics(registry)
 
 	return &Env{
