@@ -9,7 +9,7 @@ CLUSTER   ?= _output/cluster
 E2E_FLAGS ?=
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v '/e2e$$')
 
-.PHONY: all build test unit e2e lint bench demo cluster-up cluster-down clean
+.PHONY: all build test unit fuzz e2e soak lint bench demo cluster-up cluster-down clean
 
 all: build
 
@@ -17,14 +17,27 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/reclaimable
 
-## test: formatting and vet, unit tests, then the end-to-end tests on a local control plane
-test: lint unit e2e
+## test: formatting and vet, unit tests (with the fuzzers' seed corpora), a short run of
+## each fuzzer, then the end-to-end tests on a local control plane, short chaos soak included
+test: lint unit fuzz e2e
 
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+## fuzz: each fuzz target for FUZZTIME (the parsers of user input: annotations, class parameters)
+FUZZTIME ?= 15s
+fuzz:
+	$(GO) test ./podwatcher/ -run '^$$' -fuzz '^FuzzParseRequests$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./provisioner/ -run '^$$' -fuzz '^FuzzParseParameters$$' -fuzztime $(FUZZTIME)
+
 e2e:
 	$(GO) test -count=1 -timeout 45m $(E2E_FLAGS) ./e2e/
+
+## soak: the chaos soak alone, long (SOAK_DURATION, SOAK_WORKERS)
+SOAK_DURATION ?= 5m
+SOAK_WORKERS  ?= 10
+soak:
+	$(GO) test -count=1 -timeout 60m -run '^TestSoakChaos$$' -v ./e2e/ -args -soak.duration=$(SOAK_DURATION) -soak.workers=$(SOAK_WORKERS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

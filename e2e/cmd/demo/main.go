@@ -1,13 +1,20 @@
-// Command demo shows, on a local control plane, what reclaimable builds on:
-// a Retain volume bound to a claim, Released when the claim goes, and made
-// Available again for the next claim once its claimRef is cleared.
+// Command demo runs the whole cycle on a local control plane, for a
+// newcomer: reclaimable runs with the directory backend in a temporary
+// directory, the example pod asks for a claim, and a timeline shows the
+// claim created, the volume provisioned and written to, the pod and claim
+// gone, the volume Released then Available again, and a second pod's claim
+// getting the same volume with the data still there.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -15,16 +22,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 func main() {
-	keep := flag.Bool("keep", false, "leave the control plane running and print how to reach it")
+	keep := flag.Bool("keep", false, "leave the control plane and the controllers running, and print how to reach them")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -34,107 +44,298 @@ func main() {
 	}
 }
 
-// timeline prints each step with the time since the previous one.
+// timeline prints each step with the time since the start and since the
+// previous step.
 type timeline struct{ start, last time.Time }
 
 func (t *timeline) step(format string, args ...any) {
 	now := time.Now()
-	fmt.Printf("  %7s  +%-7s  %s\n", now.Sub(t.start).Round(time.Millisecond), now.Sub(t.last).Round(time.Millisecond), fmt.Sprintf(format, args...))
+	fmt.Printf("  %8s  %9s  %s\n", now.Sub(t.start).Round(time.Millisecond), "+"+now.Sub(t.last).Round(time.Millisecond).String(), fmt.Sprintf(format, args...))
 	t.last = now
 }
 
 func run(ctx context.Context, keep bool) error {
-	dir, err := os.MkdirTemp("", "reclaimable-demo-")
+	work, err := os.MkdirTemp("", "reclaimable-demo-")
 	if err != nil {
 		return err
 	}
-	fmt.Println("Starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
-	c, err := cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Detach: keep, Log: os.Stdout})
+	clusterDir := filepath.Join(work, "cluster")
+	if keep {
+		if clusterDir, err = filepath.Abs(filepath.Join("_output", "cluster")); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(clusterDir, "pids")); err == nil {
+			return fmt.Errorf("a control plane is already recorded in %s: run 'make cluster-down' first", clusterDir)
+		}
+	}
+
+	fmt.Println("Building reclaimable and starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
+	binary, err := framework.BuildBinary(ctx, work)
 	if err != nil {
+		return err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Dir: clusterDir, Detach: keep, Log: os.Stdout})
+	if err != nil {
+		return err
+	}
+	controllers := &exec.Cmd{}
+	defer func() {
+		if keep {
+			fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
+				"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
+				"The volumes' directories are under %s. Stop everything with:\n  make cluster-down\n",
+				controllers.Process.Pid, filepath.Join(work, "reclaimable.log"), c.Kubeconfig, c.BinDir, filepath.Join(work, "share"))
+			return
+		}
+		if controllers.Process != nil {
+			_ = controllers.Process.Signal(syscall.SIGTERM)
+			_ = controllers.Wait()
+		}
+		c.Stop()
+		_ = os.RemoveAll(work)
+	}()
+
+	// The share the directory backend writes to: a temporary directory
+	// plays the NFS export or host path a cluster would mount.
+	share := filepath.Join(work, "share")
+	if err := os.MkdirAll(share, 0o755); err != nil {
+		return err
+	}
+	class, err := exampleClass(share)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if controllers, err = startControllers(ctx, binary, c.Kubeconfig, share, filepath.Join(work, "reclaimable.log"), keep); err != nil {
 		return err
 	}
 	if keep {
-		defer fmt.Printf("\nThe control plane keeps running. Explore it with:\n  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pv,pvc -A\nStop it with:\n  go run ./e2e/cmd/localcluster down --dir %s\n", c.Kubeconfig, c.BinDir, filepath.Join(dir, "cluster"))
-	} else {
-		defer func() { c.Stop(); _ = os.RemoveAll(dir) }()
-	}
-	client := c.Client
-
-	class, ns := "demo-retain", "default"
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "kubernetes.io/no-provisioner",
-		ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache-volume"},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName: class, PersistentVolumeReclaimPolicy: retain,
-			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/cache/demo"}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		return err
+		if err := recordPID(clusterDir, controllers.Process.Pid); err != nil {
+			return err
+		}
 	}
 
-	fmt.Println("\nTimeline (total, since previous step):")
+	fmt.Printf("\nStorageClass %q (directory backend in %s, reclaimPolicy Retain); reclaimable all is running.\n", class.Name, share)
+	fmt.Println("\nTimeline (since start, since previous step):")
 	tl := &timeline{start: time.Now(), last: time.Now()}
-	tl.step("volume cache-volume created by hand (reclaimPolicy Retain)")
-	for i, name := range []string{"first-consumer", "second-consumer"} {
-		if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: &class,
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		tl.step("claim %s created", name)
-		if err := waitPhase(ctx, client, corev1.VolumeBound); err != nil {
-			return err
-		}
-		tl.step("volume Bound to %s", name)
-		if i == 1 {
-			break
-		}
-		if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			return err
-		}
-		tl.step("claim %s deleted", name)
-		if err := waitPhase(ctx, client, corev1.VolumeReleased); err != nil {
-			return err
-		}
-		tl.step("volume Released: no claim can bind it until its claimRef is cleared")
-		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, "cache-volume", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		pv.Spec.ClaimRef = nil
-		if _, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		tl.step("claimRef cleared (the releaser's job), data left in place")
-		if err := waitPhase(ctx, client, corev1.VolumeAvailable); err != nil {
-			return err
-		}
-		tl.step("volume Available again")
+	client, ns := c.Client, "default"
+
+	pod, err := examplePod("build-1")
+	if err != nil {
+		return err
 	}
-	fmt.Println("\nThe same volume, and the data on it, served two consumers one after the other.")
+	claimName := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	tl.step("pod build-1 created, asking for claim %s by annotation", claimName)
+	if _, err := waitClaim(ctx, client, ns, claimName, func(*corev1.PersistentVolumeClaim) bool { return true }); err != nil {
+		return err
+	}
+	tl.step("claim %s created by the podwatcher", claimName)
+	claim, err := waitClaim(ctx, client, ns, claimName, func(c *corev1.PersistentVolumeClaim) bool { return c.Spec.VolumeName != "" })
+	if err != nil {
+		return err
+	}
+	volume := claim.Spec.VolumeName
+	tl.step("volume %s provisioned: a new directory %s", volume, filepath.Join(share, volume))
+	if _, err := waitClaim(ctx, client, ns, claimName, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound }); err != nil {
+		return err
+	}
+	tl.step("claim Bound, pod scheduled on the fake node")
+
+	// No kubelet mounts anything here: the consumer's write goes straight
+	// into the volume's directory.
+	data := filepath.Join(share, volume, "cache.txt")
+	content := "objects compiled by build-1 at " + time.Now().Format(time.RFC3339)
+	if err := os.WriteFile(data, []byte(content), 0o644); err != nil {
+		return err
+	}
+	tl.step("build-1 writes %s into the volume", filepath.Base(data))
+
+	if err := client.CoreV1().Pods(ns).Delete(ctx, "build-1", metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	tl.step("pod build-1 deleted")
+	if err := poll(ctx, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		return fmt.Errorf("waiting for claim %s to be deleted: %w", claimName, err)
+	}
+	tl.step("claim %s deleted by the podwatcher", claimName)
+	if err := waitVolume(ctx, client, volume, corev1.VolumeReleased); err != nil {
+		return err
+	}
+	tl.step("volume %s Released (reclaimPolicy Retain: data kept)", volume)
+	if err := waitVolume(ctx, client, volume, corev1.VolumeAvailable); err != nil {
+		return err
+	}
+	tl.step("volume %s Available again: the releaser returned it to the pool", volume)
+
+	pod2, err := examplePod("build-2")
+	if err != nil {
+		return err
+	}
+	claim2 := pod2.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	tl.step("pod build-2 created, asking for claim %s", claim2)
+	if _, err := waitClaim(ctx, client, ns, claim2, func(*corev1.PersistentVolumeClaim) bool { return true }); err != nil {
+		return err
+	}
+	tl.step("claim %s created; the scheduler retries pod build-2 now that its claim exists", claim2)
+	bound, err := waitClaim(ctx, client, ns, claim2, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
+	if err != nil {
+		return err
+	}
+	if bound.Spec.VolumeName != volume {
+		return fmt.Errorf("claim %s got volume %s, not the pool's %s", claim2, bound.Spec.VolumeName, volume)
+	}
+	tl.step("claim %s Bound to the same volume %s", claim2, volume)
+	got, err := os.ReadFile(filepath.Join(share, bound.Spec.VolumeName, "cache.txt"))
+	if err != nil {
+		return fmt.Errorf("the data did not survive: %w", err)
+	}
+	if string(got) != content {
+		return fmt.Errorf("the data changed: %q", got)
+	}
+	tl.step("build-2 finds %s: %q", filepath.Base(data), got)
+	fmt.Println("\nOne volume, and its data, served two pods one after the other; nothing was wiped.")
 	return nil
 }
 
-func waitPhase(ctx context.Context, client kubernetes.Interface, want corev1.PersistentVolumePhase) error {
-	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, "cache-volume", metav1.GetOptions{})
-		if err != nil {
-			return false, err
+// exampleClass is manifests/examples/storageclass.yaml with its directories
+// pointed at share.
+func exampleClass(share string) (*storagev1.StorageClass, error) {
+	var class storagev1.StorageClass
+	if err := readExample("storageclass.yaml", &class); err != nil {
+		return nil, err
+	}
+	class.Parameters["baseDir"] = share
+	class.Parameters["hostPath"] = share
+	return &class, nil
+}
+
+// examplePod is manifests/examples/pod.yaml under another name, asking for
+// a claim of its own.
+func examplePod(name string) (*corev1.Pod, error) {
+	var pod corev1.Pod
+	if err := readExample("pod.yaml", &pod); err != nil {
+		return nil, err
+	}
+	pod.Name = name
+	for i := range pod.Spec.Volumes {
+		if pvc := pod.Spec.Volumes[i].PersistentVolumeClaim; pvc != nil && pod.Annotations[keys.EnabledKey(pod.Spec.Volumes[i].Name)] != "" {
+			pvc.ClaimName = name + "-" + pod.Spec.Volumes[i].Name
 		}
-		return pv.Status.Phase == want, nil
+	}
+	return &pod, nil
+}
+
+func readExample(file string, into any) error {
+	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "manifests", "examples", file))
+	if err != nil {
+		return err
+	}
+	return yaml.UnmarshalStrict(b, into)
+}
+
+// startControllers runs the three controllers in one process, as the
+// small-cluster installation does.
+func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*exec.Cmd, error) {
+	health, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(binary, "all", "--kubeconfig="+kubeconfig, "--directory-root="+share,
+		"--leader-elect-namespace=default", "--health-addr="+health, "--metrics-addr="+metrics)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !keep {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	err = poll(ctx, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
 	})
+	if err != nil {
+		_ = cmd.Process.Kill()
+		b, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("reclaimable did not become ready: %w\n%s", err, b)
+	}
+	return cmd, nil
+}
+
+// recordPID adds the controllers to the cluster's PID file, so that
+// 'make cluster-down' stops them first.
+func recordPID(clusterDir string, pid int) error {
+	f, err := os.OpenFile(filepath.Join(clusterDir, "pids"), os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "reclaimable %d\n", pid)
+	return err
+}
+
+func waitClaim(ctx context.Context, client kubernetes.Interface, ns, name string, cond func(*corev1.PersistentVolumeClaim) bool) (*corev1.PersistentVolumeClaim, error) {
+	var claim *corev1.PersistentVolumeClaim
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		claim = c
+		return cond(c), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for claim %s: %w", name, err)
+	}
+	return claim, nil
+}
+
+func waitVolume(ctx context.Context, client kubernetes.Interface, name string, phase corev1.PersistentVolumePhase) error {
+	err := poll(ctx, func(ctx context.Context) (bool, error) {
+		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && pv.Status.Phase == phase, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for volume %s to be %s: %w", name, phase, err)
+	}
+	return nil
+}
+
+func poll(ctx context.Context, cond wait.ConditionWithContextFunc) error {
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, cond)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -1,0 +1,385 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+var (
+	soakDuration = flag.Duration("soak.duration", 40*time.Second, "how long the chaos soak creates and deletes workloads")
+	soakWorkers  = flag.Int("soak.workers", 6, "workloads in flight during the chaos soak")
+	soakSeed     = flag.Uint64("soak.seed", 0, "seed of the soak's random choices; 0 picks one (it is logged)")
+)
+
+// soakStats are the counts the soak reports.
+type soakStats struct {
+	cycles, jobs, earlyDeletes, kills, restarts, apiserverRestarts, touches, touchConflicts atomic.Int64
+}
+
+// TestSoakChaos runs a stream of annotated Pods and Jobs through the whole
+// cycle while controllers are killed (SIGKILL, at random points, writes in
+// flight) and restarted, two replicas of each compete for their Leases, the
+// API server restarts once, and a foreign writer keeps updating the pool's
+// volumes so that the controllers' writes conflict. Once quiet, nothing may
+// be lost: the invariants hold, every remaining owner has its claim Bound,
+// no claim outlives its owner, and every pool volume is Available or Bound.
+//
+// It does not run in parallel with other tests: it restarts the shared API
+// server. `make soak` runs a long version.
+func TestSoakChaos(t *testing.T) {
+	seed := *soakSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -soak.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	ctx := context.Background()
+	client := framework.Client()
+
+	id := framework.Name("soak")
+	provisioner := "soak.reclaimable/" + id
+	ns := framework.Namespace(t)
+	root := t.TempDir()
+	base := filepath.Join(root, "pool")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	class := framework.Name("soak")
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: id}},
+		Provisioner:       provisioner,
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+		Parameters:        map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}})
+
+	args := []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
+		"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"}
+	replicas := []*framework.Process{framework.StartController(t, args...), framework.StartController(t, args...)}
+	for _, p := range replicas {
+		p.WaitReady(t)
+	}
+
+	var stats soakStats
+	workCtx, stopWork := context.WithTimeout(ctx, *soakDuration)
+	defer stopWork()
+	var wg sync.WaitGroup
+	errs := make(chan error, *soakWorkers+1)
+	for w := range *soakWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wrng := rand.New(rand.NewPCG(seed, uint64(w)+1))
+			if err := soakWorker(workCtx, w, ns, class, inv, wrng, &stats); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		touchVolumes(workCtx, class, &stats)
+	}()
+
+	// Faults, from the test goroutine: kill a replica at a random moment,
+	// start it again a little later, and restart the API server once.
+	apiserverAt := time.Now().Add(*soakDuration / 2)
+	for workCtx.Err() == nil {
+		select {
+		case <-workCtx.Done():
+		case <-time.After(time.Duration(1000+rng.IntN(3000)) * time.Millisecond):
+		}
+		if workCtx.Err() != nil {
+			break
+		}
+		if !apiserverAt.IsZero() && time.Now().After(apiserverAt) {
+			if err := framework.Cluster().Restart(ctx, cluster.KubeAPIServer); err != nil {
+				t.Fatalf("restarting the API server: %v", err)
+			}
+			stats.apiserverRestarts.Add(1)
+			apiserverAt = time.Time{}
+			continue
+		}
+		p := replicas[rng.IntN(len(replicas))]
+		if exited, _ := p.Exited(); exited {
+			p.Start()
+			stats.restarts.Add(1)
+			continue
+		}
+		p.Kill()
+		stats.kills.Add(1)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, p := range replicas {
+		if exited, _ := p.Exited(); exited {
+			p.Start()
+			stats.restarts.Add(1)
+		}
+	}
+
+	// Quiet period: the end state must be reached, and stay.
+	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
+		return soakSettled(ctx, ns, class, id)
+	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound")
+	inv.Check(t, 30*time.Second)
+
+	t.Logf("soak: %d cycles (%d Jobs, %d owners deleted before their claim bound); faults: %d kills, %d restarts, %d API server restarts, %d foreign writes (%d conflicted); invariant violations: %d",
+		stats.cycles.Load(), stats.jobs.Load(), stats.earlyDeletes.Load(), stats.kills.Load(), stats.restarts.Load(),
+		stats.apiserverRestarts.Load(), stats.touches.Load(), stats.touchConflicts.Load(), inv.Violations(ctx))
+	if stats.cycles.Load() == 0 {
+		t.Error("no cycle completed")
+	}
+}
+
+// soakWorker runs cycles until ctx is done: create an owner (a Pod, or a
+// Job one time in four) asking for a claim, wait for the claim to bind and
+// leave a marker in its volume, delete the owner. One time in six the
+// owner is deleted before its claim binds. Claim names repeat every three
+// cycles so that a claim recreated under an old name meets its volume again.
+// The last owner is left in place for the end-state checks.
+func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Invariants, rng *rand.Rand, stats *soakStats) error {
+	for i := 0; ; i++ {
+		claimName := fmt.Sprintf("cache-%d-%d", w, i%3)
+		if err := waitGone(ctx, ns, claimName); err != nil {
+			return nil // the run is over
+		}
+		name := fmt.Sprintf("owner-%d-%d", w, i)
+		isJob := rng.IntN(4) == 0
+		if err := createOwner(ctx, ns, name, claimName, class, isJob); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if isJob {
+			stats.jobs.Add(1)
+		}
+		early := rng.IntN(6) == 0
+		if !early {
+			pv, err := waitBound(ctx, ns, claimName)
+			if err != nil {
+				return nil // the run ended while waiting; this owner stays for the end checks
+			}
+			if dir := pv.Spec.HostPath; dir != nil {
+				marker := filepath.Join(dir.Path, fmt.Sprintf("marker-%s", name))
+				if err := os.WriteFile(marker, []byte(name), 0o644); err == nil {
+					inv.Marker(pv.Name, marker)
+				}
+			}
+		} else {
+			stats.earlyDeletes.Add(1)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := deleteOwner(context.Background(), ns, name, isJob); err != nil {
+			return err
+		}
+		stats.cycles.Add(1)
+	}
+}
+
+func soakOwnerAnnotations(volume, class string) map[string]string {
+	return map[string]string{
+		keys.EnabledKey(volume):  "true",
+		keys.TemplateKey(volume): fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","spec":{"storageClassName":%q,"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`, class),
+	}
+}
+
+func soakPodSpec(claimName string, restart corev1.RestartPolicy) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy: restart,
+		Containers:    []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
+		Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
+		}}},
+	}
+}
+
+func createOwner(ctx context.Context, ns, name, claimName, class string, isJob bool) error {
+	client := framework.Client()
+	if isJob {
+		_, err := client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: soakOwnerAnnotations("cache", class)},
+			Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: soakPodSpec(claimName, corev1.RestartPolicyNever)}},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	_, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: soakOwnerAnnotations("cache", class)},
+		Spec:       soakPodSpec(claimName, corev1.RestartPolicyAlways),
+	}, metav1.CreateOptions{})
+	return err
+}
+
+func deleteOwner(ctx context.Context, ns, name string, isJob bool) error {
+	client := framework.Client()
+	background := metav1.DeletePropagationBackground
+	var err error
+	if isJob {
+		err = client.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	} else {
+		err = client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// waitBound waits for the claim to be bound and returns its volume.
+func waitBound(ctx context.Context, ns, claimName string) (*corev1.PersistentVolume, error) {
+	client := framework.Client()
+	for {
+		c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if err == nil && c.Status.Phase == corev1.ClaimBound && c.Spec.VolumeName != "" {
+			return client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(framework.Interval):
+		}
+	}
+}
+
+// waitGone waits until no claim of that name exists.
+func waitGone(ctx context.Context, ns, claimName string) error {
+	client := framework.Client()
+	for {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(framework.Interval):
+		}
+	}
+}
+
+// touchVolumes is a foreign writer: it keeps updating an annotation of the
+// pool's volumes, each update read-modify-write like any other client's, so
+// that the controllers' own updates of those volumes meet conflicts.
+func touchVolumes(ctx context.Context, class string, stats *soakStats) {
+	client := framework.Client()
+	for n := 0; ctx.Err() == nil; n++ {
+		list, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for i := range list.Items {
+				pv := &list.Items[i]
+				if pv.Spec.StorageClassName != class {
+					continue
+				}
+				if pv.Annotations == nil {
+					pv.Annotations = map[string]string{}
+				}
+				pv.Annotations["soak.reclaimable/touched"] = fmt.Sprint(n)
+				_, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{})
+				stats.touches.Add(1)
+				if apierrors.IsConflict(err) {
+					stats.touchConflicts.Add(1)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// soakSettled reports whether the end state is reached: every remaining
+// owner has its claim Bound, no claim of ours outlives its owner, every
+// volume of the class is Available or Bound.
+func soakSettled(ctx context.Context, ns, class, id string) (bool, error) {
+	client := framework.Client()
+	owners := map[types.UID]string{}
+	wanted := map[string]bool{}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, nil
+	}
+	for _, p := range pods.Items {
+		owners[p.UID] = p.Name
+		if len(p.OwnerReferences) == 0 && p.DeletionTimestamp == nil {
+			wanted[p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName] = true
+		}
+	}
+	jobs, err := client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, nil
+	}
+	for _, j := range jobs.Items {
+		owners[j.UID] = j.Name
+		finished := false
+		for _, c := range j.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				finished = true
+			}
+		}
+		if j.DeletionTimestamp == nil && !finished {
+			wanted[j.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName] = true
+		}
+	}
+	claims, err := client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, nil
+	}
+	bound := map[string]bool{}
+	for _, c := range claims.Items {
+		if c.Labels[keys.ClaimManagedBy] == id {
+			if _, ok := owners[types.UID(c.Labels[keys.ClaimedBy])]; !ok {
+				return false, nil // a claim whose owner is gone
+			}
+		}
+		bound[c.Name] = c.Status.Phase == corev1.ClaimBound
+	}
+	for name := range wanted {
+		if !bound[name] {
+			return false, nil
+		}
+	}
+	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, nil
+	}
+	for _, pv := range pvs.Items {
+		if pv.Spec.StorageClassName == class && pv.Status.Phase != corev1.VolumeAvailable && pv.Status.Phase != corev1.VolumeBound {
+			return false, nil
+		}
+	}
+	return true, nil
+}
