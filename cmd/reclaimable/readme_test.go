@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+// The Configuration section of README.md documents every flag of every
+// subcommand, so that an administrator can trust it. Its flag tables are
+// read from the "### " subsections of "## Configuration": the subsection
+// whose heading names a subcommand (`podwatcher`, `provisioner`, `releaser`)
+// lists that controller's flags, any other subsection lists flags that every
+// subcommand has. `all` has the common flags and those of the three
+// controllers. Only the first cell of each table row counts, so a flag
+// mentioned in a description is not taken for a row of its own.
+
+const readmePath = "../../README.md"
+
+var controllerSubcommands = []string{"podwatcher", "provisioner", "releaser"}
+
+// helpFlags runs the binary's run function with "<subcommand> --help" and
+// returns the flag names it prints, klog's own flags excluded.
+func helpFlags(t *testing.T, subcommand string) []string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{subcommand, "--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("reclaimable %s --help exited %d; stderr:\n%s", subcommand, code, stderr.String())
+	}
+	klogFlags := map[string]bool{}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) { klogFlags[f.Name] = true })
+
+	// flag.PrintDefaults writes "  -name type" or "  -name" at the start of
+	// a line, and the usage indented by a tab on the next line (on the same
+	// line after a tab for a one-letter flag without a type).
+	line := regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_.-]*)(?:[ \t]|$)`)
+	var names []string
+	sc := bufio.NewScanner(bytes.NewReader(append(stdout.Bytes(), stderr.Bytes()...)))
+	for sc.Scan() {
+		m := line.FindStringSubmatch(sc.Text())
+		if m == nil || klogFlags[m[1]] {
+			continue
+		}
+		names = append(names, m[1])
+	}
+	if len(names) == 0 {
+		t.Fatalf("reclaimable %s --help printed no flags; output:\n%s%s", subcommand, stdout.String(), stderr.String())
+	}
+	sort.Strings(names)
+	return names
+}
+
+// readmeFlagTables returns, per subsection of README.md's Configuration
+// section, the flags named in the first cell of its table rows. The key is
+// the subcommand the heading names, or "" for flags common to all.
+func readmeFlagTables(t *testing.T) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagName := regexp.MustCompile("`--([A-Za-z0-9][A-Za-z0-9_.-]*)")
+	tables := map[string][]string{}
+	inSection, found := false, false
+	current := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			inSection = strings.TrimSpace(strings.TrimPrefix(l, "## ")) == "Configuration"
+			found = found || inSection
+			current = ""
+			continue
+		case !inSection:
+			continue
+		case strings.HasPrefix(l, "### "):
+			current = ""
+			for _, sub := range controllerSubcommands {
+				if strings.Contains(l, "`"+sub+"`") {
+					current = sub
+				}
+			}
+			continue
+		case !strings.HasPrefix(l, "|"):
+			continue
+		}
+		cells := strings.Split(l, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range flagName.FindAllStringSubmatch(cells[1], -1) {
+			tables[current] = append(tables[current], m[1])
+		}
+	}
+	if !found {
+		t.Fatalf("%s has no \"## Configuration\" section", readmePath)
+	}
+	return tables
+}
+
+func TestReadmeFlagTablesMatchTheBinary(t *testing.T) {
+	tables := readmeFlagTables(t)
+	if len(tables[""]) == 0 {
+		t.Fatalf("the Configuration section of %s has no table of common flags", readmePath)
+	}
+	for _, sub := range controllerSubcommands {
+		if len(tables[sub]) == 0 {
+			t.Fatalf("the Configuration section of %s has no flags table for `%s`", readmePath, sub)
+		}
+	}
+	for _, sub := range append(slices.Clone(controllerSubcommands), "all") {
+		t.Run(sub, func(t *testing.T) {
+			documented := map[string]bool{}
+			for _, name := range tables[""] {
+				documented[name] = true
+			}
+			for _, c := range controllerSubcommands {
+				if sub == "all" || sub == c {
+					for _, name := range tables[c] {
+						documented[name] = true
+					}
+				}
+			}
+			actual := map[string]bool{}
+			for _, name := range helpFlags(t, sub) {
+				actual[name] = true
+				if !documented[name] {
+					t.Errorf("reclaimable %s has the flag --%s, which the Configuration tables of README.md do not list for it", sub, name)
+				}
+			}
+			for name := range documented {
+				if !actual[name] {
+					t.Errorf("the Configuration tables of README.md list --%s for `%s`, which the binary does not have", name, sub)
+				}
+			}
+		})
+	}
+}
