@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -44,6 +46,7 @@ const (
 	paramNFSServer     = "nfsServer"
 	paramNFSPath       = "nfsPath"
 	paramMaxVolumes    = "maxVolumes"
+	paramMaxCapacity   = "maxCapacity"
 	paramDirectoryMode = "directoryMode"
 )
 
@@ -68,15 +71,16 @@ type params struct {
 	source        string // sourceHostPath or sourceNFS
 	hostPath      string // baseDir as nodes see it
 	nfsServer     string
-	nfsPath       string // baseDir as the NFS server exports it
-	maxVolumes    int    // 0: no limit
+	nfsPath       string             // baseDir as the NFS server exports it
+	maxVolumes    int                // 0: no limit
+	maxCapacity   *resource.Quantity // nil: no limit beyond what a volume can hold
 	directoryMode fs.FileMode
 }
 
 // allowedParams lists the parameters each backend understands.
 var allowedParams = map[string][]string{
 	backendStatic:    {paramBackend, paramSelectorKeys},
-	backendDirectory: {paramBackend, paramSelectorKeys, paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramDirectoryMode},
+	backendDirectory: {paramBackend, paramSelectorKeys, paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramMaxCapacity, paramDirectoryMode},
 }
 
 // parseParameters validates the parameters of class. directoryRoot is the
@@ -164,6 +168,14 @@ func (p *params) parseDirectory(in map[string]string, directoryRoot string) []er
 			errs = append(errs, fmt.Errorf("parameter %q must be a positive integer, not %q", paramMaxVolumes, s))
 		}
 		p.maxVolumes = n
+	}
+	if s, ok := in[paramMaxCapacity]; ok {
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() <= 0 || q.CmpInt64(math.MaxInt64) >= 0 {
+			errs = append(errs, fmt.Errorf("parameter %q must be a positive size such as 100Gi, not %q", paramMaxCapacity, s))
+		} else {
+			p.maxCapacity = &q
+		}
 	}
 	if s, ok := in[paramDirectoryMode]; ok {
 		n, err := strconv.ParseUint(s, 8, 32)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ const (
 	reasonUnsupportedDataSource = "UnsupportedDataSource"
 	reasonUnsupportedVolumeMode = "UnsupportedVolumeMode"
 	reasonUnsupportedAttributes = "UnsupportedVolumeAttributesClass"
+	reasonUnsupportedCapacity   = "UnsupportedCapacity"
 	reasonPoolExhausted         = "PoolExhausted"
 	reasonIssuedFromPool        = "IssuedFromPool"
 )
@@ -289,6 +291,15 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	}
 	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
 		return p.refuse(claim, reasonUnsupportedAttributes, errors.New("the directory backend has no volume attributes classes, and no free volume of that class fits"))
+	}
+	// A size beyond what a byte count holds is no real request (and would
+	// overflow the consumers' arithmetic); a class may set a lower bound.
+	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if request.CmpInt64(math.MaxInt64) >= 0 { // Quantity saturates at the largest int64
+		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s, at least 8 EiB, more than any volume holds", request.String()))
+	}
+	if max := params.maxCapacity; max != nil && request.Cmp(*max) > 0 {
+		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), paramMaxCapacity))
 	}
 	volumeLabels, err := labelsFor(selector)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -492,6 +493,12 @@ func TestProvisionRefusesWhatItCannotHonour(t *testing.T) {
 		}, "UnsupportedDataSource"},
 		{"block volume", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock) }, "UnsupportedVolumeMode"},
 		{"volume attributes class", nil, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeAttributesClassName = ptr.To("gold") }, "UnsupportedVolumeAttributesClass"},
+		{"size beyond any volume", nil, func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("99999999999999999999999999999Ei")
+		}, "UnsupportedCapacity"},
+		{"size beyond maxCapacity", map[string]string{"maxCapacity": "100Gi"}, func(c *corev1.PersistentVolumeClaim) {
+			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("101Gi")
+		}, "UnsupportedCapacity"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
