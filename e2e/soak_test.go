@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -176,7 +177,7 @@ func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Inv
 		}
 		name := fmt.Sprintf("owner-%d-%d", w, i)
 		isJob := rng.IntN(4) == 0
-		if err := createOwner(ctx, ns, name, claimName, class, isJob); err != nil {
+		if err := retryTransient(ctx, func() error { return createOwner(ctx, ns, name, claimName, class, isJob) }); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -203,10 +204,35 @@ func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Inv
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := deleteOwner(context.Background(), ns, name, isJob); err != nil {
+		deleteCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := retryTransient(deleteCtx, func() error { return deleteOwner(deleteCtx, ns, name, isJob) })
+		cancel()
+		if err != nil {
 			return err
 		}
 		stats.cycles.Add(1)
+	}
+}
+
+// retryTransient retries fn while the API server is unreachable or
+// overloaded (it restarts once during the soak). A create whose answer was
+// lost may have happened: AlreadyExists then means done.
+func retryTransient(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return nil
+		case !(utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(framework.Interval):
+		}
 	}
 }
 
