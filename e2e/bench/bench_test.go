@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(vs ...int) []time.Duration {
+		out := make([]time.Duration, len(vs))
+		for i, v := range vs {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one value is every percentile", ms(7), 99, 7 * time.Millisecond},
+		{"median of an odd count", ms(1, 2, 3), 50, 2 * time.Millisecond},
+		{"median of an even count is the lower middle", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p99 of 100 values is the 99th", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p95 of 100 values is the 95th", ms(hundred...), 95, 95 * time.Millisecond},
+		{"p99 of 10 values is the largest", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"p100 is the largest", ms(1, 5, 9), 100, 9 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Percentile(tt.sorted, tt.p); got != tt.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSummarizeSortsACopy(t *testing.T) {
+	in := []time.Duration{3 * time.Millisecond, 1 * time.Millisecond, 2500 * time.Microsecond}
+	s := Summarize(in)
+	want := Summary{N: 3, P50ms: 2.5, P95ms: 3, P99ms: 3, MaxMs: 3}
+	if s != want {
+		t.Errorf("Summarize = %+v, want %+v", s, want)
+	}
+	if in[0] != 3*time.Millisecond {
+		t.Errorf("Summarize reordered its input: %v", in)
+	}
+	if (Summarize(nil) != Summary{}) {
+		t.Errorf("Summarize(nil) = %+v, want zero", Summarize(nil))
+	}
+}
+
+const scrapeBefore = `# HELP reclaimable_api_requests_total Requests sent to the API server.
+# TYPE reclaimable_api_requests_total counter
+reclaimable_api_requests_total{code="200",resource="leases",verb="update"} 10
+reclaimable_api_requests_total{code="201",resource="persistentvolumeclaims",verb="create"} 4
+reclaimable_api_requests_total{code="200",resource="pods",verb="list"} 1
+reclaimable_other_total{code="500",resource="pods",verb="get"} 99
+`
+
+const scrapeAfter = `reclaimable_api_requests_total{code="200",resource="leases",verb="update"} 40
+reclaimable_api_requests_total{code="201",resource="persistentvolumeclaims",verb="create"} 24
+reclaimable_api_requests_total{code="409",resource="persistentvolumeclaims",verb="create"} 2
+reclaimable_api_requests_total{code="200",resource="pods",verb="list"} 1
+reclaimable_api_requests_total{code="201",resource="events",verb="create"} 5
+reclaimable_api_requests_total{code="404",resource="pods",verb="get"} 3
+reclaimable_api_requests_total{code="error",resource="persistentvolumes",verb="update"} 1
+`
+
+func TestParseRequests(t *testing.T) {
+	got, err := ParseRequests(scrapeBefore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Requests{
+		{Verb: "update", Resource: "leases", Code: "200"}:                 10,
+		{Verb: "create", Resource: "persistentvolumeclaims", Code: "201"}: 4,
+		{Verb: "list", Resource: "pods", Code: "200"}:                     1,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d series %v, want %d", len(got), got, len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%+v = %v, want %v", k, got[k], v)
+		}
+	}
+	for _, bad := range []string{
+		`reclaimable_api_requests_total{code="200" 3`,
+		`reclaimable_api_requests_total{code="200"}`,
+		`reclaimable_api_requests_total{code="200"} many`,
+		`reclaimable_api_requests_total{code=200} 1`,
+	} {
+		if _, err := ParseRequests(bad); err == nil {
+			t.Errorf("ParseRequests(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestParseLabelsEscapes(t *testing.T) {
+	got, err := parseLabels(`a="x\"y",b="z\\w", c="n\nl"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"] != `x"y` || got["b"] != `z\w` || got["c"] != "n\nl" {
+		t.Errorf("parseLabels = %q", got)
+	}
+}
+
+func TestCostOfAPhase(t *testing.T) {
+	before, _ := ParseRequests(scrapeBefore)
+	after, _ := ParseRequests(scrapeAfter)
+	diff := map[string]Requests{"podwatcher": after.Sub(before)}
+	if _, ok := diff["podwatcher"][RequestKey{Verb: "list", Resource: "pods", Code: "200"}]; ok {
+		t.Error("a series that did not move is in the difference")
+	}
+	requests, failedWrites := CycleCost(diff)
+	// create claims 20+2, events 5, get pods 3, update volumes 1; leases and lists left out.
+	if requests != 31 {
+		t.Errorf("requests = %v, want 31", requests)
+	}
+	// The 409 create and the unanswered update; a failed get is not a write.
+	if failedWrites != 3 {
+		t.Errorf("failed writes = %v, want 3", failedWrites)
+	}
+	rows := CostRows(diff, 10)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Verb+" "+r.Resource)
+	}
+	// Per controller: the cycle's requests by resource, then the background ones.
+	want := []string{"create events", "create persistentvolumeclaims", "update persistentvolumes", "get pods", "update leases"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("rows = %v, want %v", got, want)
+	}
+	claims := rows[1]
+	if claims.Total != 22 || claims.PerCycle != 2.2 || claims.Failed["409"] != 2 {
+		t.Errorf("claims row = %+v, want 22 in all, 2.2 per cycle, 2 failed with 409", claims)
+	}
+	if rows[4].PerCycle != 3 {
+		t.Errorf("leases row = %+v, want 3 per cycle", rows[4])
+	}
+}
+
+func TestSubCountsARestartedProcessFromZero(t *testing.T) {
+	k := RequestKey{Verb: "get", Resource: "pods", Code: "200"}
+	got := Requests{k: 3}.Sub(Requests{k: 10})
+	if got[k] != 3 {
+		t.Errorf("Sub after a restart = %v, want 3", got[k])
+	}
+}
+
+func TestSteps(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ours := []cycleTimes{
+		{start: at(0), ownerCreated: at(10), ownerDeleted: at(500), claim: claimRecord{uid: types.UID("a"),
+			created: at(40), bound: at(240), hit: true, gone: at(700), released: at(750), available: at(900)}},
+		{start: at(0), ownerCreated: at(10), ownerDeleted: at(2000), claim: claimRecord{uid: types.UID("b"),
+			created: at(30), bound: at(1030), hit: false, gone: at(2100), released: at(2150), available: at(2300)}},
+	}
+	floor := []cycleTimes{
+		{start: at(0), ownerCreated: at(5), ownerDeleted: at(400), claim: claimRecord{
+			created: at(6), bound: at(206), gone: at(420), released: at(470), available: at(620)}},
+	}
+	steps := Steps(ours, floor)
+	byName := map[string]Step{}
+	for _, s := range steps {
+		byName[s.Name] = s
+	}
+	check := func(name string, wantOurs float64, wantFloor float64) {
+		t.Helper()
+		s, ok := byName[name]
+		if !ok {
+			t.Fatalf("no step %q", name)
+		}
+		if s.Ours.P99ms != wantOurs {
+			t.Errorf("%s: ours p99 = %v, want %v", name, s.Ours.P99ms, wantOurs)
+		}
+		if wantFloor < 0 {
+			if s.Floor != nil {
+				t.Errorf("%s: has a floor, want none", name)
+			}
+			return
+		}
+		if s.Floor == nil || s.Floor.P99ms != wantFloor {
+			t.Errorf("%s: floor = %+v, want p99 %v", name, s.Floor, wantFloor)
+		}
+	}
+	check(StepPodToClaim, 30, -1)
+	check(StepBoundHit, 200, 200)
+	check(StepBoundMiss, 1000, 200)
+	check(StepDeletedToGone, 200, 20)
+	check(StepGoneToReleased, 50, 50)
+	check(StepReleasedToAvail, 150, 150)
+	check(StepGoneToAvailable, 200, 200)
+	check(StepWhole, 2300, 620)
+	if byName[StepBoundHit].Ours.N != 1 || byName[StepBoundMiss].Ours.N != 1 {
+		t.Errorf("hits and misses not split: %+v / %+v", byName[StepBoundHit].Ours, byName[StepBoundMiss].Ours)
+	}
+	if r := byName[StepBoundMiss].P99Ratio(); r != 5 {
+		t.Errorf("miss p99 ratio = %v, want 5", r)
+	}
+}
+
+func TestParseProc(t *testing.T) {
+	stat := "1234 (reclaimable (x)) S 1 1234 1234 0 -1 4194560 2000 0 0 0 250 130 0 0 20 0 12 0 100 0 0"
+	cpu, err := parseStatCPU(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu != 3.8 {
+		t.Errorf("cpu = %v, want 3.8 (380 ticks)", cpu)
+	}
+	if _, err := parseStatCPU("1234 (x) S 1"); err == nil {
+		t.Error("a short stat parsed")
+	}
+	rss, peak := parseStatusMemory("Name:\treclaimable\nVmHWM:\t   61440 kB\nVmRSS:\t   40960 kB\n")
+	if rss != 40 || peak != 60 {
+		t.Errorf("rss, peak = %v, %v; want 40, 60", rss, peak)
+	}
+}
+
+func sampleReport() *Report {
+	floor := Summary{N: 200, P50ms: 150, P95ms: 190, P99ms: 200, MaxMs: 210}
+	r := &Report{
+		Settings: Settings{Cycles: 200, Concurrency: 10, MissEvery: 5, ThroughputLevels: []int{1, 10}, ThroughputDuration: "30s"},
+		Steps: []Step{
+			{Name: StepPodToClaim, Ours: Summary{N: 200, P50ms: 20, P95ms: 60, P99ms: 90, MaxMs: 95}},
+			{Name: StepBoundHit, Ours: Summary{N: 160, P50ms: 180, P95ms: 250, P99ms: 290}, FloorName: "claim created -> Bound to an Available PV", Floor: &floor},
+			{Name: StepBoundMiss, Ours: Summary{N: 40, P50ms: 700, P95ms: 900, P99ms: 1000}, FloorName: "claim created -> Bound to an Available PV", Floor: &floor},
+			{Name: StepGoneToAvailable, Ours: Summary{N: 200, P50ms: 200, P95ms: 280, P99ms: 310}, FloorName: "claim gone -> PV Available", Floor: &floor},
+		},
+		Throughput: []Throughput{
+			{Concurrency: 1, Ours: 30, Floor: 40, OursVsFloorPct: 75, WindowSeconds: 30},
+			{Concurrency: 10, Ours: 190, Floor: 200, OursVsFloorPct: 95, WindowSeconds: 30},
+		},
+		Cost: Cost{Cycles: 200, PerCycle: 5.5, FailedWrites: 0, FloorPerCycle: 3,
+			Rows: []CostRow{{Controller: "podwatcher", Verb: "create", Resource: "persistentvolumeclaims", Total: 200, PerCycle: 1},
+				{Controller: "releaser", Verb: "update", Resource: "persistentvolumes", Total: 210, PerCycle: 1.05, Failed: map[string]float64{"409": 10}}}},
+		Scale: &Scale{Pods: 5000, Claims: 5000, Volumes: 5000, Bound: 5000, Controllers: []ProcessStats{
+			{Controller: "podwatcher", RSSMiB: 80, PeakRSSMiB: 90, ReadySeconds: 3},
+			{Controller: "releaser", RSSMiB: 95, PeakRSSMiB: 120, ReadySeconds: 12},
+		}},
+	}
+	r.Evaluate()
+	return r
+}
+
+func TestEvaluate(t *testing.T) {
+	r := sampleReport()
+	met := map[string]string{}
+	for _, tg := range r.Targets {
+		switch {
+		case tg.Met == nil:
+			met[tg.Name] = "unmeasured"
+		case *tg.Met:
+			met[tg.Name] = "yes"
+		default:
+			met[tg.Name] = "no"
+		}
+	}
+	want := map[string]string{
+		"pod created -> claim created, p99 (10 in flight)": "yes", // 90 < 100
+		StepGoneToAvailable + ", p99 vs floor":             "no",  // 1.55x
+		StepBoundHit + ", p99 vs floor":                    "yes", // 1.45x
+		StepBoundMiss + ", p99 vs floor":                   "no",  // 5x
+		"throughput at concurrency 1 vs floor":             "no",
+		"throughput at concurrency 10 vs floor":            "yes",
+		"requests per full cycle, events included":         "yes",
+		"failed writes in steady state":                    "yes",
+		"claims re-created after their owner was deleted":  "yes",
+		"controllers' RSS (5000 pods, 5000 PVs)":           "no", // peak 120
+		"start-up sync (5000 pods, 5000 PVs)":              "no", // 12 s
+		"killed leader's replacement acting":               "unmeasured",
+	}
+	for name, w := range want {
+		if met[name] != w {
+			t.Errorf("target %q: met = %q, want %q", name, met[name], w)
+		}
+	}
+	if len(met) != len(want) {
+		t.Errorf("targets %v, want exactly %d", met, len(want))
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	var buf bytes.Buffer
+	sampleReport().Markdown(&buf)
+	out := buf.String()
+	for _, want := range []string{
+		"| pod created -> claim created | 200 | 20.0 ms | 60.0 ms | 90.0 ms | - | - | - | - |",
+		"| claim created -> Bound, pool miss | 40 | 700 ms | 900 ms | 1000 ms | claim created -> Bound to an Available PV | 150 ms | 200 ms | 5.00x |",
+		"| 10 | 190.0 | 200.0 | 95% | 30 s |",
+		"| releaser | update | persistentvolumes | 1.05 | 210 | 10 x 409 |",
+		"**5.50** requests (floor: 3)",
+		"| releaser | 12.00 s | 95.0 MiB | 120.0 MiB | 0.0 |",
+		"| killed leader's replacement acting | < 20 s | not measured | not measured |",
+		"| start-up sync (5000 pods, 5000 PVs) | < 10 s | 12.00 s (slowest) | **no** |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Markdown lacks %q; got:\n%s", want, out)
+		}
+	}
+}
