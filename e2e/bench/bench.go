@@ -177,7 +177,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	floorTP := map[int]Throughput{}
 	for _, level := range cfg.ThroughputLevels {
 		b.logf("Floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-		n, failed, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.floorCycle)
+		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.floorCycle)
+		failed := len(errs)
+		for _, e := range first(errs, 3) {
+			note("floor cycle failed at concurrency %d: %v", level, e)
+		}
 		floorTP[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: failed, WindowSeconds: window.Seconds()}
 	}
 
@@ -189,6 +193,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	before, err := b.inst.requests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	eventsBefore, err := b.eventCounts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +221,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cost := diffRequests(after, before)
 	r.Cost = Cost{Cycles: len(ours), Rows: CostRows(cost, len(ours)), FloorPerCycle: 3, Seconds: phaseSeconds}
+	if eventsAfter, err := b.eventCounts(ctx); err != nil {
+		note("counting events: %v", err)
+	} else {
+		r.Cost.Events = EventRows(eventsAfter, eventsBefore, len(ours))
+	}
 	r.Cost.PerCycle, r.Cost.FailedWrites = CycleCost(cost)
 	if len(ours) > 0 {
 		r.Cost.PerCycle /= float64(len(ours))
@@ -221,9 +234,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	for _, level := range cfg.ThroughputLevels {
 		b.logf("Ours: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-		n, failed, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
+		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
 			return b.ourCycle(ctx, seq, false)
 		})
+		failed := len(errs)
+		for _, e := range first(errs, 3) {
+			note("cycle failed at concurrency %d: %v", level, e)
+		}
 		t := floorTP[level]
 		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, failed
 		if t.Floor > 0 {

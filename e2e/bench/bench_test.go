@@ -2,11 +2,17 @@ package bench
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestPercentile(t *testing.T) {
@@ -311,5 +317,155 @@ func TestMarkdown(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("Markdown lacks %q; got:\n%s", want, out)
 		}
+	}
+}
+
+func TestEventRows(t *testing.T) {
+	before := map[[2]string]float64{{"reclaimable-releaser", "Released"}: 10, {"reclaimable-podwatcher", "ClaimCreated"}: 5}
+	after := map[[2]string]float64{
+		{"reclaimable-releaser", "Released"}:       30,
+		{"reclaimable-releaser", "Associated"}:     20,
+		{"reclaimable-podwatcher", "ClaimCreated"}: 5,
+	}
+	rows := EventRows(after, before, 20)
+	want := []EventRow{
+		{Component: "reclaimable-releaser", Reason: "Associated", Total: 20, PerCycle: 1},
+		{Component: "reclaimable-releaser", Reason: "Released", Total: 20, PerCycle: 1},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("rows = %+v, want %+v", rows, want)
+	}
+	for i := range want {
+		if rows[i] != want[i] {
+			t.Errorf("row %d = %+v, want %+v", i, rows[i], want[i])
+		}
+	}
+}
+
+func TestOurComponent(t *testing.T) {
+	for comp, want := range map[string]bool{
+		"reclaimable-podwatcher":      true,
+		provisionerName:               true,
+		"persistentvolume-controller": false,
+		"default-scheduler":           false,
+	} {
+		e := &corev1.Event{Source: corev1.EventSource{Component: comp}}
+		if _, got := ourComponent(e); got != want {
+			t.Errorf("ourComponent(%q) = %v, want %v", comp, got, want)
+		}
+	}
+	e := &corev1.Event{ReportingController: "reclaimable-releaser"}
+	if c, ok := ourComponent(e); !ok || c != "reclaimable-releaser" {
+		t.Errorf("an event with only a reporting controller: %q, %v", c, ok)
+	}
+}
+
+func TestRunCount(t *testing.T) {
+	var seq atomic.Int64
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	results, errs := runCount(context.Background(), 4, 25, &seq, func(_ context.Context, worker, s int) (cycleTimes, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[s] {
+			t.Errorf("sequence number %d given twice", s)
+		}
+		seen[s] = true
+		if s%5 == 0 {
+			return cycleTimes{}, errors.New("failed")
+		}
+		return cycleTimes{}, nil
+	})
+	if len(results)+len(errs) != 25 {
+		t.Errorf("ran %d cycles, want 25", len(results)+len(errs))
+	}
+	if len(errs) != 5 {
+		t.Errorf("%d failures, want 5 (every fifth)", len(errs))
+	}
+}
+
+func TestRunWindowCountsOnlyCyclesEndingInTheWindow(t *testing.T) {
+	var seq atomic.Int64
+	start := time.Now()
+	n, errs, window := runWindow(context.Background(), 2, 100*time.Millisecond, time.Second, &seq, func(ctx context.Context, _, _ int) (cycleTimes, error) {
+		time.Sleep(10 * time.Millisecond) // the cycle's own work
+		var t cycleTimes
+		// Every cycle claims to have ended before the run began: none is in the window.
+		t.claim.available = start.Add(-time.Second)
+		return t, nil
+	})
+	if n != 0 || len(errs) != 0 {
+		t.Errorf("completed %d (errors %v), want 0: no cycle ended in the window", n, errs)
+	}
+	if window < 100*time.Millisecond {
+		t.Errorf("window %v shorter than asked", window)
+	}
+	n, _, _ = runWindow(context.Background(), 2, 100*time.Millisecond, time.Second, &seq, func(ctx context.Context, _, _ int) (cycleTimes, error) {
+		time.Sleep(10 * time.Millisecond)
+		var t cycleTimes
+		t.claim.available = time.Now()
+		return t, nil
+	})
+	// Two workers, 10 ms cycles, 100 ms: about 20; at least some, at most 22.
+	if n == 0 || n > 22 {
+		t.Errorf("completed %d cycles in the window, want between 1 and 22", n)
+	}
+}
+
+func TestRecorderFollowsACycle(t *testing.T) {
+	r := newRecorder()
+	pv := func(name string, phase corev1.PersistentVolumePhase, claim types.UID) *corev1.PersistentVolume {
+		v := &corev1.PersistentVolume{Status: corev1.PersistentVolumeStatus{Phase: phase}}
+		v.Name = name
+		if claim != "" {
+			v.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c", UID: claim}
+		}
+		return v
+	}
+	claim := func(uid types.UID, phase corev1.PersistentVolumeClaimPhase, volume string) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}, Status: corev1.PersistentVolumeClaimStatus{Phase: phase}}
+		c.Namespace, c.Name, c.UID = "ns", "c", uid
+		return c
+	}
+	r.volume(pv("pool", corev1.VolumeAvailable, ""))
+	r.claim(claim("u1", corev1.ClaimPending, ""), false)
+	r.volume(pv("pool", corev1.VolumeBound, "u1"))
+	r.claim(claim("u1", corev1.ClaimBound, "pool"), false)
+	r.claim(cache.DeletedFinalStateUnknown{Obj: claim("u1", corev1.ClaimBound, "pool")}, true)
+	r.volume(pv("pool", corev1.VolumeReleased, "u1"))
+	r.volume(pv("pool", corev1.VolumeReleased, "")) // claimRef cleared
+	r.volume(pv("pool", corev1.VolumeAvailable, ""))
+	// The next claim of the same name gets a volume made for it.
+	r.claim(claim("u2", corev1.ClaimPending, ""), false)
+	r.volume(pv("new", corev1.VolumePending, "u2"))
+	r.claim(claim("u2", corev1.ClaimBound, "new"), false)
+
+	c := r.snapshot("u1")
+	if !c.hit || c.volume != "pool" {
+		t.Errorf("first claim: hit %v on %q, want a pool hit on pool", c.hit, c.volume)
+	}
+	for name, at := range map[string]time.Time{"created": c.created, "bound": c.bound, "gone": c.gone, "released": c.released, "available": c.available} {
+		if at.IsZero() {
+			t.Errorf("first claim: %s not recorded", name)
+		}
+	}
+	if c.available.Before(c.released) || c.released.Before(c.gone) || c.gone.Before(c.bound) {
+		t.Errorf("first claim's moments out of order: %+v", c)
+	}
+	if c2 := r.snapshot("u2"); c2.hit || c2.volume != "new" {
+		t.Errorf("second claim: hit %v on %q, want a miss on new", c2.hit, c2.volume)
+	}
+	r.mu.Lock()
+	latest := r.latestLocked("ns", "c")
+	r.mu.Unlock()
+	if latest == nil || latest.uid != "u2" {
+		t.Errorf("latest claim named ns/c = %+v, want u2", latest)
+	}
+	// u2 was created after its name's owner was deleted (at u1's bound time), and is a second claim of the name.
+	if n := r.recreated(map[string]time.Time{"ns/c": c.bound}); n != 1 {
+		t.Errorf("recreated = %d, want 1", n)
+	}
+	if n := r.recreated(map[string]time.Time{"ns/other": c.bound}); n != 0 {
+		t.Errorf("recreated for a name never deleted = %d, want 0", n)
 	}
 }

@@ -198,14 +198,13 @@ func runCount(ctx context.Context, concurrency, total int, seq *atomic.Int64, fn
 // within a window of length d that opens once every worker has finished a
 // first cycle (so the pool has grown to the concurrency), or after warmup
 // at the latest. It then lets the cycles in flight finish.
-func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, seq *atomic.Int64, fn cycleFunc) (completed, failed int, window time.Duration) {
+func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, seq *atomic.Int64, fn cycleFunc) (completed int, errs []error, window time.Duration) {
 	var (
-		mu       sync.Mutex
-		ends     []time.Time
-		failures int
-		warmed   sync.WaitGroup
-		wg       sync.WaitGroup
-		stop     atomic.Bool
+		mu     sync.Mutex
+		ends   []time.Time
+		warmed sync.WaitGroup
+		wg     sync.WaitGroup
+		stop   atomic.Bool
 	)
 	warmed.Add(concurrency)
 	for w := range concurrency {
@@ -217,7 +216,7 @@ func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, se
 				t, err := fn(ctx, w, int(seq.Add(1)))
 				mu.Lock()
 				if err != nil {
-					failures++
+					errs = append(errs, err)
 				} else {
 					ends = append(ends, t.end())
 				}
@@ -252,5 +251,5 @@ func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, se
 			completed++
 		}
 	}
-	return completed, failures, closeAt.Sub(open)
+	return completed, errs, closeAt.Sub(open)
 }

@@ -97,6 +97,8 @@ type Cost struct {
 	FloorPerCycle float64 `json:"floor_per_cycle"`
 	// Seconds is the length of the phase, to read the background rows.
 	Seconds float64 `json:"seconds"`
+	// Events are the events behind the events rows, by reason.
+	Events []EventRow `json:"events,omitempty"`
 }
 
 // ProcessStats are one controller process's resources.
@@ -261,13 +263,20 @@ func (r *Report) Markdown(w io.Writer) {
 
 	c := r.Cost
 	p("\n### API cost (requests our controllers sent, per full cycle, over %d cycles in %.0f s)\n\n", c.Cycles, c.Seconds)
-	p("| controller | verb | resource | per cycle | total | failed |\n|---|---|---|--:|--:|---|\n")
+	p("| controller | verb | resource | per cycle | total | answered >= 400 |\n|---|---|---|--:|--:|---|\n")
 	for _, row := range c.Rows {
 		if (RequestKey{Verb: row.Verb, Resource: row.Resource}).Background() {
 			p("| %s | %s | %s (background) | - | %.0f | %s |\n", row.Controller, row.Verb, row.Resource, row.Total, fmtFailed(row.Failed))
 			continue
 		}
 		p("| %s | %s | %s | %.2f | %.0f | %s |\n", row.Controller, row.Verb, row.Resource, row.PerCycle, row.Total, fmtFailed(row.Failed))
+	}
+	if len(c.Events) > 0 {
+		parts := make([]string, len(c.Events))
+		for i, e := range c.Events {
+			parts[i] = fmt.Sprintf("%s %s %.2f", e.Component, e.Reason, e.PerCycle)
+		}
+		p("\nEvents recorded per cycle, by reason (an event repeated counts each time, whether created or patched): %s.\n", strings.Join(parts, "; "))
 	}
 	p("\nPer full cycle, leases, lists and watches left out: **%.2f** requests (floor: %.0f); failed writes: **%.0f**; claims re-created after their owner was deleted: **%d**.\n",
 		c.PerCycle, c.FloorPerCycle, c.FailedWrites, r.Recreated)
