@@ -469,3 +469,37 @@ func TestRecorderFollowsACycle(t *testing.T) {
 		t.Errorf("recreated for a name never deleted = %d, want 0", n)
 	}
 }
+
+// A volume whose claimRef is cleared can be bound to a waiting claim before
+// the PV controller marks it Available: the cycle of its previous claim
+// ends when it is issued again.
+func TestRecorderVolumeReissuedBeforeAvailable(t *testing.T) {
+	r := newRecorder()
+	pv := &corev1.PersistentVolume{}
+	pv.Name = "pool"
+	set := func(phase corev1.PersistentVolumePhase, claim types.UID) {
+		v := pv.DeepCopy()
+		v.Status.Phase, v.Spec.ClaimRef = phase, nil
+		if claim != "" {
+			v.Spec.ClaimRef = &corev1.ObjectReference{UID: claim}
+		}
+		r.volume(v)
+	}
+	first := &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pool"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	first.Namespace, first.Name, first.UID = "ns", "a", "u1"
+	set(corev1.VolumeAvailable, "")
+	r.claim(first, false)
+	set(corev1.VolumeBound, "u1")
+	set(corev1.VolumeBound, "u1")
+	r.claim(first, true)
+	if got := r.snapshot("u1"); !got.available.IsZero() {
+		t.Fatalf("available recorded while the volume is still Bound to the claim: %+v", got)
+	}
+	set(corev1.VolumeReleased, "u1")
+	set(corev1.VolumeReleased, "")
+	set(corev1.VolumeBound, "u2")
+	got := r.snapshot("u1")
+	if got.available.IsZero() || got.available.Before(got.released) {
+		t.Errorf("a volume issued again did not end its previous claim's cycle: %+v", got)
+	}
+}

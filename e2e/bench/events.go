@@ -18,14 +18,18 @@ type EventRow struct {
 }
 
 // ourComponent reports whether an event was recorded by our controllers:
-// our own recorders, or the provisioner library's (named after the
-// provisioner).
+// our own recorders ("reclaimable-<controller>"), or the provisioner
+// library's, whose component is "<provisioner name>_<host>_<uuid>" (named
+// here after the provisioner alone, so that replicas add up).
 func ourComponent(e *corev1.Event) (string, bool) {
 	c := e.Source.Component
 	if c == "" {
 		c = e.ReportingController
 	}
-	return c, strings.HasPrefix(c, "reclaimable-") || c == provisionerName
+	if c == provisionerName || strings.HasPrefix(c, provisionerName+"_") {
+		return provisionerName + " (library)", true
+	}
+	return c, strings.HasPrefix(c, "reclaimable-")
 }
 
 // eventCounts sums the occurrences (an event repeated is counted with its

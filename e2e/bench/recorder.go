@@ -23,9 +23,11 @@ type claimRecord struct {
 	volume          string
 	// hit: the volume existed before the claim (a pool volume); a miss is
 	// a volume created for it.
-	hit       bool
-	gone      time.Time
-	released  time.Time
+	hit      bool
+	gone     time.Time
+	released time.Time
+	// available is when the volume was seen Available again, or issued to
+	// another claim, whichever came first.
 	available time.Time
 }
 
@@ -124,6 +126,15 @@ func (r *recorder) volume(obj any) {
 		r.volumes[pv.Name] = v
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		// Issued to another claim before it was seen Available: the PV
+		// controller (or the provisioner) took it from the pool as soon as
+		// its claimRef was cleared. It was back in the pool by then.
+		if c := r.claims[v.lastClaim]; c != nil && ref.UID != v.lastClaim && c.available.IsZero() {
+			c.available = now
+			if c.released.IsZero() {
+				c.released = now
+			}
+		}
 		v.lastClaim = ref.UID
 	}
 	if pv.Status.Phase != v.phase {
