@@ -97,6 +97,8 @@ type bench struct {
 	base       string
 	missSeq    atomic.Int64
 	seq        atomic.Int64
+	// ourCycles counts the cycles through the controllers that completed.
+	ourCycles atomic.Int64
 
 	mu      sync.Mutex
 	deleted map[string]time.Time // owners deleted, "namespace/claim name"
@@ -251,6 +253,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if r.Resources, err = b.inst.stats(); err != nil {
 		note("reading the controllers' resources: %v", err)
 	}
+	r.ResourceCycles = int(b.ourCycles.Load())
 	// Claims re-created after their owner was deleted, with a moment for
 	// late ones to show up.
 	time.Sleep(2 * time.Second)

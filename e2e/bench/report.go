@@ -23,11 +23,13 @@ type Report struct {
 	Cost       Cost         `json:"api_cost"`
 	// Recreated counts claims created again after their owner was deleted.
 	Recreated int `json:"claims_recreated"`
-	// Resources are the controllers' CPU and memory over the cycle phases.
-	Resources []ProcessStats `json:"resources"`
-	Failover  *Failover      `json:"failover,omitempty"`
-	Scale     *Scale         `json:"scale,omitempty"`
-	Targets   []Target       `json:"targets"`
+	// Resources are the controllers' CPU and memory over the cycle phases,
+	// which completed ResourceCycles cycles.
+	Resources      []ProcessStats `json:"resources"`
+	ResourceCycles int            `json:"resource_cycles"`
+	Failover       *Failover      `json:"failover,omitempty"`
+	Scale          *Scale         `json:"scale,omitempty"`
+	Targets        []Target       `json:"targets"`
 	// Notes say what went wrong or was left out; a report with notes is
 	// still a report.
 	Notes []string `json:"notes,omitempty"`
@@ -281,9 +283,13 @@ func (r *Report) Markdown(w io.Writer) {
 	p("\nPer full cycle, leases, lists and watches left out: **%.2f** requests (floor: %.0f); failed writes: **%.0f**; claims re-created after their owner was deleted: **%d**.\n",
 		c.PerCycle, c.FloorPerCycle, c.FailedWrites, r.Recreated)
 
-	p("\n### Resources during the cycle phases\n\n| controller | CPU seconds | RSS | peak RSS |\n|---|--:|--:|--:|\n")
+	p("\n### Resources during the cycle phases (%d cycles)\n\n| controller | CPU seconds | CPU ms per cycle | RSS | peak RSS |\n|---|--:|--:|--:|--:|\n", r.ResourceCycles)
 	for _, pr := range r.Resources {
-		p("| %s | %.1f | %.1f MiB | %.1f MiB |\n", pr.Controller, pr.CPUSeconds, pr.RSSMiB, pr.PeakRSSMiB)
+		perCycle := "-"
+		if r.ResourceCycles > 0 {
+			perCycle = fmt.Sprintf("%.1f", 1000*pr.CPUSeconds/float64(r.ResourceCycles))
+		}
+		p("| %s | %.1f | %s | %.1f MiB | %.1f MiB |\n", pr.Controller, pr.CPUSeconds, perCycle, pr.RSSMiB, pr.PeakRSSMiB)
 	}
 
 	if sc := r.Scale; sc != nil {
