@@ -44,9 +44,9 @@ lint:
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./etcd
 
-## bench: Go benchmarks of the controllers' logic
+## bench: latency, throughput, API cost and memory of the full cycle on a local control plane (BENCH_FLAGS=...)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+	$(GO) run ./e2e/cmd/bench $(BENCH_FLAGS)
 
 ## demo: the volume cycle on a local control plane (KEEP=1 leaves it running)
 demo:

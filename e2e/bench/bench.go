@@ -1,0 +1,426 @@
+// Package bench measures the full volume cycle on a local control plane:
+// latency of each step, throughput, the API requests our controllers send,
+// their CPU and memory, start-up and memory with many objects present, and
+// leader failover. Every figure is set against a floor: the same cycle done
+// with the fewest requests and no controllers, which is what the API server
+// and the PV controller need anyway.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Config shapes a run.
+type Config struct {
+	// Cycles at Concurrency make the latency and API cost phase, for ours
+	// and for the floor.
+	Cycles, Concurrency int
+	// MissEvery: one cycle in MissEvery of the latency phase asks for a size
+	// no pool volume has (a pool miss); the others can be served from the pool.
+	MissEvery int
+	// ThroughputLevels are the concurrencies of the throughput phase, each
+	// measured over ThroughputDuration.
+	ThroughputLevels   []int
+	ThroughputDuration time.Duration
+	// Scale objects of each kind (pods, claims, volumes) for the start-up
+	// and memory phase; 0 skips it. ScaleSettle is how long the controllers
+	// run with them before their memory is read.
+	Scale       int
+	ScaleSettle time.Duration
+	// Failover measures a killed leader's replacement.
+	Failover bool
+	// Dir holds the control plane, the binary and the controllers' logs.
+	Dir string
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Defaults fills what is unset.
+func (c *Config) Defaults() {
+	if c.Cycles == 0 {
+		c.Cycles = 200
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 10
+	}
+	if c.MissEvery == 0 {
+		c.MissEvery = 5
+	}
+	if c.ThroughputDuration == 0 {
+		c.ThroughputDuration = 30 * time.Second
+	}
+	if c.ScaleSettle == 0 {
+		c.ScaleSettle = 65 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// The installation under test, as the manifests deploy it (default lease
+// timings), but on a private control plane.
+const (
+	controllerID    = "bench"
+	provisionerName = "vendor/reclaimable"
+)
+
+type bench struct {
+	cfg        Config
+	client     kubernetes.Interface
+	cluster    *cluster.Cluster
+	rec        *recorder
+	inst       *installation
+	ns         string
+	class      string
+	floorNS    string
+	floorClass string
+	base       string
+	missSeq    atomic.Int64
+	seq        atomic.Int64
+	// ourCycles counts the cycles through the controllers that completed.
+	ourCycles atomic.Int64
+
+	mu      sync.Mutex
+	deleted map[string]time.Time // owners deleted, "namespace/claim name"
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.cfg.Log, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (b *bench) ownerDeleted(key string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.deleted[key] = at
+}
+
+// Run starts a control plane, runs every phase and returns the report.
+// A phase that fails leaves a note and the report goes on without it;
+// only a control plane or binary that cannot start is an error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.Defaults()
+	start := time.Now()
+	r := &Report{Started: start, Machine: machine()}
+	r.Settings = Settings{
+		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
+		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
+		Scale: cfg.Scale,
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	b := &bench{cfg: cfg, rec: newRecorder(), deleted: map[string]time.Time{},
+		ns: "bench", class: "bench", floorNS: "floor", floorClass: "bench-floor",
+		base: filepath.Join(cfg.Dir, "volumes", "pool")}
+
+	b.logf("Building reclaimable")
+	binary, err := framework.BuildBinary(ctx, cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b.logf("Starting the local control plane")
+	opts := cluster.Options{Dir: filepath.Join(cfg.Dir, "cluster"), Log: cfg.Log, ControllerManagerQPS: 200}
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	r.Settings.ControllerManager = fmt.Sprintf("controller-manager client %d QPS / %d burst, PV controller resync 5s", opts.ControllerManagerQPS, 2*opts.ControllerManagerQPS)
+	b.cluster, b.client = c, c.Client
+	recCtx, stopRec := context.WithCancel(ctx)
+	defer stopRec()
+	b.rec.start(recCtx, b.client)
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	b.inst = &installation{binary: binary, logDir: logDirFor(cfg.Dir), args: []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--controller-id=" + controllerID,
+		"--provisioner-name=" + provisionerName,
+		"--leader-elect-namespace=default",
+	}, extra: map[string][]string{"provisioner": {"--directory-root=" + filepath.Dir(b.base)}}}
+	if err := os.MkdirAll(b.inst.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() { b.inst.stop() }()
+
+	note := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		b.logf("NOTE: %s", msg)
+		r.Notes = append(r.Notes, msg)
+	}
+
+	// The floor first, with no controller running at all.
+	b.logf("Floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
+	floor, errs := runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.floorCycle)
+	for _, e := range first(errs, 3) {
+		note("floor cycle failed: %v", e)
+	}
+	floorTP := map[int]Throughput{}
+	for _, level := range cfg.ThroughputLevels {
+		b.logf("Floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
+		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.floorCycle)
+		failed := len(errs)
+		for _, e := range first(errs, 3) {
+			note("floor cycle failed at concurrency %d: %v", level, e)
+		}
+		floorTP[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: failed, WindowSeconds: window.Seconds()}
+	}
+
+	b.logf("Starting the controllers (one process each)")
+	if _, err := b.inst.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.waitLeases(ctx); err != nil {
+		return nil, err
+	}
+	before, err := b.inst.requests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	eventsBefore, err := b.eventCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.logf("Ours: %d cycles at concurrency %d, one in %d a pool miss", cfg.Cycles, cfg.Concurrency, cfg.MissEvery)
+	phaseStart := time.Now()
+	ours, errs := runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
+		return b.ourCycle(ctx, seq, cfg.MissEvery > 0 && seq%cfg.MissEvery == 0)
+	})
+	// Event writes leave the processes asynchronously: give the last
+	// cycles' a moment before the counters are read.
+	time.Sleep(2 * time.Second)
+	phaseSeconds := time.Since(phaseStart).Seconds()
+	for _, e := range first(errs, 3) {
+		note("cycle failed: %v", e)
+	}
+	if len(errs) > 0 {
+		note("%d of %d cycles failed", len(errs), cfg.Cycles)
+	}
+	after, err := b.inst.requests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cost := diffRequests(after, before)
+	r.Cost = Cost{Cycles: len(ours), Rows: CostRows(cost, len(ours)), FloorPerCycle: 3, Seconds: phaseSeconds}
+	if eventsAfter, err := b.eventCounts(ctx); err != nil {
+		note("counting events: %v", err)
+	} else {
+		r.Cost.Events = EventRows(eventsAfter, eventsBefore, len(ours))
+	}
+	r.Cost.PerCycle, r.Cost.FailedWrites = CycleCost(cost)
+	if len(ours) > 0 {
+		r.Cost.PerCycle /= float64(len(ours))
+	}
+	r.Steps = Steps(ours, floor)
+
+	for _, level := range cfg.ThroughputLevels {
+		b.logf("Ours: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
+		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
+			return b.ourCycle(ctx, seq, false)
+		})
+		failed := len(errs)
+		for _, e := range first(errs, 3) {
+			note("cycle failed at concurrency %d: %v", level, e)
+		}
+		t := floorTP[level]
+		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, failed
+		if t.Floor > 0 {
+			t.OursVsFloorPct = 100 * t.Ours / t.Floor
+		}
+		r.Throughput = append(r.Throughput, t)
+	}
+	if r.Resources, err = b.inst.stats(); err != nil {
+		note("reading the controllers' resources: %v", err)
+	}
+	r.ResourceCycles = int(b.ourCycles.Load())
+	// Claims re-created after their owner was deleted, with a moment for
+	// late ones to show up.
+	time.Sleep(2 * time.Second)
+	b.mu.Lock()
+	deleted := maps(b.deleted)
+	b.mu.Unlock()
+	r.Recreated = b.rec.recreated(deleted)
+
+	if cfg.Failover {
+		b.logf("Failover: killing each leader, standbys waiting")
+		f, err := b.failover(ctx)
+		if err != nil {
+			note("failover phase failed: %v", err)
+		}
+		r.Failover = f
+	}
+	if cfg.Scale > 0 {
+		b.logf("Scale: %d pods, %d claims, %d PVs", cfg.Scale, cfg.Scale, cfg.Scale)
+		s, err := b.scale(ctx, cfg.Scale)
+		if err != nil {
+			note("scale phase failed: %v", err)
+		}
+		r.Scale = s
+	}
+	r.Duration = time.Since(start).Round(time.Second).String()
+	r.Evaluate()
+	return r, nil
+}
+
+func first(errs []error, n int) []error {
+	if len(errs) > n {
+		return errs[:n]
+	}
+	return errs
+}
+
+func maps(m map[string]time.Time) map[string]time.Time {
+	out := make(map[string]time.Time, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func perMinute(n int, window time.Duration) float64 {
+	if window <= 0 {
+		return 0
+	}
+	return float64(n) / window.Minutes()
+}
+
+// setup creates the namespaces, the two classes and the floor's volumes.
+func (b *bench) setup(ctx context.Context) error {
+	if err := os.MkdirAll(b.base, 0o755); err != nil {
+		return err
+	}
+	for _, ns := range []string{b.ns, b.floorNS} {
+		if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	classes := []*storagev1.StorageClass{
+		{
+			ObjectMeta:        metav1.ObjectMeta{Name: b.class, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+			Provisioner:       provisionerName,
+			ReclaimPolicy:     &retain,
+			VolumeBindingMode: &immediate,
+			Parameters:        map[string]string{"backend": "directory", "baseDir": b.base, "source": "hostPath", "hostPath": b.base},
+		},
+		{
+			ObjectMeta:        metav1.ObjectMeta{Name: b.floorClass},
+			Provisioner:       "kubernetes.io/no-provisioner",
+			ReclaimPolicy:     &retain,
+			VolumeBindingMode: &immediate,
+		},
+	}
+	for _, sc := range classes {
+		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	workers := b.cfg.Concurrency
+	for _, l := range b.cfg.ThroughputLevels {
+		workers = max(workers, l)
+	}
+	for w := range workers {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: floorVolume(w)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:              b.floorClass,
+				PersistentVolumeReclaimPolicy: retain,
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(b.cfg.Dir, "volumes", "floor", floorVolume(w))}},
+			},
+		}
+		if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	// The floor's volumes must be Available before its first cycle.
+	return b.rec.wait(ctx, func() bool {
+		for w := range workers {
+			if v := b.rec.volumes[floorVolume(w)]; v == nil || v.phase != corev1.VolumeAvailable {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitLeases waits until each controller's Lease has a holder, so that the
+// first cycle is not timed against an election.
+func (b *bench) waitLeases(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, name := range controllerNames {
+		for {
+			l, err := b.client.CoordinationV1().Leases("default").Get(ctx, controllerID+"-"+name, metav1.GetOptions{})
+			if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no leader for %s: %w", name, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the report to path, creating its directory.
+func (r *Report) WriteJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Kubernetes: cluster.KubernetesVersion}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+			}
+		}
+		m.MemoryMiB = kb / 1024
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	return m
+}

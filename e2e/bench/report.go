@@ -1,0 +1,359 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is everything one run measured. It is written as JSON, and
+// rendered as Markdown by Markdown.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Machine  Machine   `json:"machine"`
+	Settings Settings  `json:"settings"`
+
+	// Steps are the cycle's latencies, ours next to the floor's matching step.
+	Steps []Step `json:"steps"`
+	// Throughput is full cycles per minute at each concurrency.
+	Throughput []Throughput `json:"throughput"`
+	Cost       Cost         `json:"api_cost"`
+	// Recreated counts claims created again after their owner was deleted.
+	Recreated int `json:"claims_recreated"`
+	// Resources are the controllers' CPU and memory over the cycle phases,
+	// which completed ResourceCycles cycles.
+	Resources      []ProcessStats `json:"resources"`
+	ResourceCycles int            `json:"resource_cycles"`
+	Failover       *Failover      `json:"failover,omitempty"`
+	Scale          *Scale         `json:"scale,omitempty"`
+	Targets        []Target       `json:"targets"`
+	// Notes say what went wrong or was left out; a report with notes is
+	// still a report.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Machine is where the figures were taken.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpu_model"`
+	MemoryMiB  int    `json:"memory_mib"`
+	Kernel     string `json:"kernel"`
+	GoVersion  string `json:"go_version"`
+	Kubernetes string `json:"kubernetes"`
+}
+
+// Settings are the run's parameters.
+type Settings struct {
+	Cycles             int    `json:"cycles"`
+	Concurrency        int    `json:"concurrency"`
+	MissEvery          int    `json:"miss_every"`
+	ThroughputLevels   []int  `json:"throughput_levels"`
+	ThroughputDuration string `json:"throughput_duration"`
+	Scale              int    `json:"scale"`
+	ControllerManager  string `json:"controller_manager"`
+}
+
+// Step is one step of the cycle. Floor is nil where the floor has no
+// matching step (creating a claim for a pod is ours alone).
+type Step struct {
+	Name      string   `json:"name"`
+	Ours      Summary  `json:"ours"`
+	FloorName string   `json:"floor_name,omitempty"`
+	Floor     *Summary `json:"floor,omitempty"`
+}
+
+// P99Ratio is ours over the floor's p99, or 0 without a floor.
+func (s Step) P99Ratio() float64 {
+	if s.Floor == nil || s.Floor.P99ms == 0 || s.Ours.N == 0 {
+		return 0
+	}
+	return s.Ours.P99ms / s.Floor.P99ms
+}
+
+// Throughput is full cycles per minute at one concurrency.
+type Throughput struct {
+	Concurrency    int     `json:"concurrency"`
+	Ours           float64 `json:"ours_per_min"`
+	Floor          float64 `json:"floor_per_min"`
+	OursCycles     int     `json:"ours_cycles"`
+	FloorCycles    int     `json:"floor_cycles"`
+	WindowSeconds  float64 `json:"window_seconds"`
+	OursFailures   int     `json:"ours_failures,omitempty"`
+	FloorFailures  int     `json:"floor_failures,omitempty"`
+	OursVsFloorPct float64 `json:"ours_vs_floor_pct"`
+}
+
+// Cost is what our controllers asked of the API server during the
+// latency phase.
+type Cost struct {
+	Cycles int       `json:"cycles"`
+	Rows   []CostRow `json:"rows"`
+	// PerCycle counts every request except leases, lists and watches.
+	PerCycle float64 `json:"per_cycle"`
+	// FailedWrites are writes answered with >= 400 (or not at all).
+	FailedWrites float64 `json:"failed_writes"`
+	// FloorPerCycle is what the floor's cycle costs: create, delete, patch.
+	FloorPerCycle float64 `json:"floor_per_cycle"`
+	// Seconds is the length of the phase, to read the background rows.
+	Seconds float64 `json:"seconds"`
+	// Events are the events behind the events rows, by reason.
+	Events []EventRow `json:"events,omitempty"`
+}
+
+// ProcessStats are one controller process's resources.
+type ProcessStats struct {
+	Controller string  `json:"controller"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	RSSMiB     float64 `json:"rss_mib"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// ReadySeconds is from process start to /readyz answering 200.
+	ReadySeconds float64 `json:"ready_seconds,omitempty"`
+}
+
+// Failover is how long the standby of each controller took to act after
+// its leader was killed (SIGKILL), with the deployed lease timings.
+type Failover struct {
+	LeaseDuration      string  `json:"lease_duration"`
+	PodwatcherSeconds  float64 `json:"podwatcher_seconds"`
+	ProvisionerSeconds float64 `json:"provisioner_seconds"`
+	ReleaserSeconds    float64 `json:"releaser_seconds"`
+}
+
+// Scale is the controllers' start-up and memory with many objects present.
+type Scale struct {
+	Pods          int            `json:"pods"`
+	Claims        int            `json:"claims"`
+	Volumes       int            `json:"volumes"`
+	Bound         int            `json:"bound"`
+	CreateSeconds float64        `json:"create_seconds"`
+	SettleSeconds float64        `json:"settle_seconds"`
+	Controllers   []ProcessStats `json:"controllers"`
+	// Requests are what the controllers sent from start to the end of the
+	// settle window, by verb and resource (not per cycle: there are none).
+	Requests []CostRow `json:"requests"`
+}
+
+// Target is one of the project's performance targets and how this run did.
+type Target struct {
+	Name     string `json:"name"`
+	Goal     string `json:"goal"`
+	Measured string `json:"measured"`
+	// Met is nil when the run did not measure it.
+	Met *bool `json:"met"`
+}
+
+// Evaluate compares the report with the targets. Targets are reported,
+// never enforced: a run that misses one still succeeds.
+func (r *Report) Evaluate() {
+	r.Targets = nil
+	add := func(name, goal, measured string, met *bool) {
+		r.Targets = append(r.Targets, Target{Name: name, Goal: goal, Measured: measured, Met: met})
+	}
+	yes := func(b bool) *bool { return &b }
+	step := func(name string) *Step {
+		for i := range r.Steps {
+			if r.Steps[i].Name == name {
+				return &r.Steps[i]
+			}
+		}
+		return nil
+	}
+	conc := fmt.Sprintf(" (%d in flight)", r.Settings.Concurrency)
+	if s := step(StepPodToClaim); s != nil && s.Ours.N > 0 {
+		add("pod created -> claim created, p99"+conc, "< 100 ms", fmtMs(s.Ours.P99ms), yes(s.Ours.P99ms < 100))
+	} else {
+		add("pod created -> claim created, p99"+conc, "< 100 ms", "not measured", nil)
+	}
+	for _, name := range []string{StepGoneToAvailable, StepBoundHit, StepBoundMiss} {
+		s := step(name)
+		if s == nil || s.Ours.N == 0 || s.Floor == nil || s.Floor.N == 0 {
+			add(name+", p99 vs floor", "<= 1.5x", "not measured", nil)
+			continue
+		}
+		ratio := s.P99Ratio()
+		add(name+", p99 vs floor", "<= 1.5x", fmt.Sprintf("%.2fx (%s vs %s)", ratio, fmtMs(s.Ours.P99ms), fmtMs(s.Floor.P99ms)), yes(ratio <= 1.5))
+	}
+	for _, t := range r.Throughput {
+		name := fmt.Sprintf("throughput at concurrency %d vs floor", t.Concurrency)
+		if t.Floor == 0 {
+			add(name, ">= 90%", "not measured", nil)
+			continue
+		}
+		add(name, ">= 90%", fmt.Sprintf("%.0f%% (%.1f vs %.1f cycles/min)", t.OursVsFloorPct, t.Ours, t.Floor), yes(t.OursVsFloorPct >= 90))
+	}
+	if r.Cost.Cycles > 0 {
+		add("requests per full cycle, events included", "<= 6", fmt.Sprintf("%.2f", r.Cost.PerCycle), yes(r.Cost.PerCycle <= 6))
+		add("failed writes in steady state", "0", fmt.Sprintf("%.0f", r.Cost.FailedWrites), yes(r.Cost.FailedWrites == 0))
+		add("claims re-created after their owner was deleted", "0", fmt.Sprint(r.Recreated), yes(r.Recreated == 0))
+	} else {
+		add("requests per full cycle, events included", "<= 6", "not measured", nil)
+		add("failed writes in steady state", "0", "not measured", nil)
+		add("claims re-created after their owner was deleted", "0", "not measured", nil)
+	}
+	if r.Scale != nil && len(r.Scale.Controllers) > 0 {
+		var maxRSS, maxReady float64
+		for _, c := range r.Scale.Controllers {
+			maxRSS = max(maxRSS, c.RSSMiB, c.PeakRSSMiB)
+			maxReady = max(maxReady, c.ReadySeconds)
+		}
+		objs := fmt.Sprintf(" (%d pods, %d PVs)", r.Scale.Pods, r.Scale.Volumes)
+		add("controllers' RSS"+objs, "< 100 MiB", fmt.Sprintf("%.1f MiB (largest, peak)", maxRSS), yes(maxRSS < 100))
+		add("start-up sync"+objs, "< 10 s", fmt.Sprintf("%.2f s (slowest)", maxReady), yes(maxReady < 10))
+	} else {
+		add("controllers' RSS at scale", "< 100 MiB", "not measured", nil)
+		add("start-up sync at scale", "< 10 s", "not measured", nil)
+	}
+	if f := r.Failover; f != nil {
+		worst := max(f.PodwatcherSeconds, f.ProvisionerSeconds, f.ReleaserSeconds)
+		add("killed leader's replacement acting", "< 20 s", fmt.Sprintf("%.1f s (slowest of three)", worst), yes(worst > 0 && worst < 20))
+	} else {
+		add("killed leader's replacement acting", "< 20 s", "not measured", nil)
+	}
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v >= 10000:
+		return fmt.Sprintf("%.1f s", v/1000)
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	default:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+}
+
+// Markdown renders the report as Markdown tables.
+func (r *Report) Markdown(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	m := r.Machine
+	p("## reclaimable benchmark\n\n")
+	p("%s, %d CPUs (%s), %d MiB memory, %s, Kubernetes %s, kernel %s. Run took %s.\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, m.MemoryMiB, m.GoVersion, m.Kubernetes, m.Kernel, r.Duration)
+	s := r.Settings
+	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d, %s.\n\n",
+		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, s.ControllerManager)
+
+	p("### Cycle latency (concurrency %d)\n\n", s.Concurrency)
+	p("| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio |\n|---|--:|--:|--:|--:|---|--:|--:|--:|\n")
+	for _, st := range r.Steps {
+		floor := "| - | - | - | -"
+		if st.Floor != nil {
+			ratio := "-"
+			if st.P99Ratio() > 0 {
+				ratio = fmt.Sprintf("%.2fx", st.P99Ratio())
+			}
+			floor = fmt.Sprintf("| %s | %s | %s | %s", st.FloorName, fmtMs(st.Floor.P50ms), fmtMs(st.Floor.P99ms), ratio)
+		}
+		if st.Ours.N == 0 {
+			p("| %s | 0 | - | - | - %s |\n", st.Name, floor)
+			continue
+		}
+		p("| %s | %d | %s | %s | %s %s |\n", st.Name, st.Ours.N, fmtMs(st.Ours.P50ms), fmtMs(st.Ours.P95ms), fmtMs(st.Ours.P99ms), floor)
+	}
+
+	p("\n### Throughput (full cycles per minute)\n\n| concurrency | ours | floor | ours / floor | window |\n|--:|--:|--:|--:|--:|\n")
+	for _, t := range r.Throughput {
+		fail := ""
+		if t.OursFailures+t.FloorFailures > 0 {
+			fail = fmt.Sprintf(" (failed cycles: ours %d, floor %d)", t.OursFailures, t.FloorFailures)
+		}
+		p("| %d | %.1f | %.1f | %.0f%% | %.0f s%s |\n", t.Concurrency, t.Ours, t.Floor, t.OursVsFloorPct, t.WindowSeconds, fail)
+	}
+
+	c := r.Cost
+	p("\n### API cost (requests our controllers sent, per full cycle, over %d cycles in %.0f s)\n\n", c.Cycles, c.Seconds)
+	p("| controller | verb | resource | per cycle | total | answered >= 400 |\n|---|---|---|--:|--:|---|\n")
+	for _, row := range c.Rows {
+		if (RequestKey{Verb: row.Verb, Resource: row.Resource}).Background() {
+			p("| %s | %s | %s (background) | - | %.0f | %s |\n", row.Controller, row.Verb, row.Resource, row.Total, fmtFailed(row.Failed))
+			continue
+		}
+		p("| %s | %s | %s | %.2f | %.0f | %s |\n", row.Controller, row.Verb, row.Resource, row.PerCycle, row.Total, fmtFailed(row.Failed))
+	}
+	if len(c.Events) > 0 {
+		parts := make([]string, len(c.Events))
+		for i, e := range c.Events {
+			parts[i] = fmt.Sprintf("%s %s %.2f", e.Component, e.Reason, e.PerCycle)
+		}
+		p("\nEvents recorded per cycle, by reason (an event repeated counts each time, whether created or patched): %s.\n", strings.Join(parts, "; "))
+	}
+	p("\nPer full cycle, leases, lists and watches left out: **%.2f** requests (floor: %.0f); failed writes: **%.0f**; claims re-created after their owner was deleted: **%d**.\n",
+		c.PerCycle, c.FloorPerCycle, c.FailedWrites, r.Recreated)
+
+	p("\n### Resources during the cycle phases (%d cycles)\n\n| controller | CPU seconds | CPU ms per cycle | RSS | peak RSS |\n|---|--:|--:|--:|--:|\n", r.ResourceCycles)
+	for _, pr := range r.Resources {
+		perCycle := "-"
+		if r.ResourceCycles > 0 {
+			perCycle = fmt.Sprintf("%.1f", 1000*pr.CPUSeconds/float64(r.ResourceCycles))
+		}
+		p("| %s | %.1f | %s | %.1f MiB | %.1f MiB |\n", pr.Controller, pr.CPUSeconds, perCycle, pr.RSSMiB, pr.PeakRSSMiB)
+	}
+
+	if sc := r.Scale; sc != nil {
+		p("\n### At scale: %d pods, %d claims (%d Bound), %d PVs present (created in %.0f s)\n\n", sc.Pods, sc.Claims, sc.Bound, sc.Volumes, sc.CreateSeconds)
+		p("| controller | start -> ready (caches synced) | RSS after %.0f s | peak RSS | CPU seconds |\n|---|--:|--:|--:|--:|\n", sc.SettleSeconds)
+		for _, pr := range sc.Controllers {
+			p("| %s | %.2f s | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, pr.ReadySeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.CPUSeconds)
+		}
+		if len(sc.Requests) > 0 {
+			p("\nRequests from start to the end of the window: ")
+			parts := make([]string, 0, len(sc.Requests))
+			for _, row := range sc.Requests {
+				s := fmt.Sprintf("%s %s %s %.0f", row.Controller, row.Verb, row.Resource, row.Total)
+				if len(row.Failed) > 0 {
+					s += " (failed " + fmtFailed(row.Failed) + ")"
+				}
+				parts = append(parts, s)
+			}
+			p("%s.\n", strings.Join(parts, "; "))
+		}
+	}
+
+	if f := r.Failover; f != nil {
+		p("\n### Failover (leader killed with SIGKILL, lease duration %s)\n\n| controller | kill -> standby acts |\n|---|--:|\n", f.LeaseDuration)
+		p("| podwatcher (claim created) | %.1f s |\n| provisioner (volume created) | %.1f s |\n| releaser (volume Available) | %.1f s |\n",
+			f.PodwatcherSeconds, f.ProvisionerSeconds, f.ReleaserSeconds)
+	}
+
+	p("\n### Targets (reported, not enforced)\n\n| target | goal | measured | met |\n|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		met := "not measured"
+		if t.Met != nil {
+			met = map[bool]string{true: "yes", false: "**no**"}[*t.Met]
+		}
+		p("| %s | %s | %s | %s |\n", t.Name, t.Goal, t.Measured, met)
+	}
+	if len(r.Notes) > 0 {
+		p("\nNotes:\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+	}
+}
+
+func fmtFailed(f map[string]float64) string {
+	if len(f) == 0 {
+		return ""
+	}
+	codes := make([]string, 0, len(f))
+	for c := range f {
+		codes = append(codes, c)
+	}
+	sort.Strings(codes)
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%.0f x %s", f[c], c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,85 @@
+// Command bench measures the full volume cycle of reclaimable on a local
+// control plane, against the floor of the API server and the PV controller
+// (see package e2e/bench). `make bench` runs it; BENCH_FLAGS passes flags.
+// The Markdown report goes to stdout, progress to stderr, JSON to --out.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/reclaimable/reclaimable/e2e/bench"
+)
+
+func main() {
+	var (
+		cfg    bench.Config
+		levels string
+		out    string
+		keep   bool
+	)
+	flag.IntVar(&cfg.Cycles, "cycles", 200, "cycles of the latency and API cost phase (ours, and as many for the floor)")
+	flag.IntVar(&cfg.Concurrency, "concurrency", 10, "cycles in flight during the latency phase")
+	flag.IntVar(&cfg.MissEvery, "miss-every", 5, "one latency cycle in this many asks for a size no pool volume has (a pool miss)")
+	flag.StringVar(&levels, "throughput-levels", "1,10,50", "concurrencies of the throughput phase, comma-separated; empty skips it")
+	flag.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 30*time.Second, "how long throughput is counted at each level, for ours and for the floor")
+	flag.IntVar(&cfg.Scale, "scale", 5000, "pods, claims and volumes present for the start-up and memory phase; 0 skips it")
+	flag.DurationVar(&cfg.ScaleSettle, "scale-settle", 65*time.Second, "how long the controllers run with the scale objects before their memory is read (longer than one periodic sweep)")
+	flag.BoolVar(&cfg.Failover, "failover", true, "measure how long a killed leader's standby takes to act (about 17 s)")
+	flag.StringVar(&out, "out", "_output/bench.json", "where the JSON report is written")
+	flag.StringVar(&cfg.Dir, "dir", "", "working directory for the control plane and the controllers' logs; default a temporary one, removed after a successful run")
+	flag.BoolVar(&keep, "keep", false, "keep the working directory (logs) after a successful run")
+	flag.Parse()
+
+	for _, f := range strings.Split(levels, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bad --throughput-levels %q\n", levels)
+			os.Exit(2)
+		}
+		cfg.ThroughputLevels = append(cfg.ThroughputLevels, n)
+	}
+	if cfg.Cycles <= 0 || cfg.Concurrency <= 0 || cfg.Scale < 0 {
+		fmt.Fprintln(os.Stderr, "--cycles and --concurrency must be positive, --scale not negative")
+		os.Exit(2)
+	}
+	removeDir := false
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "reclaimable-bench-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		cfg.Dir, removeDir = dir, !keep
+	}
+	cfg.Log = os.Stderr
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench failed: %v\nlogs kept in %s\n", err, cfg.Dir)
+		os.Exit(1)
+	}
+	report.Markdown(os.Stdout)
+	if err := report.WriteJSON(out); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "JSON report written to %s\n", out)
+	if removeDir && len(report.Notes) == 0 {
+		_ = os.RemoveAll(cfg.Dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "logs kept in %s\n", cfg.Dir)
+	}
+}
