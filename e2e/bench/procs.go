@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
 )
 
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat; it
@@ -34,11 +35,11 @@ type controllerProcess struct {
 // startController starts `binary <name> args...` with loopback health and
 // metrics ports, logging to a file in logDir.
 func startController(binary, name, logDir string, args ...string) (*controllerProcess, error) {
-	health, err := freeAddr()
+	health, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -207,15 +208,6 @@ func (p *controllerProcess) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // installation is the three controllers of one installation, each in its

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -247,11 +246,11 @@ func readExample(file string, into any) error {
 // startControllers runs the three controllers in one process, as the
 // small-cluster installation does.
 func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*exec.Cmd, error) {
-	health, err := freeAddr()
+	health, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -329,13 +328,4 @@ func waitVolume(ctx context.Context, client kubernetes.Interface, name string, p
 
 func poll(ctx context.Context, cond wait.ConditionWithContextFunc) error {
 	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, cond)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
