@@ -106,7 +106,7 @@ func (e *Env) InformerFactory(namespace, labelSelector string) informers.SharedI
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelSelector }),
-		informers.WithTransform(dropManagedFields),
+		informers.WithTransform(trim),
 	)
 	e.factories[key] = f
 	return f
@@ -118,15 +118,6 @@ func (e *Env) WaitFor(synced ...cache.InformerSynced) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.synced = append(e.synced, synced...)
-}
-
-// dropManagedFields keeps server-side-apply bookkeeping out of the caches: no
-// controller reads it, and it is often the largest part of an object.
-func dropManagedFields(obj any) (any, error) {
-	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		acc.GetObjectMeta().SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // Recorder returns an event recorder for one component. Events are written

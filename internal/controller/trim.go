@@ -1,0 +1,30 @@
+package controller
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// trim keeps out of the shared caches what no controller reads, so that
+// memory follows the number of objects, not their size: server-side-apply
+// bookkeeping on every object, and of Pods and Jobs (the most numerous and
+// largest objects cached) everything but their metadata, their volumes,
+// a Pod's phase and a Job's conditions, which is all the podwatcher reads.
+// A controller that comes to need more must add it here.
+func trim(obj any) (any, error) {
+	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		acc.GetObjectMeta().SetManagedFields(nil)
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		o.Spec = corev1.PodSpec{Volumes: o.Spec.Volumes}
+		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
+	case *batchv1.Job:
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: o.Spec.Template.Spec.Volumes}}
+		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
+	}
+	return obj, nil
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestTrimKeepsWhatControllersRead(t *testing.T) {
+	volumes := []corev1.Volume{
+		{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	now := metav1.Now()
+	meta := metav1.ObjectMeta{
+		Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now,
+		Annotations:     map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "{...}"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "ju"}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: *meta.DeepCopy(),
+		Spec:       corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "build", Image: "busybox"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
+	}
+	out, err := trim(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Pod)
+	if len(got.Spec.Containers) != 0 || len(got.Status.Conditions) != 0 || got.ManagedFields != nil || got.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
+		t.Errorf("pod not trimmed: %+v", got)
+	}
+	if len(got.Spec.Volumes) != 2 || got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" ||
+		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {
+		t.Errorf("pod lost what the podwatcher reads: %+v", got)
+	}
+
+	job := &batchv1.Job{
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": "y"}},
+			Spec:       corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "build"}}},
+		}},
+		Status: batchv1.JobStatus{Succeeded: 1, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
+	}
+	out, err = trim(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotJob := out.(*batchv1.Job)
+	if len(gotJob.Spec.Template.Spec.Containers) != 0 || gotJob.Status.Succeeded != 0 || gotJob.ManagedFields != nil {
+		t.Errorf("job not trimmed: %+v", gotJob)
+	}
+	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || len(gotJob.Status.Conditions) != 1 || gotJob.Annotations["a"] != "b" {
+		t.Errorf("job lost what the podwatcher reads: %+v", gotJob)
+	}
+
+	pv := &corev1.PersistentVolume{ObjectMeta: *meta.DeepCopy(), Spec: corev1.PersistentVolumeSpec{StorageClassName: "pool"}}
+	out, _ = trim(pv)
+	if gotPV := out.(*corev1.PersistentVolume); gotPV.ManagedFields != nil || gotPV.Spec.StorageClassName != "pool" || gotPV.Annotations[corev1.LastAppliedConfigAnnotation] == "" {
+		t.Errorf("a volume is only stripped of managedFields: %+v", gotPV)
+	}
+}
