@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -30,21 +29,8 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 	id := framework.Name("hostile")
 	provisioner := "hostile.reclaimable/" + id
 	root := t.TempDir()
-	class := framework.Name("hostile")
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner:       provisioner,
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-		Parameters:        map[string]string{"backend": "directory", "baseDir": root, "source": "hostPath", "hostPath": root, "maxVolumes": "3", "maxCapacity": "1Ti"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	class := createDirectoryClass(t, "hostile", id, provisioner,
+		map[string]string{"baseDir": root, "hostPath": root, "maxVolumes": "3", "maxCapacity": "1Ti"})
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}})
 
 	// Another tenant's volume, which a template names in volumeName.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -54,7 +55,6 @@ func TestSoakChaos(t *testing.T) {
 	t.Logf("seed %d (rerun with -soak.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	ctx := context.Background()
-	client := framework.Client()
 
 	id := framework.Name("soak")
 	provisioner := "soak.reclaimable/" + id
@@ -64,21 +64,7 @@ func TestSoakChaos(t *testing.T) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	class := framework.Name("soak")
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner:       provisioner,
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-		Parameters:        map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
+	class := createDirectoryClass(t, "soak", id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}})
 
 	args := []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
@@ -212,6 +198,33 @@ func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Inv
 		}
 		stats.cycles.Add(1)
 	}
+}
+
+// createDirectoryClass creates a Retain, Immediate StorageClass of the
+// directory backend (source hostPath), annotated for the releaser of
+// controller ID id and served by provisioner; params adds to or overrides
+// the backend's parameters (baseDir and hostPath at least). It is deleted
+// at cleanup.
+func createDirectoryClass(t *testing.T, prefix, id, provisioner string, params map[string]string) string {
+	t.Helper()
+	name := framework.Name(prefix)
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	parameters := map[string]string{"backend": "directory", "source": "hostPath"}
+	maps.Copy(parameters, params)
+	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: map[string]string{keys.ClassControllerID: id}},
+		Provisioner:       provisioner,
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+		Parameters:        parameters,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
 }
 
 // retryTransient retries fn while the API server is unreachable or

@@ -100,15 +100,7 @@ func (b *bench) floorCycle(ctx context.Context, _, seq int) (cycleTimes, error) 
 	name := fmt.Sprintf("f-%d", seq)
 	var t cycleTimes
 	t.start = time.Now()
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.floorNS},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &b.floorClass,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	created, err := b.client.CoreV1().PersistentVolumeClaims(b.floorNS).Create(ctx, claim, metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(b.floorNS).Create(ctx, newClaim(b.floorNS, name, b.floorClass), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
 	}
@@ -253,4 +245,16 @@ func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, se
 		}
 	}
 	return completed, errs, closeAt.Sub(open)
+}
+
+// newClaim is a claim for 1Gi of class, ReadWriteOnce.
+func newClaim(ns, name, class string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -40,15 +39,7 @@ func (b *bench) failover(ctx context.Context) (*Failover, error) {
 
 	// A claim bound from the pool, for the releaser to release.
 	retained := "failover-release"
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: retained, Namespace: b.ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &b.class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	created, err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, claim, metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, newClaim(b.ns, retained, b.class), metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}
