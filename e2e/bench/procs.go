@@ -201,14 +201,7 @@ func (p *controllerProcess) signal(sig syscall.Signal) {
 	}
 }
 
-func (p *controllerProcess) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *controllerProcess) tail(n int) string { return cluster.Tail(p.logPath, n) }
 
 // installation is the three controllers of one installation, each in its
 // own process.

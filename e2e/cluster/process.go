@@ -70,14 +70,18 @@ func (p *process) stop(grace time.Duration) {
 }
 
 // tail returns the end of the component's log, for error messages.
-func (p *process) tail() string {
-	b, err := os.ReadFile(p.log)
+func (p *process) tail() string { return Tail(p.log, 20) }
+
+// Tail returns the last n lines of the log file at path ("" if it cannot be
+// read), for error messages and test failures.
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
 }

@@ -143,13 +143,7 @@ func (p *Process) Log() string {
 	return string(b)
 }
 
-func (p *Process) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(p.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *Process) tail(n int) string { return cluster.Tail(p.logPath, n) }
 
 // Get fetches a path (/healthz, /readyz on HealthAddr; /metrics on
 // MetricsAddr) and returns the status code and body.
