@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,38 +178,44 @@ func (inv *Invariants) checkClaimDeletion(ctx context.Context, claim *corev1.Per
 		return
 	}
 	for _, ref := range claim.OwnerReferences {
-		alive, err := ownerAlive(ctx, claim.Namespace, ref)
-		if err == nil && alive {
+		if state, err := lookupOwner(ctx, claim.Namespace, ref); err == nil && state == ownerAlive {
 			inv.violate("invariant 4: claim %s/%s was deleted while its owner %s %s (uid %s) still exists", claim.Namespace, claim.Name, ref.Kind, ref.Name, ref.UID)
 		}
 	}
 }
 
-// ownerAlive reports whether the owner exists with the same UID and is not
-// being deleted.
-func ownerAlive(ctx context.Context, ns string, ref metav1.OwnerReference) (bool, error) {
+// ownerState is what the API server says of a claim's owner: gone (absent,
+// or another object under its name), terminating, or alive.
+type ownerState int
+
+const (
+	ownerGone ownerState = iota
+	ownerTerminating
+	ownerAlive
+)
+
+func lookupOwner(ctx context.Context, ns string, ref metav1.OwnerReference) (ownerState, error) {
 	var meta metav1.Object
+	var err error
 	switch ref.Kind {
 	case "Pod":
-		p, err := Client().CoreV1().Pods(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-		meta = p
+		meta, err = Client().CoreV1().Pods(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	case "Job":
-		j, err := Client().BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-		meta = j
+		meta, err = Client().BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	default:
-		return false, fmt.Errorf("unknown owner kind %q", ref.Kind)
+		return ownerGone, fmt.Errorf("unknown owner kind %q", ref.Kind)
 	}
-	return meta.GetUID() == ref.UID && meta.GetDeletionTimestamp() == nil, nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return ownerGone, nil
+	case err != nil:
+		return ownerGone, err
+	case meta.GetUID() != ref.UID:
+		return ownerGone, nil
+	case meta.GetDeletionTimestamp() != nil:
+		return ownerTerminating, nil
+	}
+	return ownerAlive, nil
 }
 
 // Check evaluates the end-state invariants and fails the test with every
@@ -327,32 +332,14 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 			continue
 		}
 		for _, ref := range c.OwnerReferences {
-			if alive, err := ownerAlive(ctx, c.Namespace, ref); err == nil && !alive && !ownerTerminating(ctx, c.Namespace, ref) {
+			// An owner being deleted keeps its claim until it is gone.
+			if state, err := lookupOwner(ctx, c.Namespace, ref); err == nil && state == ownerGone {
 				out = append(out, fmt.Sprintf("invariant 4: claim %s/%s outlives its owner %s %s", c.Namespace, c.Name, ref.Kind, ref.Name))
 			}
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// ownerTerminating: an owner being deleted keeps its claim until it is gone.
-func ownerTerminating(ctx context.Context, ns string, ref metav1.OwnerReference) bool {
-	var meta metav1.Object
-	var err error
-	switch ref.Kind {
-	case "Pod":
-		var p *corev1.Pod
-		p, err = Client().CoreV1().Pods(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		meta = p
-	case "Job":
-		var j *batchv1.Job
-		j, err = Client().BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		meta = j
-	default:
-		return false
-	}
-	return err == nil && meta.GetUID() == ref.UID && meta.GetDeletionTimestamp() != nil
 }
 
 func refUID(ref *corev1.ObjectReference) types.UID {
