@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,19 +178,34 @@ func (r *releaserCase) waitAssociated(name string) {
 	})
 }
 
-// returnedToPool reports whether pv has been released: Available, without
-// claimRef or association, with the claim it came from recorded.
-func (r *releaserCase) returnedToPool(pv *corev1.PersistentVolume) bool {
-	return pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.ClaimRef == nil && pv.Labels[keys.VolumeManagedBy] == "" &&
-		pv.Annotations[keys.ReleasedAt] != ""
+// associatedAs reports whether pv's association is what a case expects:
+// this case's controller ID when associated, no label at all otherwise.
+func (r *releaserCase) associatedAs(pv *corev1.PersistentVolume, associated bool) bool {
+	id, labelled := pv.Labels[keys.VolumeManagedBy]
+	if associated {
+		return id == r.id
+	}
+	return !labelled
 }
 
-// checkReleased checks what a release leaves on a volume and the event it emits.
-func (r *releaserCase) checkReleased(name string, from *corev1.PersistentVolumeClaim) {
+// returnedToPool returns a condition that holds once pv has been released
+// from claim: Available, without claimRef, with that claim recorded, and
+// still associated or not as the case expects (a release keeps the label
+// while the class or provisioner rule holds).
+func (r *releaserCase) returnedToPool(claim *corev1.PersistentVolumeClaim, associated bool) func(*corev1.PersistentVolume) bool {
+	return func(pv *corev1.PersistentVolume) bool {
+		return pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.ClaimRef == nil && r.associatedAs(pv, associated) &&
+			pv.Annotations[keys.LastClaim] == claim.Namespace+"/"+claim.Name && pv.Annotations[keys.ReleasedAt] != ""
+	}
+}
+
+// checkReleased checks what a release from claim leaves on a volume, whose
+// association is kept or removed as associated says, and the event it emits.
+func (r *releaserCase) checkReleased(name string, from *corev1.PersistentVolumeClaim, associated bool) {
 	r.t.Helper()
 	pv := r.get(name)
-	if _, labelled := pv.Labels[keys.VolumeManagedBy]; labelled || pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
-		r.t.Errorf("volume %s: phase %s, claimRef %v, labels %v; want Available, no claimRef, no association", name, pv.Status.Phase, pv.Spec.ClaimRef, pv.Labels)
+	if !r.associatedAs(pv, associated) || pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
+		r.t.Errorf("volume %s: phase %s, claimRef %v, labels %v; want Available, no claimRef, associated with %s: %v", name, pv.Status.Phase, pv.Spec.ClaimRef, pv.Labels, r.id, associated)
 	}
 	if got, want := pv.Annotations[keys.LastClaim], from.Namespace+"/"+from.Name; got != want {
 		r.t.Errorf("volume %s: %s = %q, want %q", name, keys.LastClaim, got, want)
@@ -272,9 +288,10 @@ func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 
 	r.deleteClaim(claim.Name)
 	deleted := time.Now()
-	r.waitVolume(pv.Name, 10*time.Second, "returned to the pool", r.returnedToPool)
+	// Associated through its claim alone: the next claim decides again.
+	r.waitVolume(pv.Name, 10*time.Second, "returned to the pool without association", r.returnedToPool(claim, false))
 	t.Logf("claim deleted -> volume Available without association: %v", time.Since(deleted).Round(time.Millisecond))
-	r.checkReleased(pv.Name, claim)
+	r.checkReleased(pv.Name, claim, false)
 
 	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
 		t.Errorf("associations_total{rule=managed-claim} = %s, want 1", got)
@@ -284,6 +301,101 @@ func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 	}
 	if got := releaserMetric(t, p, "reclaimable_releaser_oldest_released_seconds"); got != "0" {
 		t.Errorf("oldest_released_seconds = %s, want 0", got)
+	}
+	inv.Check(t, 10*time.Second)
+}
+
+// A volume of a class annotated with the controller ID goes round the cycle
+// twice and is associated once: its release keeps the label, since the class
+// names this installation whatever claim comes next, so the next binding
+// needs no write. A volume associated only through its managed claim loses
+// the label at release: the next claim may be anyone's.
+func TestReleaserKeepsAssociationOfAnnotatedClassAcrossCycles(t *testing.T) {
+	r := newReleaserCase(t)
+	annotated := r.class(r.id)
+	plain := r.class("")
+	inv := r.invariants(annotated, plain)
+	p := r.start()
+	pv := r.volume(annotated, "")
+	byClaim := r.volume(plain, "")
+
+	first := r.bind(pv, "first", "")
+	managed := r.bind(byClaim, "managed", r.id)
+	r.waitAssociated(pv.Name)
+	r.waitAssociated(byClaim.Name)
+	r.waitEvent(pv.Name, "Associated", "its StorageClass")
+	r.waitEvent(byClaim.Name, "Associated", "its claim "+r.ns+"/managed has label")
+	// Every later version of the volume comes through this watch, so that
+	// the label is seen never to go, not only at the points sampled below.
+	since := r.get(pv.Name)
+	w, err := r.client.CoreV1().PersistentVolumes().Watch(r.ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", pv.Name).String(), ResourceVersion: since.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	r.deleteClaim(first.Name)
+	r.deleteClaim(managed.Name)
+	r.waitVolume(pv.Name, 30*time.Second, "returned to the pool, still associated", r.returnedToPool(first, true))
+	r.waitVolume(byClaim.Name, 30*time.Second, "returned to the pool without association", r.returnedToPool(managed, false))
+	r.checkReleased(pv.Name, first, true)
+	r.checkReleased(byClaim.Name, managed, false)
+
+	second := r.bind(pv, "second", "")
+	r.deleteClaim(second.Name)
+	r.waitVolume(pv.Name, 30*time.Second, "returned to the pool again, still associated", r.returnedToPool(second, true))
+	r.checkReleased(pv.Name, second, true)
+
+	last := r.get(pv.Name).ResourceVersion
+	var phases []corev1.PersistentVolumePhase
+	deadline := time.After(30 * time.Second)
+	for done := since.ResourceVersion == last; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("watch of volume %s ended; phases seen: %v", pv.Name, phases)
+			}
+			cur, ok := ev.Object.(*corev1.PersistentVolume)
+			if !ok {
+				t.Fatalf("watch of volume %s: %v", pv.Name, ev.Object)
+			}
+			if !r.associatedAs(cur, true) {
+				t.Errorf("volume %s lost its association at version %s (phase %s, claimRef %v): labels %v",
+					pv.Name, cur.ResourceVersion, cur.Status.Phase, cur.Spec.ClaimRef, cur.Labels)
+			}
+			if len(phases) == 0 || phases[len(phases)-1] != cur.Status.Phase {
+				phases = append(phases, cur.Status.Phase)
+			}
+			done = cur.ResourceVersion == last
+		case <-deadline:
+			t.Fatalf("watch of volume %s did not reach version %s; phases seen: %v", pv.Name, last, phases)
+		}
+	}
+	if want := []corev1.PersistentVolumePhase{corev1.VolumeReleased, corev1.VolumeAvailable, corev1.VolumeBound, corev1.VolumeReleased, corev1.VolumeAvailable}; !slices.Equal(phases, want) {
+		t.Errorf("volume %s went through phases %v after its association, want %v", pv.Name, phases, want)
+	}
+
+	// The Released event of the second cycle is out, so an Associated event
+	// of its binding would be too.
+	associated := 0
+	for _, e := range r.events(r.ctx, pv.Name) {
+		if e.Reason == "Associated" {
+			associated += max(int(e.Count), 1)
+		}
+	}
+	if associated != 1 {
+		t.Errorf("volume %s has %d Associated events, want 1", pv.Name, associated)
+	}
+	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="storage-class"}`); got != "1" {
+		t.Errorf("associations_total{rule=storage-class} = %s, want 1", got)
+	}
+	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
+		t.Errorf("associations_total{rule=managed-claim} = %s, want 1", got)
+	}
+	if got := releaserMetric(t, p, "reclaimable_releaser_releases_total"); got != "3" {
+		t.Errorf("releases_total = %s, want 3", got)
 	}
 	inv.Check(t, 10*time.Second)
 }
@@ -315,11 +427,11 @@ func TestReleaserReleasesOrphansOfAnnotatedClassAfterStart(t *testing.T) {
 	}
 
 	p.Start()
-	for _, name := range []string{seen.Name, unseen.Name} {
-		r.waitVolume(name, 30*time.Second, "returned to the pool", r.returnedToPool)
-	}
-	r.checkReleased(seen.Name, seenClaim)
-	r.checkReleased(unseen.Name, unseenClaim)
+	// The class still names this ID: both stay associated.
+	r.waitVolume(seen.Name, 30*time.Second, "returned to the pool, still associated", r.returnedToPool(seenClaim, true))
+	r.waitVolume(unseen.Name, 30*time.Second, "returned to the pool, still associated", r.returnedToPool(unseenClaim, true))
+	r.checkReleased(seen.Name, seenClaim, true)
+	r.checkReleased(unseen.Name, unseenClaim, true)
 	r.waitEvent(unseen.Name, "Associated", "its StorageClass")
 	inv.Check(t, 10*time.Second)
 }
@@ -383,8 +495,8 @@ func TestReleaserLeavesOthersAndLiveClaimsAlone(t *testing.T) {
 	if err := r.client.CoreV1().Pods(r.ns).Delete(r.ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitVolume(inUse.Name, 30*time.Second, "returned to the pool once its claim is gone", r.returnedToPool)
-	r.checkReleased(inUse.Name, inUseClaim)
+	r.waitVolume(inUse.Name, 30*time.Second, "returned to the pool once its claim is gone", r.returnedToPool(inUseClaim, true))
+	r.checkReleased(inUse.Name, inUseClaim, true)
 	framework.Consistently(t, time.Second, r.unchanged(untouched[:2]...), "the other volumes stay untouched")
 	inv.Check(t, 10*time.Second)
 }
@@ -422,8 +534,8 @@ func TestReleaserReleasesVolumeWhenClaimIsRecreatedWithSameName(t *testing.T) {
 	}
 
 	p.Start()
-	r.waitVolume(pv.Name, 30*time.Second, "returned to the pool", r.returnedToPool)
-	r.checkReleased(pv.Name, old)
+	r.waitVolume(pv.Name, 30*time.Second, "returned to the pool", r.returnedToPool(old, false))
+	r.checkReleased(pv.Name, old, false)
 	if c, err := r.client.CoreV1().PersistentVolumeClaims(r.ns).Get(r.ctx, recreated.Name, metav1.GetOptions{}); err != nil || c.UID != recreated.UID {
 		t.Fatalf("recreated claim: %v, %v; want it untouched", c, err)
 	}
@@ -488,8 +600,8 @@ func TestReleaserTwoReplicasOneActs(t *testing.T) {
 		claim := r.bind(pv, claimName, r.id)
 		r.waitAssociated(pv.Name)
 		r.deleteClaim(claim.Name)
-		r.waitVolume(pv.Name, 30*time.Second, "returned to the pool", r.returnedToPool)
-		r.checkReleased(pv.Name, claim)
+		r.waitVolume(pv.Name, 30*time.Second, "returned to the pool", r.returnedToPool(claim, false))
+		r.checkReleased(pv.Name, claim, false)
 		return pv
 	}
 

@@ -416,14 +416,18 @@ func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume,
 	return res, nil
 }
 
-// release clears pv's claimRef and association in one update guarded by its
+// release clears pv's claimRef, and its association unless a rule that does
+// not depend on the claim still holds, in one update guarded by its
 // resourceVersion, and records the claim it was released from.
 func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = nil
-	delete(updated.Labels, keys.VolumeManagedBy)
+	keptBy, keep := c.policy.keepsAssociation(pv, c.classOf(pv))
+	if !keep {
+		delete(updated.Labels, keys.VolumeManagedBy)
+	}
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
@@ -436,7 +440,11 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	c.writes.wrote(pv.Name, pv.ResourceVersion)
 	c.metrics.releases.Inc()
 	c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists", ref.Namespace, ref.Name, ref.UID)
-	logger.Info("Released volume", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID)
+	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep}
+	if keep {
+		kv = append(kv, "rule", keptBy)
+	}
+	logger.Info("Released volume", kv...)
 	return nil
 }
 

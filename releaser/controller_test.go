@@ -134,6 +134,31 @@ func (f *fixture) catchUp(name string) {
 	f.cache(f.volumes, f.stored(name))
 }
 
+// change applies another writer's change (the PV controller's) to a volume
+// in the API server and, as its informer would, in the cache.
+func (f *fixture) change(name string, mutate func(*corev1.PersistentVolume)) {
+	f.t.Helper()
+	pv := f.stored(name).DeepCopy()
+	mutate(pv)
+	rv, _ := strconv.Atoi(pv.ResourceVersion)
+	pv.ResourceVersion = strconv.Itoa(rv + 1)
+	if err := f.client.Tracker().Update(pvResource, pv, ""); err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.volumes, pv)
+}
+
+// deleteClaim removes a claim from the API server and the cache.
+func (f *fixture) deleteClaim(c *corev1.PersistentVolumeClaim) {
+	f.t.Helper()
+	if err := f.client.Tracker().Delete(claimResource, c.Namespace, c.Name); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.claims.Delete(c); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) stored(name string) *corev1.PersistentVolume {
 	f.t.Helper()
 	obj, err := f.client.Tracker().Get(pvResource, "", name)
@@ -343,8 +368,12 @@ func TestSyncRelease(t *testing.T) {
 		api []*corev1.PersistentVolumeClaim
 		// watchDeleted is a claim reported by a DELETED event of the managed-claims watch.
 		watchDeleted *corev1.PersistentVolumeClaim
+		// classID is the controller-id annotation of the volume's class ("" for none).
+		classID      string
 		wantCalls    []string
 		wantReleased bool
+		// wantKept: the release leaves the association label in place.
+		wantKept bool
 	}{
 		{name: "claim gone", pv: ours(corev1.VolumeReleased),
 			wantCalls: []string{"get persistentvolumeclaims", "update persistentvolumes"}, wantReleased: true},
@@ -360,6 +389,14 @@ func TestSyncRelease(t *testing.T) {
 		{name: "claim still exists (API server)", pv: ours(corev1.VolumeReleased), api: []*corev1.PersistentVolumeClaim{claim("claim-uid", "")},
 			wantCalls: []string{"get persistentvolumeclaims"}},
 		{name: "managed claim still exists (cache)", pv: ours(corev1.VolumeReleased), api: []*corev1.PersistentVolumeClaim{claim("claim-uid", testID)}},
+		{name: "claim gone, class names this ID: association kept", pv: ours(corev1.VolumeReleased), classID: testID,
+			wantCalls: []string{"get persistentvolumeclaims", "update persistentvolumes"}, wantReleased: true, wantKept: true},
+		{name: "claim gone, provisioned here: association kept", pv: ours(corev1.VolumeReleased, provisionedBy(testProvisioner)),
+			wantCalls: []string{"get persistentvolumeclaims", "update persistentvolumes"}, wantReleased: true, wantKept: true},
+		{name: "claim gone, class names another ID", pv: ours(corev1.VolumeReleased), classID: "theirs",
+			wantCalls: []string{"get persistentvolumeclaims", "update persistentvolumes"}, wantReleased: true},
+		{name: "claim gone, provisioned by another provisioner", pv: ours(corev1.VolumeReleased, provisionedBy("vendor/other")),
+			wantCalls: []string{"get persistentvolumeclaims", "update persistentvolumes"}, wantReleased: true},
 		{name: "Bound", pv: ours(corev1.VolumeBound)},
 		{name: "Bound, claim gone from the cache", pv: ours(corev1.VolumeBound), watchDeleted: claimDeleted(claim("claim-uid", testID))},
 		{name: "Available, pre-bound", pv: ours(corev1.VolumeAvailable)},
@@ -368,7 +405,7 @@ func TestSyncRelease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objs := []runtime.Object{tt.pv, class("")}
+			objs := []runtime.Object{tt.pv, class(tt.classID)}
 			for _, c := range tt.api {
 				objs = append(objs, c)
 			}
@@ -391,11 +428,19 @@ func TestSyncRelease(t *testing.T) {
 			if got.Spec.ClaimRef != nil {
 				t.Errorf("claimRef = %+v, want none", got.Spec.ClaimRef)
 			}
-			if want := map[string]string{"team": "build"}; !reflect.DeepEqual(got.Labels, want) {
-				t.Errorf("labels = %v, want %v", got.Labels, want)
+			wantLabels := map[string]string{"team": "build"}
+			if tt.wantKept {
+				wantLabels[keys.VolumeManagedBy] = testID
 			}
-			if want := map[string]string{keys.LastClaim: "ns/data", keys.ReleasedAt: "2025-03-01T12:00:00Z"}; !reflect.DeepEqual(got.Annotations, want) {
-				t.Errorf("annotations = %v, want %v", got.Annotations, want)
+			if !reflect.DeepEqual(got.Labels, wantLabels) {
+				t.Errorf("labels = %v, want %v", got.Labels, wantLabels)
+			}
+			wantAnnotations := map[string]string{keys.LastClaim: "ns/data", keys.ReleasedAt: "2025-03-01T12:00:00Z"}
+			for k, v := range tt.pv.Annotations {
+				wantAnnotations[k] = v
+			}
+			if !reflect.DeepEqual(got.Annotations, wantAnnotations) {
+				t.Errorf("annotations = %v, want %v", got.Annotations, wantAnnotations)
 			}
 			wantEvents(t, f.events(), "Normal Released Returned to the pool with its data: claim ns/data (UID claim-uid) no longer exists")
 			if v := f.metric("reclaimable_releaser_releases_total"); v != 1 {
@@ -414,10 +459,104 @@ func TestSyncAssociatesAndReleasesAnOrphan(t *testing.T) {
 	}
 	wantCalls(t, f.calls(), "update persistentvolumes", "get persistentvolumeclaims", "update persistentvolumes")
 	got := f.stored("pv-1")
-	if got.Spec.ClaimRef != nil || got.Labels[keys.VolumeManagedBy] != "" {
-		t.Errorf("volume not released: claimRef %+v, labels %v", got.Spec.ClaimRef, got.Labels)
+	if got.Spec.ClaimRef != nil {
+		t.Errorf("volume not released: claimRef %+v", got.Spec.ClaimRef)
+	}
+	// The class still names this ID, so the volume stays associated.
+	if got.Labels[keys.VolumeManagedBy] != testID {
+		t.Errorf("labels = %v, want the association kept", got.Labels)
 	}
 	wantEvents(t, f.events(), "Normal Associated", "Normal Released")
+}
+
+// A volume goes round the cycle twice: bound, claim deleted, released,
+// Available, bound to the next claim. One associated by its class or by its
+// provisioner stays associated, so the next binding costs the releaser
+// nothing; one associated only through its managed claim is associated
+// afresh for the next claim.
+func TestSyncKeepsAssociationAcrossCycles(t *testing.T) {
+	tests := []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		// classID is the controller-id annotation of the volume's class ("" for none).
+		classID string
+		// managedBy is the managed-by label of both claims ("" for none).
+		managedBy string
+		rule      rule
+		wantKept  bool
+	}{
+		{name: "provisioned here", pv: volume(corev1.VolumeBound, provisionedBy(testProvisioner)), rule: ruleProvisioner, wantKept: true},
+		{name: "class names this ID", pv: volume(corev1.VolumeBound), classID: testID, rule: ruleStorageClass, wantKept: true},
+		{name: "managed claim only", pv: volume(corev1.VolumeBound), managedBy: testID, rule: ruleManagedClaim},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first := claim("claim-uid", tt.managedBy)
+			f := newFixture(t, testPolicy, tt.pv, class(tt.classID), first)
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			wantCalls(t, f.calls(), "update persistentvolumes")
+			wantEvents(t, f.events(), "Normal Associated")
+			f.catchUp("pv-1")
+
+			// The first claim is deleted; the PV controller marks the volume Released.
+			f.deleteClaim(first)
+			f.change("pv-1", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased })
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
+			wantEvents(t, f.events(), "Normal Released")
+			got := f.stored("pv-1")
+			if got.Spec.ClaimRef != nil {
+				t.Fatalf("volume not released: claimRef %+v", got.Spec.ClaimRef)
+			}
+			if id, labelled := got.Labels[keys.VolumeManagedBy]; labelled != tt.wantKept || (labelled && id != testID) {
+				t.Errorf("after release labels = %v, want association kept: %v", got.Labels, tt.wantKept)
+			}
+			f.catchUp("pv-1")
+
+			// The PV controller makes it Available, then binds the next claim.
+			f.change("pv-1", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeAvailable })
+			second := claim("claim2-uid", tt.managedBy)
+			if err := f.client.Tracker().Add(second); err != nil {
+				t.Fatal(err)
+			}
+			if tt.managedBy == testID {
+				f.cache(f.claims, second)
+			}
+			f.change("pv-1", func(pv *corev1.PersistentVolume) {
+				pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "ns", Name: "data", UID: second.UID}
+				pv.Status.Phase = corev1.VolumeBound
+			})
+			f.c.volumeChanged(f.stored("pv-1"))
+			queued := f.queued()
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			associations := f.metric("reclaimable_releaser_associations_total", "rule", string(tt.rule))
+			if tt.wantKept {
+				if len(queued) != 0 {
+					t.Errorf("binding the next claim queued %q, want nothing", queued)
+				}
+				wantCalls(t, f.calls())
+				wantEvents(t, f.events())
+				if associations != 1 {
+					t.Errorf("associations_total{rule=%s} = %v after two bindings, want 1", tt.rule, associations)
+				}
+				return
+			}
+			if !reflect.DeepEqual(queued, []string{"pv-1"}) {
+				t.Errorf("binding the next claim queued %q, want the volume", queued)
+			}
+			wantCalls(t, f.calls(), "update persistentvolumes")
+			wantEvents(t, f.events(), "Normal Associated Associated with controller ID "+testID+": its claim ns/data")
+			if associations != 2 {
+				t.Errorf("associations_total{rule=%s} = %v after two bindings, want 2", tt.rule, associations)
+			}
+		})
+	}
 }
 
 func TestSyncConflictDecidesAgainFromTheNewerVersion(t *testing.T) {

@@ -74,6 +74,13 @@ func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.St
 	if p.claimRule && claim != nil && claim.Labels[keys.ClaimManagedBy] == p.controllerID && sameClaim(pv.Spec.ClaimRef, claim) {
 		return ruleManagedClaim, true
 	}
+	return p.volumeRule(pv, class)
+}
+
+// volumeRule reports which of the rules that read the volume and its class
+// only, not its claim, holds for pv. class is pv's StorageClass, nil when
+// there is none.
+func (p policy) volumeRule(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rule, bool) {
 	if class != nil && class.Name == volumeClass(pv) && class.Annotations[keys.ClassControllerID] == p.controllerID {
 		return ruleStorageClass, true
 	}
@@ -81,6 +88,21 @@ func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.St
 		return ruleProvisioner, true
 	}
 	return "", false
+}
+
+// keepsAssociation reports whether releasing pv leaves its association label
+// in place, and the rule that makes it stay. The StorageClass and
+// provisioner rules hold whatever claim binds the volume next, so removing
+// the label would only have it written back, with an Associated event, at
+// the next binding. The managed-claim rule holds for one claim only: a
+// volume associated through it alone, or labelled by hand, or whose class
+// has lost the annotation since, loses the label, so that the next claim
+// decides again. class is pv's StorageClass as the cache has it now.
+func (p policy) keepsAssociation(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rule, bool) {
+	if pv.Labels[keys.VolumeManagedBy] != p.controllerID {
+		return "", false // not this installation's label to keep
+	}
+	return p.volumeRule(pv, class)
 }
 
 // reason says why a volume is not released.

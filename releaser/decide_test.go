@@ -128,6 +128,46 @@ func TestAssociationRule(t *testing.T) {
 	}
 }
 
+func TestKeepsAssociation(t *testing.T) {
+	noClaimRule := testPolicy
+	noClaimRule.claimRule = false
+	tests := []struct {
+		name   string
+		policy policy
+		pv     *corev1.PersistentVolume
+		class  *storagev1.StorageClass
+		want   rule // "" when the release removes the label
+	}{
+		{name: "class names this ID", pv: volume(corev1.VolumeReleased, labelled(testID)), class: class(testID), want: ruleStorageClass},
+		{name: "class named by the beta annotation", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) {
+			pv.Spec.StorageClassName = ""
+			pv.Annotations = map[string]string{corev1.BetaStorageClassAnnotation: testClass}
+		}), class: class(testID), want: ruleStorageClass},
+		{name: "provisioned by this installation", pv: volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner)), class: class(""), want: ruleProvisioner},
+		{name: "provisioned here, class not in the cache", pv: volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner)), want: ruleProvisioner},
+		{name: "class rule first when both hold", pv: volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner)), class: class(testID), want: ruleStorageClass},
+		{name: "kept with the managed-claim rule disabled", policy: noClaimRule, pv: volume(corev1.VolumeReleased, labelled(testID)), class: class(testID), want: ruleStorageClass},
+		{name: "associated through its claim only, or the class annotation removed since", pv: volume(corev1.VolumeReleased, labelled(testID)), class: class("")},
+		{name: "class now names another ID", pv: volume(corev1.VolumeReleased, labelled(testID)), class: class("theirs")},
+		{name: "class not in the cache", pv: volume(corev1.VolumeReleased, labelled(testID))},
+		{name: "class passed is not the volume's class", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), class: class(testID)},
+		{name: "provisioned by another provisioner", pv: volume(corev1.VolumeReleased, labelled(testID), provisionedBy("vendor/other")), class: class("")},
+		{name: "label of another ID is not this installation's to keep", pv: volume(corev1.VolumeReleased, labelled("theirs")), class: class(testID)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.policy
+			if p == (policy{}) {
+				p = testPolicy
+			}
+			got, ok := p.keepsAssociation(tt.pv, tt.class)
+			if ok != (tt.want != "") || got != tt.want {
+				t.Errorf("keepsAssociation() = %q, %v; want %q, %v", got, ok, tt.want, tt.want != "")
+			}
+		})
+	}
+}
+
 func TestReleasable(t *testing.T) {
 	tests := []struct {
 		name string
