@@ -248,7 +248,9 @@ func (e *pwTest) metric(p *framework.Process, name string) string {
 
 // A bare Pod gets its claim with the labels, the ownerReference and the
 // template's fields; the claim binds to a Retain volume through the real PV
-// controller, the pod runs, and the claim goes when the pod goes.
+// controller, the pod runs, and the claim goes when the pod goes: deleted
+// by the garbage collector, through the ownerReference, with no delete and
+// no event from the podwatcher.
 func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
@@ -303,17 +305,54 @@ func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 		got, err := e.client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.VolumeReleased, err
 	}, "the volume to be Released")
+	e.expectNoClaimDelete(p, claim.Name)
 	inv.Check(t, pwTimeout)
+}
+
+// expectNoClaimDelete checks that the podwatcher p sent no DELETE of a claim
+// and recorded no ClaimDeleted event on claim: the garbage collector did it.
+// Events are written asynchronously, hence a few seconds of watching.
+func (e *pwTest) expectNoClaimDelete(p *framework.Process, claim string) {
+	e.t.Helper()
+	framework.Consistently(e.t, 3*time.Second, func(ctx context.Context) (bool, error) {
+		events, err := e.events(ctx, claim, "ClaimDeleted")
+		if err != nil {
+			return false, err
+		}
+		if len(events) > 0 {
+			return false, fmt.Errorf("ClaimDeleted event on %s: %q", claim, events[0].Message)
+		}
+		_, body, err := p.Get(ctx, p.MetricsAddr, "/metrics")
+		if err != nil {
+			return false, err
+		}
+		if deletes := grepLines(grepLines(body, `resource="persistentvolumeclaims"`), `verb="delete"`); deletes != "" {
+			return false, fmt.Errorf("the podwatcher sent claim deletes: %s", deletes)
+		}
+		return true, nil
+	}, "the podwatcher leaves the claim to the garbage collector")
+	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "0" {
+		e.t.Errorf("claims_deleted_total = %q, want 0", got)
+	}
+}
+
+// startEventDriven starts the podwatcher with a sweep and a garbage
+// collection grace far longer than the test's waits, so that whatever it
+// does within them was set off by an event.
+func (e *pwTest) startEventDriven() *framework.Process {
+	return e.start("--cleanup-interval=1h", "--garbage-collection-grace=1h")
 }
 
 // When the owner is deleted with propagationPolicy Orphan, the garbage
 // collector keeps the claim and strips its ownerReference; the podwatcher
-// alone must then find the owner gone and delete the claim.
+// alone must then find the owner gone and delete the claim, at once: on the
+// owner's delete event or the claim's update, not at a sweep or after the
+// grace, both an hour away.
 func TestPodwatcherDeletesClaimOfOrphaningDelete(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
 	inv := e.watchInvariants()
-	p := e.start()
+	p := e.startEventDriven()
 
 	pod := e.pod("orphaner", "orphaner-cache", pwAnnotations("cache", "true", e.template()))
 	claim := e.waitClaim("orphaner-cache")
@@ -325,6 +364,44 @@ func TestPodwatcherDeletesClaimOfOrphaningDelete(t *testing.T) {
 	event := e.waitEvent(claim.Name, "ClaimDeleted")
 	if event.Type != corev1.EventTypeNormal || !strings.Contains(event.Message, string(pod.UID)) {
 		t.Errorf("ClaimDeleted event = %s %q, want Normal naming the pod's UID", event.Type, event.Message)
+	}
+	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
+		t.Errorf("claims_deleted_total = %q, want 1", got)
+	}
+	inv.Check(t, pwTimeout)
+}
+
+// A claim that someone gave a second owner outlives its pod's background
+// delete: the garbage collector keeps it for the live owner and only strips
+// the pod's ownerReference, after the pod is gone. That update is what
+// tells the podwatcher, which had left the claim to the collector, to
+// delete it; its sweep and grace are an hour away.
+func TestPodwatcherDeletesClaimWhenCollectorStripsReference(t *testing.T) {
+	t.Parallel()
+	e := newPWTest(t)
+	inv := e.watchInvariants()
+	p := e.startEventDriven()
+
+	pod := e.pod("shared", "shared-cache", pwAnnotations("cache", "true", e.template()))
+	claim := e.waitClaim("shared-cache")
+	other, err := e.client.CoreV1().ConfigMaps(e.ns).Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "other-owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/resourceVersion","value":%q},`+
+		`{"op":"add","path":"/metadata/ownerReferences/-","value":{"apiVersion":"v1","kind":"ConfigMap","name":%q,"uid":%q}}]`,
+		claim.ResourceVersion, other.Name, other.UID)
+	if _, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).Patch(e.ctx, claim.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.client.CoreV1().Pods(e.ns).Delete(e.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitClaimGone(claim.Name, claim.UID)
+	event := e.waitEvent(claim.Name, "ClaimDeleted")
+	if !strings.Contains(event.Message, string(pod.UID)) {
+		t.Errorf("ClaimDeleted event %q does not name the pod's UID", event.Message)
 	}
 	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
 		t.Errorf("claims_deleted_total = %q, want 1", got)
@@ -357,13 +434,14 @@ func TestPodwatcherRecreatesClaimDeletedWhileWanted(t *testing.T) {
 // repeats the annotations), owned by the Job, kept while the finished Job
 // exists and deleted with it. The Job is deleted with the API's default for
 // batch/v1 Jobs (orphaning its pods), so the garbage collector only strips
-// the ownerReference and the podwatcher alone deletes the claim.
+// the ownerReference and the podwatcher alone deletes the claim, promptly
+// (its sweep and grace are an hour).
 func TestPodwatcherJobClaim(t *testing.T) {
 	t.Parallel()
 	e := newPWTest(t)
 	inv := e.watchInvariants()
 	pv := e.retainVolume()
-	e.start()
+	e.startEventDriven()
 
 	annotations := pwAnnotations("cache", "true", e.template())
 	parallelism := int32(2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +15,8 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// syncClaim deletes a managed claim whose owner is gone.
+// syncClaim deletes a managed claim whose owner is gone, unless the
+// garbage collector is about to.
 func (c *Controller) syncClaim(ctx context.Context, k key) error {
 	logger := klog.FromContext(ctx)
 	claim, err := c.claims.PersistentVolumeClaims(k.Namespace).Get(k.Name)
@@ -32,9 +34,29 @@ func (c *Controller) syncClaim(ctx context.Context, k key) error {
 		logger.V(2).Info("Cannot tell the owner of a managed claim from its claimed-by label, owner reference and owner annotation; leaving it alone")
 		return nil
 	}
-	gone, err := c.ownerGone(ctx, claim.Namespace, ref)
+	goneSince, gone, err := c.ownerGone(ctx, claim.Namespace, ref)
 	if err != nil || !gone {
 		return err
+	}
+
+	if referencesOwner(claim) {
+		// The garbage collector deletes a claim whose ownerReference names
+		// a gone owner. Deleting it too would cost a request and an event
+		// and fail with a conflict whenever the collector is first; only a
+		// collector that has not acted within the grace is stood in for.
+		if wait := goneSince.Add(c.cfg.GarbageCollectionGrace).Sub(c.now()); wait > 0 {
+			c.mu.Lock()
+			if _, counted := c.leftToGC[claim.UID]; !counted {
+				c.leftToGC[claim.UID] = struct{}{}
+				c.metrics.leftToGC.Inc()
+			}
+			c.mu.Unlock()
+			logger.V(4).Info("Owner gone; leaving the claim to the garbage collector", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "recheckIn", wait)
+			c.queue.AddAfter(k, wait)
+			return nil
+		}
+		logger.Info("The garbage collector has not deleted the claim of a gone owner within the grace; deleting it",
+			"ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "grace", c.cfg.GarbageCollectionGrace)
 	}
 
 	err = c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{
@@ -55,6 +77,22 @@ func (c *Controller) syncClaim(ctx context.Context, k key) error {
 		c.metrics.apiErrors.WithLabelValues("delete").Inc()
 		return fmt.Errorf("deleting claim %s: %w", k, err)
 	}
+}
+
+// referencesOwner tells whether a claim still has an ownerReference to the
+// owner its claimed-by label names, so that the garbage collector deletes
+// it once that owner is gone.
+func referencesOwner(claim *corev1.PersistentVolumeClaim) bool {
+	uid := types.UID(claim.Labels[keys.ClaimedBy])
+	if uid == "" {
+		return false
+	}
+	for _, ref := range claim.OwnerReferences {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // claimOwner returns the owner a managed claim was created for: the Pod or
@@ -86,10 +124,11 @@ func claimOwner(claim *corev1.PersistentVolumeClaim) (owner, bool) {
 	return o, true
 }
 
-// ownerGone tells whether the owner ref names no longer exists. The cache
-// is trusted only to say it exists; absence is confirmed by the API server,
-// either through the delete event we saw or through a GET.
-func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner) (bool, error) {
+// ownerGone tells whether the owner ref names no longer exists and, if so,
+// since when the podwatcher knows it. The cache is trusted only to say it
+// exists; absence is confirmed by the API server, either through the delete
+// event we saw or through a GET.
+func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner) (time.Time, bool, error) {
 	var (
 		cached metav1.Object
 		err    error
@@ -100,13 +139,13 @@ func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner)
 		cached, err = c.jobs.Jobs(namespace).Get(ref.Name)
 	}
 	if err == nil && cached.GetUID() == ref.UID {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	c.mu.Lock()
-	_, seenDeleted := c.gone[ref.UID]
+	since, seenGone := c.gone[ref.UID]
 	c.mu.Unlock()
-	if seenDeleted {
-		return true, nil
+	if seenGone {
+		return since, true, nil
 	}
 
 	var live metav1.Object
@@ -117,11 +156,15 @@ func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, nil
 	case err != nil:
 		c.metrics.apiErrors.WithLabelValues("get").Inc()
-		return false, fmt.Errorf("reading owner %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+		return time.Time{}, false, fmt.Errorf("reading owner %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+	case live.GetUID() == ref.UID:
+		return time.Time{}, false, nil
 	}
-	// Same name, other UID: the owner was deleted and another made in its place.
-	return live.GetUID() != ref.UID, nil
+	// Absent, or another object of the same name made in its place: a UID
+	// never comes back, so this is remembered like a delete event.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.markGoneLocked(ref.UID), true, nil
 }

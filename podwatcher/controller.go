@@ -5,10 +5,19 @@
 // "dynamic-pvc-provisioner.kubernetes.io/V.enabled" and ".../V.pvc" (see
 // README.md). The claim gets the name the volume's persistentVolumeClaim
 // names, the labels managed-by (the controller ID) and claimed-by (the
-// owner's UID) and an ownerReference to the owner. A claim labelled with
-// this controller's ID whose owner no longer exists is deleted, on the
-// owner's delete event and on a periodic sweep; a claim without the label is
-// never touched.
+// owner's UID) and an ownerReference to the owner. A claim without the
+// managed-by label of this controller's ID is never touched.
+//
+// A claim whose owner no longer exists is deleted. The ownerReference lets
+// Kubernetes' garbage collector do that in the common case, so the
+// podwatcher, which examines the claim on the owner's delete event, on the
+// claim's updates and on a periodic sweep, deletes it only where the
+// collector will not or does not: at once when the claim no longer
+// references the owner (the owner was deleted with propagationPolicy
+// Orphan, or the reference was removed), and otherwise once the collector
+// has left it for a grace period after the owner was found gone. Deleting
+// what the collector is deleting would cost a request and an event for
+// nothing and fail with a conflict when the collector gets there first.
 package podwatcher
 
 import (
@@ -46,6 +55,10 @@ type Config struct {
 	CleanupInterval time.Duration
 	// Workers is the number of keys synced in parallel.
 	Workers int
+	// GarbageCollectionGrace is how long after its owner was found gone a
+	// claim that still references the owner is left to the garbage
+	// collector before the podwatcher deletes it itself.
+	GarbageCollectionGrace time.Duration
 }
 
 // AddFlags registers the flags of the podwatcher on fs.
@@ -53,6 +66,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "Watch Pods and Jobs (and manage claims) in this namespace only; empty watches all namespaces.")
 	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", time.Minute, "How often every managed claim is checked for an owner that is gone, and every annotated Pod and Job for a missing claim.")
 	fs.IntVar(&c.Workers, "podwatcher-workers", 4, "Pods, Jobs and claims the podwatcher processes in parallel.")
+	fs.DurationVar(&c.GarbageCollectionGrace, "garbage-collection-grace", 30*time.Second, "How long the claim of a Pod or Job found gone is left to the Kubernetes garbage collector, which its ownerReference lets delete it, before the podwatcher deletes it itself.")
 }
 
 func (c *Config) validate() error {
@@ -62,6 +76,9 @@ func (c *Config) validate() error {
 	}
 	if c.Workers <= 0 {
 		errs = append(errs, errors.New("--podwatcher-workers must be positive"))
+	}
+	if c.GarbageCollectionGrace <= 0 {
+		errs = append(errs, errors.New("--garbage-collection-grace must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -82,8 +99,9 @@ const (
 	// expectationTTL bounds how long a create we made is trusted before the
 	// informer shows the claim; past it the owner is examined afresh.
 	expectationTTL = time.Minute
-	// goneTTL is how long the UID of an owner whose delete event we saw is
-	// remembered. Its claims are normally deleted within seconds.
+	// goneTTL is how long the UID of an owner found gone is remembered past
+	// the garbage collection grace, which is measured from that moment. Its
+	// claims are normally deleted within seconds of it or of the grace.
 	goneTTL = 5 * time.Minute
 	// jobWait is how soon a pod of a Job not yet in the cache is looked at
 	// again: until the Job is known, the pod's annotations might be the
@@ -120,10 +138,14 @@ type Controller struct {
 	// creating holds "<namespace>/<name>" of claims we created that the
 	// informer has not shown yet, so that no create is sent twice.
 	creating map[string]time.Time
-	// gone holds owner UIDs whose delete event the watch delivered: the API
-	// server's own word that they no longer exist.
+	// gone holds the UIDs of owners the API server said no longer exist
+	// (by the watch's delete event or by a GET), with the time it first
+	// said so.
 	gone      map[types.UID]time.Time
 	lastPrune time.Time
+	// leftToGC holds the UIDs of claims left to the garbage collector, so
+	// that each is counted once however often it is examined.
+	leftToGC map[types.UID]struct{}
 	// owners remembers, per live owner, what was already reported and what
 	// must not be retried.
 	owners map[types.UID]*ownerMemory
@@ -183,6 +205,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		now:          time.Now,
 		creating:     map[string]time.Time{},
 		gone:         map[types.UID]time.Time{},
+		leftToGC:     map[types.UID]struct{}{},
 		owners:       map[types.UID]*ownerMemory{},
 	}
 	c.queue = controller.NewQueue("podwatcher", c.sync)
@@ -195,7 +218,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	}
 	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.claimAdded,
-		UpdateFunc: func(_, obj any) { c.claimSeen(obj) },
+		UpdateFunc: c.claimUpdated,
 		DeleteFunc: c.claimDeleted,
 	}); err != nil {
 		return nil, err
@@ -257,7 +280,7 @@ func (c *Controller) ownerDeleted(obj any) {
 	if !isTombstone {
 		// A watch DELETE is definite; a tombstone only says the cache
 		// missed the object, and is confirmed with a GET like the sweep.
-		c.gone[uid] = c.now()
+		c.markGoneLocked(uid)
 	}
 	c.pruneLocked()
 	c.mu.Unlock()
@@ -282,6 +305,18 @@ func (c *Controller) claimAdded(obj any) {
 	}
 }
 
+// claimUpdated also examines a claim whose reference to its owner was just
+// removed: the garbage collector does so when the owner is deleted with
+// propagationPolicy Orphan, and then leaves the claim to the podwatcher.
+func (c *Controller) claimUpdated(old, cur any) {
+	c.claimSeen(cur)
+	before, ok := old.(*corev1.PersistentVolumeClaim)
+	claim, ok2 := cur.(*corev1.PersistentVolumeClaim)
+	if ok && ok2 && referencesOwner(before) && !referencesOwner(claim) {
+		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+	}
+}
+
 func (c *Controller) claimSeen(obj any) {
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.mu.Lock()
@@ -301,6 +336,7 @@ func (c *Controller) claimDeleted(obj any) {
 	name := claim.Namespace + "/" + claim.Name
 	c.mu.Lock()
 	delete(c.creating, name)
+	delete(c.leftToGC, claim.UID)
 	c.mu.Unlock()
 	// An owner that still wants a claim of this name gets it again.
 	c.enqueueOwnersWanting(name)
@@ -353,6 +389,18 @@ func (c *Controller) sweep(ctx context.Context) {
 	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
 }
 
+// markGoneLocked remembers that the owner uid is gone and returns since
+// when: the first time it was found gone, from which the garbage collection
+// grace counts.
+func (c *Controller) markGoneLocked(uid types.UID) time.Time {
+	t, ok := c.gone[uid]
+	if !ok {
+		t = c.now()
+		c.gone[uid] = t
+	}
+	return t
+}
+
 // pruneLocked forgets gone owners and expectations past their time.
 func (c *Controller) pruneLocked() {
 	now := c.now()
@@ -361,7 +409,9 @@ func (c *Controller) pruneLocked() {
 	}
 	c.lastPrune = now
 	for uid, t := range c.gone {
-		if now.Sub(t) > goneTTL {
+		// Kept past the grace: forgotten earlier, a claim examined at the
+		// end of its grace would find its owner gone anew and wait again.
+		if now.Sub(t) > c.cfg.GarbageCollectionGrace+goneTTL {
 			delete(c.gone, uid)
 		}
 	}

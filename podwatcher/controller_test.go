@@ -2,6 +2,7 @@ package podwatcher
 
 import (
 	"context"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -25,7 +27,10 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-const testID = "test-id"
+const (
+	testID    = "test-id"
+	testGrace = 30 * time.Second
+)
 
 type fixture struct {
 	t        *testing.T
@@ -49,7 +54,7 @@ func newFixture(t *testing.T, cached []runtime.Object, live ...runtime.Object) *
 		all:      informers.NewSharedInformerFactory(client, 0),
 		ours:     informers.NewSharedInformerFactory(client, 0),
 	}
-	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1}, f.all, f.ours, f.recorder, prometheus.NewRegistry())
+	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours, f.recorder, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,6 +365,16 @@ func TestJobPodsShareTheJobsClaim(t *testing.T) {
 	}
 }
 
+// orphaned returns a claim whose ownerReference was removed, as the garbage
+// collector does when the owner is deleted with propagationPolicy Orphan.
+func orphaned(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	c.OwnerReferences = nil
+	return c
+}
+
+// TestCleanup examines a claim once, right after its owner was found gone or
+// not: a claim that still references its gone owner is left to the garbage
+// collector; one that no longer does is deleted at once.
 func TestCleanup(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", nil)
 	samePodLive := annotatedPod("p", "uid-p", nil)
@@ -371,26 +386,29 @@ func TestCleanup(t *testing.T) {
 		seenDeleted bool
 		claim       *corev1.PersistentVolumeClaim
 		want        []string
+		leftToGC    bool
 	}{
 		{name: "owner in cache", cached: []runtime.Object{pod}, claim: managedClaim("c", kindPod, "p", "uid-p")},
-		{name: "owner delete event seen: no GET", seenDeleted: true, claim: managedClaim("c", kindPod, "p", "uid-p"),
-			want: []string{"delete persistentvolumeclaims"}},
-		{name: "owner absent from cache and API", claim: managedClaim("c", kindPod, "p", "uid-p"),
-			want: []string{"get pods", "delete persistentvolumeclaims"}},
+		{name: "owner delete event seen: no GET, left to the garbage collector", seenDeleted: true, claim: managedClaim("c", kindPod, "p", "uid-p"),
+			leftToGC: true},
+		{name: "owner absent from cache and API: left to the garbage collector", claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"get pods"}, leftToGC: true},
 		{name: "owner absent from cache but live: cache is behind", live: []runtime.Object{samePodLive}, claim: managedClaim("c", kindPod, "p", "uid-p"),
 			want: []string{"get pods"}},
-		{name: "owner replaced by one of the same name", cached: []runtime.Object{replacement}, claim: managedClaim("c", kindPod, "p", "uid-p"),
-			want: []string{"get pods", "delete persistentvolumeclaims"}},
-		{name: "job owner gone", claim: managedClaim("c", kindJob, "j", "uid-j"),
+		{name: "owner replaced by one of the same name: left to the garbage collector", cached: []runtime.Object{replacement}, claim: managedClaim("c", kindPod, "p", "uid-p"),
+			want: []string{"get pods"}, leftToGC: true},
+		{name: "job owner gone: left to the garbage collector", claim: managedClaim("c", kindJob, "j", "uid-j"),
+			want: []string{"get jobs"}, leftToGC: true},
+		{name: "owner delete event seen, owner reference removed", seenDeleted: true, claim: orphaned(managedClaim("c", kindPod, "p", "uid-p")),
+			want: []string{"delete persistentvolumeclaims"}},
+		{name: "owner reference removed, annotation names the gone owner", claim: orphaned(managedClaim("c", kindJob, "j", "uid-j")),
 			want: []string{"get jobs", "delete persistentvolumeclaims"}},
-		{name: "orphaned: owner reference removed, annotation names the owner", claim: func() *corev1.PersistentVolumeClaim {
-			c := managedClaim("c", kindJob, "j", "uid-j")
-			c.OwnerReferences = nil
-			return c
-		}(), want: []string{"get jobs", "delete persistentvolumeclaims"}},
+		{name: "owner replaced, owner reference removed", cached: []runtime.Object{replacement}, claim: orphaned(managedClaim("c", kindPod, "p", "uid-p")),
+			want: []string{"get pods", "delete persistentvolumeclaims"}},
+		{name: "owner reference removed, owner live", live: []runtime.Object{samePodLive}, claim: orphaned(managedClaim("c", kindPod, "p", "uid-p")),
+			want: []string{"get pods"}},
 		{name: "owner reference and annotation removed", claim: func() *corev1.PersistentVolumeClaim {
-			c := managedClaim("c", kindPod, "p", "uid-p")
-			c.OwnerReferences = nil
+			c := orphaned(managedClaim("c", kindPod, "p", "uid-p"))
 			c.Annotations = nil
 			return c
 		}()},
@@ -400,8 +418,7 @@ func TestCleanup(t *testing.T) {
 			return c
 		}()},
 		{name: "annotation names another kind", claim: func() *corev1.PersistentVolumeClaim {
-			c := managedClaim("c", kindPod, "p", "uid-p")
-			c.OwnerReferences = nil
+			c := orphaned(managedClaim("c", kindPod, "p", "uid-p"))
 			c.Annotations[ownerAnnotation] = "ConfigMap/p"
 			return c
 		}()},
@@ -410,14 +427,14 @@ func TestCleanup(t *testing.T) {
 			c.OwnerReferences[0].Kind = "ConfigMap"
 			return c
 		}()},
-		{name: "already being deleted", claim: func() *corev1.PersistentVolumeClaim {
-			c := managedClaim("c", kindPod, "p", "uid-p")
+		{name: "already being deleted, owner reference removed, owner delete event seen", seenDeleted: true, claim: func() *corev1.PersistentVolumeClaim {
+			c := orphaned(managedClaim("c", kindPod, "p", "uid-p"))
 			now := metav1.Now()
 			c.DeletionTimestamp = &now
 			return c
 		}()},
-		{name: "another installation's claim", claim: func() *corev1.PersistentVolumeClaim {
-			c := managedClaim("c", kindPod, "p", "uid-p")
+		{name: "another installation's claim", seenDeleted: true, claim: func() *corev1.PersistentVolumeClaim {
+			c := orphaned(managedClaim("c", kindPod, "p", "uid-p"))
 			c.Labels[keys.ClaimManagedBy] = "other-id"
 			return c
 		}()},
@@ -449,14 +466,190 @@ func TestCleanup(t *testing.T) {
 			} else {
 				f.expectEvents()
 			}
+			if got, want := counterValue(t, f.c.metrics.deleted), b2f(deleted); got != want {
+				t.Errorf("claims_deleted_total = %v, want %v", got, want)
+			}
+			if got, want := counterValue(t, f.c.metrics.leftToGC), b2f(tt.leftToGC); got != want {
+				t.Errorf("claims_left_to_garbage_collector_total = %v, want %v", got, want)
+			}
 		})
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A claim that still references its gone owner is deleted by the
+// podwatcher only if the garbage collector has not deleted it within the
+// grace, counted from when the owner was found gone, by its delete event or
+// by a GET.
+func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		seenDeleted bool
+		firstSync   []string
+	}{
+		{name: "owner delete event", seenDeleted: true},
+		{name: "owner found gone by a GET", firstSync: []string{"get pods"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			claim := managedClaim("c", kindPod, "p", "uid-p")
+			f := newFixture(t, nil, claim)
+			t0 := time.Now()
+			now := t0
+			f.c.now = func() time.Time { return now }
+			if tt.seenDeleted {
+				// Before the claim is cached, so that the event queues
+				// nothing and the queue shows only what the sync queued.
+				f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+			}
+			f.cache(claim)
+			k := key{kindClaim, "ns", "c"}
+
+			if err := f.sync(k); err != nil {
+				t.Fatal(err)
+			}
+			f.expectActions(tt.firstSync...)
+			if f.c.queue.Len() != 0 {
+				t.Error("a claim left to the garbage collector was queued for an immediate sync")
+			}
+
+			// Examined again (a sweep, say) within the grace, still
+			// measured from the first finding: no GET, no delete.
+			now = t0.Add(testGrace - 20*time.Millisecond)
+			if err := f.sync(k); err != nil {
+				t.Fatal(err)
+			}
+			f.expectActions()
+			f.expectEvents()
+			// The remaining 20ms are waited for by the queue, not by a sleep.
+			if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+				func(context.Context) (bool, error) { return f.c.queue.Len() == 1, nil }); err != nil {
+				t.Fatal("the claim was not queued again at the end of the grace")
+			}
+
+			now = t0.Add(testGrace)
+			if err := f.sync(k); err != nil {
+				t.Fatal(err)
+			}
+			f.expectActions("delete persistentvolumeclaims")
+			f.expectEvents("Normal ClaimDeleted")
+			if got := counterValue(t, f.c.metrics.deleted); got != 1 {
+				t.Errorf("claims_deleted_total = %v, want 1", got)
+			}
+			if got := counterValue(t, f.c.metrics.leftToGC); got != 1 {
+				t.Errorf("claims_left_to_garbage_collector_total = %v, want 1 (counted once)", got)
+			}
+		})
+	}
+}
+
+// A claim the garbage collector started deleting during the grace is not
+// deleted again at its end.
+func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
+	claim := managedClaim("c", kindPod, "p", "uid-p")
+	f := newFixture(t, []runtime.Object{claim})
+	t0 := time.Now()
+	now := t0
+	f.c.now = func() time.Time { return now }
+	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	k := key{kindClaim, "ns", "c"}
+	if err := f.sync(k); err != nil {
+		t.Fatal(err)
+	}
+
+	terminating := claim.DeepCopy()
+	terminating.ResourceVersion = "8"
+	terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
+	f.cache(terminating)
+	f.c.claimUpdated(claim, terminating)
+	now = t0.Add(2 * testGrace)
+	if err := f.sync(k); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions()
+	f.expectEvents()
+}
+
+// When the garbage collector removes the ownerReference instead of deleting
+// the claim (the owner was deleted with propagationPolicy Orphan), the
+// update itself queues the claim, which is then deleted without waiting for
+// the grace or a sweep.
+func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
+	claim := managedClaim("c", kindPod, "p", "uid-p")
+	f := newFixture(t, nil, claim)
+	// Before the claim is cached, so that the event queues nothing and the
+	// queue shows only what the updates queued.
+	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	f.cache(claim)
+	k := key{kindClaim, "ns", "c"}
+	if err := f.sync(k); err != nil {
+		t.Fatal(err)
+	}
+	f.expectActions()
+
+	relabelled := claim.DeepCopy()
+	relabelled.ResourceVersion = "8"
+	relabelled.Labels["team"] = "build"
+	f.c.claimUpdated(claim, relabelled)
+	if got := f.c.queue.Len(); got != 0 {
+		t.Errorf("queue length after an update that kept the ownerReference = %d, want 0", got)
+	}
+
+	stripped := relabelled.DeepCopy()
+	stripped.ResourceVersion = "9"
+	stripped.OwnerReferences = nil
+	f.cache(stripped)
+	f.c.claimUpdated(relabelled, stripped)
+	if got := f.c.queue.Len(); got != 1 {
+		t.Fatalf("queue length after the ownerReference was removed = %d, want 1", got)
+	}
+	if err := f.sync(k); err != nil {
+		t.Fatal(err)
+	}
+	actions := f.client.Actions()
+	f.expectActions("delete persistentvolumeclaims")
+	if pre := actions[0].(k8stesting.DeleteAction).GetDeleteOptions().Preconditions; pre == nil || pre.ResourceVersion == nil || *pre.ResourceVersion != "9" {
+		t.Errorf("delete preconditions = %+v, want the stripped claim's resourceVersion 9", pre)
+	}
+	f.expectEvents("Normal ClaimDeleted")
+
+	// Later updates of a claim without the reference queue nothing more.
+	later := stripped.DeepCopy()
+	later.ResourceVersion = "10"
+	f.c.claimUpdated(stripped, later)
+	if got := f.c.queue.Len(); got != 1 {
+		t.Errorf("queue length after an update of a claim without ownerReference = %d, want still 1", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	var defaults Config
+	defaults.AddFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+	if err := defaults.validate(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+	for _, mutate := range []func(*Config){
+		func(c *Config) { c.CleanupInterval = 0 },
+		func(c *Config) { c.Workers = 0 },
+		func(c *Config) { c.GarbageCollectionGrace = 0 },
+		func(c *Config) { c.GarbageCollectionGrace = -time.Second },
+	} {
+		c := defaults
+		mutate(&c)
+		if err := c.validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
 	}
 }
 
 func TestDeleteConflictIsRetried(t *testing.T) {
 	f := newFixture(t, nil)
-	claim := managedClaim("c", kindPod, "p", "uid-p")
-	f.cache(claim)
+	f.cache(orphaned(managedClaim("c", kindPod, "p", "uid-p")))
 	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	f.client.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, "c", nil)

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	created    prometheus.Counter
 	deleted    prometheus.Counter
+	leftToGC   prometheus.Counter
 	rejections *prometheus.CounterVec
 	apiErrors  *prometheus.CounterVec
 }
@@ -19,12 +20,14 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 		created: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_created_total",
 			Help: "Claims created for annotated Pods and Jobs."}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_deleted_total",
-			Help: "Claims deleted because the Pod or Job they were created for no longer exists."}),
+			Help: "Claims the podwatcher deleted because the Pod or Job they were created for no longer exists."}),
+		leftToGC: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_left_to_garbage_collector_total",
+			Help: "Claims of a Pod or Job found gone that still referenced it and were left to the garbage collector to delete (each claim counted once)."}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "rejections_total",
 			Help: "Claim requests refused, by the reason of the Warning event on the Pod or Job (each problem counted once)."}, []string{"reason"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "api_errors_total",
 			Help: "Requests to the API server that failed unexpectedly, by operation."}, []string{"operation"}),
 	}
-	registry.MustRegister(m.created, m.deleted, m.rejections, m.apiErrors)
+	registry.MustRegister(m.created, m.deleted, m.leftToGC, m.rejections, m.apiErrors)
 	return m
 }

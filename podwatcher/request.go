@@ -357,7 +357,8 @@ func buildClaim(req claimRequest, o owner, controllerID string) *corev1.Persiste
 			Labels:      labels,
 			Annotations: annotations,
 			// No blockOwnerDeletion: it needs update rights on the owner's
-			// finalizers, and cleanup does not rely on the garbage collector.
+			// finalizers, and the owner need not wait for its claim, which
+			// goes after it (by the garbage collector or the podwatcher).
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: o.APIVersion,
 				Kind:       o.Kind,

@@ -164,7 +164,7 @@ func run(ctx context.Context, keep bool) error {
 	}); err != nil {
 		return fmt.Errorf("waiting for claim %s to be deleted: %w", claimName, err)
 	}
-	tl.step("claim %s deleted by the podwatcher", claimName)
+	tl.step("claim %s deleted by the garbage collector (the pod owned it)", claimName)
 	if err := waitVolume(ctx, client, volume, corev1.VolumeReleased); err != nil {
 		return err
 	}
