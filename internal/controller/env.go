@@ -66,6 +66,8 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &requestCounter{next: rt, count: requests} })
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	useProtobuf(cfg)
+	streamInitialLists()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building client: %w", err)
