@@ -47,3 +47,18 @@ func claimVolumes(volumes []corev1.Volume) []corev1.Volume {
 	}
 	return out
 }
+
+// trimToMetadata keeps of an object its metadata only, less what trim drops
+// from every object.
+func trimToMetadata(obj any) (any, error) {
+	if _, err := trim(obj); err != nil {
+		return nil, err
+	}
+	switch o := obj.(type) {
+	case *corev1.PersistentVolumeClaim:
+		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		o.Spec = corev1.PersistentVolumeClaimSpec{}
+		o.Status = corev1.PersistentVolumeClaimStatus{}
+	}
+	return obj, nil
+}

@@ -68,3 +68,33 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 		t.Errorf("a volume is only stripped of managedFields: %+v", gotPV)
 	}
 }
+
+func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
+	now := metav1.Now()
+	meta := metav1.ObjectMeta{
+		Name: "c", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
+		Labels:          map[string]string{"l": "v"},
+		Annotations:     map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "{...}"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Pod", Name: "p", UID: "pu"}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: *meta.DeepCopy(),
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	out, err := trimToMetadata(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.PersistentVolumeClaim)
+	want := meta.DeepCopy()
+	want.ManagedFields = nil
+	delete(want.Annotations, corev1.LastAppliedConfigAnnotation)
+	if !reflect.DeepEqual(got.ObjectMeta, *want) {
+		t.Errorf("metadata = %+v, want %+v", got.ObjectMeta, *want)
+	}
+	if !reflect.DeepEqual(got.Spec, corev1.PersistentVolumeClaimSpec{}) || !reflect.DeepEqual(got.Status, corev1.PersistentVolumeClaimStatus{}) {
+		t.Errorf("spec and status kept: %+v, %+v", got.Spec, got.Status)
+	}
+}
