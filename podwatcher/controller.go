@@ -34,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	batchlisters "k8s.io/client-go/listers/batch/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -170,15 +171,14 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		env.InformerFactory(cfg.Namespace, ""),
 		// Only our claims are cached: a cluster's other claims are none of
 		// our business, and a claim without our label is never touched.
-		env.InformerFactory(cfg.Namespace, keys.ClaimManagedBy+"="+env.ControllerID),
+		env.ManagedClaims(cfg.Namespace),
 		env.Recorder("reclaimable-podwatcher"), env.Registry)
 }
 
 func newController(client kubernetes.Interface, controllerID string, cfg Config,
-	all, ours informers.SharedInformerFactory, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
+	all informers.SharedInformerFactory, claimInformer coreinformers.PersistentVolumeClaimInformer, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
 	podInformer := all.Core().V1().Pods()
 	jobInformer := all.Batch().V1().Jobs()
-	claimInformer := ours.Core().V1().PersistentVolumeClaims()
 
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)

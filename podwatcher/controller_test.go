@@ -54,7 +54,7 @@ func newFixture(t *testing.T, cached []runtime.Object, live ...runtime.Object) *
 		all:      informers.NewSharedInformerFactory(client, 0),
 		ours:     informers.NewSharedInformerFactory(client, 0),
 	}
-	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours, f.recorder, prometheus.NewRegistry())
+	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours.Core().V1().PersistentVolumeClaims(), f.recorder, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

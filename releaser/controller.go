@@ -106,12 +106,11 @@ type Controller struct {
 // New builds the releaser on env's informers.
 func New(env *controller.Env, cfg Config) (*Controller, error) {
 	all := env.InformerFactory("", "")
-	// The podwatcher lists its claims with the same selector, so one cache
-	// serves both when they run in one process.
-	managed := env.InformerFactory("", keys.ClaimManagedBy+"="+env.ControllerID)
 	p := policy{controllerID: env.ControllerID, provisionerName: env.ProvisionerName, claimRule: !cfg.DisableAutomaticAssociation}
 	return newController(env.Client, p, cfg,
-		all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses(), managed.Core().V1().PersistentVolumeClaims(),
+		all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses(),
+		// The podwatcher reads the same cache when both run in one process.
+		env.ManagedClaims(""),
 		env.Recorder("reclaimable-releaser"), env.Registry)
 }
 

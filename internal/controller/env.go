@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // Runnable is one controller. Run is called once its replica leads, and
@@ -50,7 +53,11 @@ type Env struct {
 	health    *health
 }
 
-type factoryKey struct{ namespace, labelSelector string }
+type factoryKey struct {
+	namespace, labelSelector string
+	// metadataOnly caches objects without spec and status.
+	metadataOnly bool
+}
 
 // NewEnv validates opts and builds the clients.
 func NewEnv(opts Options, userAgent string) (*Env, error) {
@@ -66,6 +73,8 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &requestCounter{next: rt, count: requests} })
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	useProtobuf(cfg)
+	streamInitialLists()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building client: %w", err)
@@ -97,16 +106,36 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 // ("" for all) and label selector ("" for all objects), so that controllers
 // running in one process share their watches and caches. Call it before Run.
 func (e *Env) InformerFactory(namespace, labelSelector string) informers.SharedInformerFactory {
+	return e.factory(factoryKey{namespace: namespace, labelSelector: labelSelector})
+}
+
+// ManagedClaims returns the shared informer on the claims in namespace (""
+// for all) labelled as made by this installation's podwatcher. It caches
+// their metadata only: its readers, the podwatcher and the releaser, need
+// nothing else, and the requests and status of thousands of claims would
+// double its size. Call it before Run.
+func (e *Env) ManagedClaims(namespace string) coreinformers.PersistentVolumeClaimInformer {
+	return e.factory(factoryKey{
+		namespace:     namespace,
+		labelSelector: keys.ClaimManagedBy + "=" + e.ControllerID,
+		metadataOnly:  true,
+	}).Core().V1().PersistentVolumeClaims()
+}
+
+func (e *Env) factory(key factoryKey) informers.SharedInformerFactory {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	key := factoryKey{namespace, labelSelector}
 	if f, ok := e.factories[key]; ok {
 		return f
 	}
+	transform := trim
+	if key.metadataOnly {
+		transform = trimToMetadata
+	}
 	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelSelector }),
-		informers.WithTransform(trim),
+		informers.WithNamespace(key.namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = key.labelSelector }),
+		informers.WithTransform(transform),
 	)
 	e.factories[key] = f
 	return f

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,7 +34,10 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if len(got.Spec.Containers) != 0 || len(got.Status.Conditions) != 0 || got.ManagedFields != nil || got.Annotations[corev1.LastAppliedConfigAnnotation] != "" {
 		t.Errorf("pod not trimmed: %+v", got)
 	}
-	if len(got.Spec.Volumes) != 2 || got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" ||
+	if want := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}, {Name: "scratch"}}; !reflect.DeepEqual(got.Spec.Volumes, want) {
+		t.Errorf("pod volumes = %+v, want the names, and the source of claim volumes only: %+v", got.Spec.Volumes, want)
+	}
+	if got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" ||
 		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {
 		t.Errorf("pod lost what the podwatcher reads: %+v", got)
 	}
@@ -54,7 +58,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if len(gotJob.Spec.Template.Spec.Containers) != 0 || gotJob.Status.Succeeded != 0 || gotJob.ManagedFields != nil {
 		t.Errorf("job not trimmed: %+v", gotJob)
 	}
-	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || len(gotJob.Status.Conditions) != 1 || gotJob.Annotations["a"] != "b" {
+	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || gotJob.Spec.Template.Spec.Volumes[1].EmptyDir != nil || len(gotJob.Status.Conditions) != 1 || gotJob.Annotations["a"] != "b" {
 		t.Errorf("job lost what the podwatcher reads: %+v", gotJob)
 	}
 
@@ -62,5 +66,35 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	out, _ = trim(pv)
 	if gotPV := out.(*corev1.PersistentVolume); gotPV.ManagedFields != nil || gotPV.Spec.StorageClassName != "pool" || gotPV.Annotations[corev1.LastAppliedConfigAnnotation] == "" {
 		t.Errorf("a volume is only stripped of managedFields: %+v", gotPV)
+	}
+}
+
+func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
+	now := metav1.Now()
+	meta := metav1.ObjectMeta{
+		Name: "c", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
+		Labels:          map[string]string{"l": "v"},
+		Annotations:     map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "{...}"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "Pod", Name: "p", UID: "pu"}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: *meta.DeepCopy(),
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	out, err := trimToMetadata(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.PersistentVolumeClaim)
+	want := meta.DeepCopy()
+	want.ManagedFields = nil
+	delete(want.Annotations, corev1.LastAppliedConfigAnnotation)
+	if !reflect.DeepEqual(got.ObjectMeta, *want) {
+		t.Errorf("metadata = %+v, want %+v", got.ObjectMeta, *want)
+	}
+	if !reflect.DeepEqual(got.Spec, corev1.PersistentVolumeClaimSpec{}) || !reflect.DeepEqual(got.Status, corev1.PersistentVolumeClaimStatus{}) {
+		t.Errorf("spec and status kept: %+v, %+v", got.Spec, got.Status)
 	}
 }
