@@ -25,12 +25,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -251,10 +253,39 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.ownerChanged(kind, obj) },
-		UpdateFunc: func(_, obj any) { c.ownerChanged(kind, obj) },
+		AddFunc: func(obj any) { c.ownerChanged(kind, obj) },
+		UpdateFunc: func(old, obj any) {
+			if claimsMayChange(old, obj) {
+				c.ownerChanged(kind, obj)
+			}
+		},
 		DeleteFunc: c.ownerDeleted,
 	}
+}
+
+// claimsMayChange tells whether an update of an owner may change the claims
+// it needs: only its annotations, volumes and owner references say which.
+// The rest of a pod's updates (scheduling, status, the start of its
+// deletion) outnumber those several times over, and can only make a sync a
+// no-op.
+func claimsMayChange(old, cur any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := cur.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) {
+		return true
+	}
+	switch o := old.(type) {
+	case *corev1.Pod:
+		n, ok := cur.(*corev1.Pod)
+		return !ok || !equality.Semantic.DeepEqual(o.Spec.Volumes, n.Spec.Volumes)
+	case *batchv1.Job:
+		n, ok := cur.(*batchv1.Job)
+		return !ok || !equality.Semantic.DeepEqual(o.Spec.Template.Spec.Volumes, n.Spec.Template.Spec.Volumes)
+	}
+	return true
 }
 
 func (c *Controller) ownerChanged(kind string, obj any) {

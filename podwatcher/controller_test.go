@@ -700,3 +700,40 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestOnlyUpdatesThatMayChangeClaimsAreQueued(t *testing.T) {
+	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "uid-j", Annotations: ask("cache", "true", validYAML)},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{claimVolume("cache", "j-cache")},
+		}}},
+	}
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name   string
+		old    metav1.Object
+		change func(o metav1.Object)
+		want   bool
+	}{
+		{"pod status", pod, func(o metav1.Object) { o.(*corev1.Pod).Status.Phase = corev1.PodRunning }, false},
+		{"pod resourceVersion and labels", pod, func(o metav1.Object) { o.SetResourceVersion("2"); o.SetLabels(map[string]string{"a": "b"}) }, false},
+		{"pod deletion starts", pod, func(o metav1.Object) { o.SetDeletionTimestamp(&now) }, false},
+		{"pod annotation", pod, func(o metav1.Object) { o.SetAnnotations(ask("cache", "false", validYAML)) }, true},
+		{"pod volume", pod, func(o metav1.Object) { o.(*corev1.Pod).Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "other" }, true},
+		{"pod owner", pod, func(o metav1.Object) {
+			o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: kindJob, Name: "j", UID: "uid-j"}})
+		}, true},
+		{"job status", job, func(o metav1.Object) { o.(*batchv1.Job).Status.Active = 1 }, false},
+		{"job template volume", job, func(o metav1.Object) { o.(*batchv1.Job).Spec.Template.Spec.Volumes = nil }, true},
+		{"job annotation", job, func(o metav1.Object) { o.SetAnnotations(nil) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := tc.old.(runtime.Object).DeepCopyObject().(metav1.Object)
+			tc.change(cur)
+			if got := claimsMayChange(tc.old, cur); got != tc.want {
+				t.Errorf("claimsMayChange = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
