@@ -3,7 +3,9 @@
 // their CPU and memory, start-up and memory with many objects present, and
 // leader failover. Every figure is set against a floor: the same cycle done
 // with the fewest requests and no controllers, which is what the API server
-// and the PV controller need anyway.
+// and the PV controller need anyway. The latency and throughput figures are
+// also set against a pod floor: the floor's cycle with the pod ours has, so
+// that what any pod with a claim costs is not read as our controllers' work.
 package bench
 
 import (
@@ -49,6 +51,8 @@ type Config struct {
 	ScaleSettle time.Duration
 	// Failover measures a killed leader's replacement.
 	Failover bool
+	// PodFloor runs the pod floor's latency and throughput phases.
+	PodFloor bool
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -94,9 +98,12 @@ type bench struct {
 	class      string
 	floorNS    string
 	floorClass string
-	base       string
-	missSeq    atomic.Int64
-	seq        atomic.Int64
+	// The pod floor's namespace and class (with a pool of its own).
+	podFloorNS    string
+	podFloorClass string
+	base          string
+	missSeq       atomic.Int64
+	seq           atomic.Int64
 	// ourCycles counts the cycles through the controllers that completed.
 	ourCycles atomic.Int64
 
@@ -124,13 +131,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.Settings = Settings{
 		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
-		Scale: cfg.Scale,
+		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	b := &bench{cfg: cfg, rec: newRecorder(), deleted: map[string]time.Time{},
 		ns: "bench", class: "bench", floorNS: "floor", floorClass: "bench-floor",
+		podFloorNS: "podfloor", podFloorClass: "bench-podfloor",
 		base: filepath.Join(cfg.Dir, "volumes", "pool")}
 
 	b.logf("Building reclaimable")
@@ -187,6 +195,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		floorTP[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: failed, WindowSeconds: window.Seconds()}
 	}
 
+	// The pod floor next, still with no controller of ours running.
+	var podFloor []cycleTimes
+	if cfg.PodFloor {
+		b.logf("Pod floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
+		podFloor, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.podFloorCycle)
+		for _, e := range first(errs, 3) {
+			note("pod floor cycle failed: %v", e)
+		}
+		for _, level := range cfg.ThroughputLevels {
+			b.logf("Pod floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
+			n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.podFloorCycle)
+			for _, e := range first(errs, 3) {
+				note("pod floor cycle failed at concurrency %d: %v", level, e)
+			}
+			t := floorTP[level]
+			t.PodFloor, t.PodFloorCycles, t.PodFloorFailures = perMinute(n, window), n, len(errs)
+			floorTP[level] = t
+		}
+	}
+
 	b.logf("Starting the controllers (one process each)")
 	if _, err := b.inst.start(ctx); err != nil {
 		return nil, err
@@ -232,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(ours) > 0 {
 		r.Cost.PerCycle /= float64(len(ours))
 	}
-	r.Steps = Steps(ours, floor)
+	r.Steps = Steps(ours, floor, podFloor)
 
 	for _, level := range cfg.ThroughputLevels {
 		b.logf("Ours: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
@@ -247,6 +275,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, failed
 		if t.Floor > 0 {
 			t.OursVsFloorPct = 100 * t.Ours / t.Floor
+		}
+		if t.PodFloor > 0 {
+			t.OursVsPodFloorPct = 100 * t.Ours / t.PodFloor
 		}
 		r.Throughput = append(r.Throughput, t)
 	}
@@ -305,12 +336,16 @@ func perMinute(n int, window time.Duration) float64 {
 	return float64(n) / window.Minutes()
 }
 
-// setup creates the namespaces, the two classes and the floor's volumes.
+// setup creates the namespaces, the classes and the floors' volumes.
 func (b *bench) setup(ctx context.Context) error {
 	if err := os.MkdirAll(b.base, 0o755); err != nil {
 		return err
 	}
-	for _, ns := range []string{b.ns, b.floorNS} {
+	namespaces := []string{b.ns, b.floorNS}
+	if b.cfg.PodFloor {
+		namespaces = append(namespaces, b.podFloorNS)
+	}
+	for _, ns := range namespaces {
 		if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
@@ -332,6 +367,19 @@ func (b *bench) setup(ctx context.Context) error {
 			VolumeBindingMode: &immediate,
 		},
 	}
+	// A class of its own keeps the pod floor's claims off the floor's
+	// volumes: the PV controller binds a claim to any Available volume of
+	// its class.
+	pools := map[string]func(int) string{b.floorClass: floorVolume}
+	if b.cfg.PodFloor {
+		classes = append(classes, &storagev1.StorageClass{
+			ObjectMeta:        metav1.ObjectMeta{Name: b.podFloorClass},
+			Provisioner:       "kubernetes.io/no-provisioner",
+			ReclaimPolicy:     &retain,
+			VolumeBindingMode: &immediate,
+		})
+		pools[b.podFloorClass] = podFloorVolume
+	}
 	for _, sc := range classes {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err
@@ -341,26 +389,30 @@ func (b *bench) setup(ctx context.Context) error {
 	for _, l := range b.cfg.ThroughputLevels {
 		workers = max(workers, l)
 	}
-	for w := range workers {
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: floorVolume(w)},
-			Spec: corev1.PersistentVolumeSpec{
-				StorageClassName:              b.floorClass,
-				PersistentVolumeReclaimPolicy: retain,
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(b.cfg.Dir, "volumes", "floor", floorVolume(w))}},
-			},
-		}
-		if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return err
+	for class, volume := range pools {
+		for w := range workers {
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: volume(w)},
+				Spec: corev1.PersistentVolumeSpec{
+					StorageClassName:              class,
+					PersistentVolumeReclaimPolicy: retain,
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(b.cfg.Dir, "volumes", class, volume(w))}},
+				},
+			}
+			if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+				return err
+			}
 		}
 	}
-	// The floor's volumes must be Available before its first cycle.
+	// The floors' volumes must be Available before their first cycle.
 	return b.rec.wait(ctx, func() bool {
-		for w := range workers {
-			if v := b.rec.volumes[floorVolume(w)]; v == nil || v.phase != corev1.VolumeAvailable {
-				return false
+		for _, volume := range pools {
+			for w := range workers {
+				if v := b.rec.volumes[volume(w)]; v == nil || v.phase != corev1.VolumeAvailable {
+					return false
+				}
 			}
 		}
 		return true

@@ -179,7 +179,13 @@ func TestSteps(t *testing.T) {
 		{start: at(0), ownerCreated: at(5), ownerDeleted: at(400), claim: claimRecord{
 			created: at(6), bound: at(206), gone: at(420), released: at(470), available: at(620)}},
 	}
-	steps := Steps(ours, floor)
+	// Pod created at 10, its claim seen at 15, Bound at 115; the pod
+	// deleted at 300, the claim (deleted right after) gone at 360.
+	podFloor := []cycleTimes{
+		{start: at(0), ownerCreated: at(10), ownerDeleted: at(300), claim: claimRecord{
+			created: at(15), bound: at(115), gone: at(360), released: at(400), available: at(480)}},
+	}
+	steps := Steps(ours, floor, podFloor)
 	byName := map[string]Step{}
 	for _, s := range steps {
 		byName[s.Name] = s
@@ -216,6 +222,35 @@ func TestSteps(t *testing.T) {
 	}
 	if r := byName[StepBoundMiss].P99Ratio(); r != 5 {
 		t.Errorf("miss p99 ratio = %v, want 5", r)
+	}
+
+	podFloorP99 := map[string]float64{
+		StepPodToClaim:      5,
+		StepBoundHit:        100,
+		StepBoundMiss:       100, // the pod floor binds an Available volume: both compare with it
+		StepDeletedToGone:   60,
+		StepGoneToReleased:  40,
+		StepReleasedToAvail: 80,
+		StepGoneToAvailable: 120,
+		StepWhole:           480,
+	}
+	for name, want := range podFloorP99 {
+		s := byName[name]
+		if s.PodFloor == nil || s.PodFloor.P99ms != want {
+			t.Errorf("%s: pod floor = %+v, want p99 %v", name, s.PodFloor, want)
+		}
+		if s.PodFloorName == "" {
+			t.Errorf("%s: pod floor step unnamed", name)
+		}
+	}
+	if r := byName[StepBoundMiss].P99RatioPodFloor(); r != 10 {
+		t.Errorf("miss p99 ratio to the pod floor = %v, want 10", r)
+	}
+
+	for _, s := range Steps(ours, floor, nil) {
+		if s.PodFloor != nil || s.PodFloorName != "" || s.P99RatioPodFloor() != 0 {
+			t.Errorf("%s: has a pod floor (%q, %+v) when none was run", s.Name, s.PodFloorName, s.PodFloor)
+		}
 	}
 }
 
@@ -300,6 +335,95 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// withPodFloor is sampleReport with the pod floor run.
+func withPodFloor() *Report {
+	r := sampleReport()
+	r.Settings.PodFloor = true
+	podFloor := Summary{N: 200, P50ms: 250, P95ms: 300, P99ms: 320, MaxMs: 330}
+	toClaim := Summary{N: 200, P50ms: 4, P95ms: 8, P99ms: 9, MaxMs: 10}
+	for i := range r.Steps {
+		st := &r.Steps[i]
+		st.PodFloorName = st.Name
+		st.PodFloor = &podFloor
+		if st.Name == StepPodToClaim {
+			st.PodFloor = &toClaim
+		}
+	}
+	r.Throughput[1].PodFloor, r.Throughput[1].OursVsPodFloorPct, r.Throughput[1].PodFloorFailures = 250, 76, 2
+	// At concurrency 1 every pod floor cycle failed: no figure.
+	r.Throughput[0].PodFloorFailures = 3
+	r.Evaluate()
+	return r
+}
+
+func TestEvaluateWithPodFloor(t *testing.T) {
+	r := withPodFloor()
+	targets := map[string]Target{}
+	for _, tg := range r.Targets {
+		targets[tg.Name] = tg
+	}
+	// The targets against the floor are unchanged by the pod floor.
+	if tg := targets[StepBoundHit+", p99 vs floor"]; tg.Reference || tg.Met == nil || !*tg.Met {
+		t.Errorf("pool hit target vs floor = %+v, want met, not a reference", tg)
+	}
+	if tg := targets["throughput at concurrency 10 vs floor"]; tg.Reference || tg.Met == nil || !*tg.Met {
+		t.Errorf("throughput target vs floor = %+v, want met, not a reference", tg)
+	}
+	want := map[string]string{
+		StepGoneToAvailable + ", p99 vs pod floor":  "0.97x (310 ms vs 320 ms)",
+		StepBoundHit + ", p99 vs pod floor":         "0.91x (290 ms vs 320 ms)",
+		StepBoundMiss + ", p99 vs pod floor":        "3.12x (1000 ms vs 320 ms)",
+		"throughput at concurrency 1 vs pod floor":  "not measured",
+		"throughput at concurrency 10 vs pod floor": "76% (190.0 vs 250.0 cycles/min)",
+	}
+	for name, measured := range want {
+		tg, ok := targets[name]
+		if !ok {
+			t.Errorf("no line %q", name)
+			continue
+		}
+		if tg.Measured != measured || !tg.Reference || tg.Met != nil || tg.Goal != referenceGoal {
+			t.Errorf("%q = %+v, want a reference measuring %q, goal %q, met nil", name, tg, measured, referenceGoal)
+		}
+	}
+	references := 0
+	for _, tg := range r.Targets {
+		if tg.Reference {
+			references++
+		}
+	}
+	if references != len(want) {
+		t.Errorf("%d reference lines, want %d", references, len(want))
+	}
+	if len(r.Targets) != len(sampleReport().Targets)+len(want) {
+		t.Errorf("%d lines, want the %d targets and %d references", len(r.Targets), len(sampleReport().Targets), len(want))
+	}
+}
+
+func TestMarkdownWithPodFloor(t *testing.T) {
+	var buf bytes.Buffer
+	withPodFloor().Markdown(&buf)
+	out := buf.String()
+	for _, want := range []string{
+		"pod floor run,",
+		"| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio | pod floor p50 | pod floor p99 | p99 ratio to pod floor |",
+		// No floor for the claim of a pod, but a pod floor.
+		"| pod created -> claim created | 200 | 20.0 ms | 60.0 ms | 90.0 ms | - | - | - | - | 4.0 ms | 9.0 ms | 10.00x |",
+		"| claim created -> Bound, pool miss | 40 | 700 ms | 900 ms | 1000 ms | claim created -> Bound to an Available PV | 150 ms | 200 ms | 5.00x | 250 ms | 320 ms | 3.12x |",
+		"| concurrency | ours | floor | ours / floor | pod floor | ours / pod floor | window |",
+		"| 1 | 30.0 | 40.0 | 75% | 0.0 | - | 30 s (failed cycles: ours 0, floor 0, pod floor 3) |",
+		"| 10 | 190.0 | 200.0 | 95% | 250.0 | 76% | 30 s (failed cycles: ours 0, floor 0, pod floor 2) |",
+		"| claim created -> Bound, pool miss, p99 vs floor | <= 1.5x | 5.00x (1000 ms vs 200 ms) | **no** |",
+		"| claim created -> Bound, pool miss, p99 vs pod floor | for reference | 3.12x (1000 ms vs 320 ms) | - |",
+		"| throughput at concurrency 10 vs pod floor | for reference | 76% (190.0 vs 250.0 cycles/min) | - |",
+		"Lines \"vs pod floor\" (goal: for reference) are not targets",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("Markdown lacks %q; got:\n%s", want, out)
+		}
+	}
+}
+
 func TestMarkdown(t *testing.T) {
 	var buf bytes.Buffer
 	sampleReport().Markdown(&buf)
@@ -313,10 +437,16 @@ func TestMarkdown(t *testing.T) {
 		"| releaser | 12.00 s | 95.0 MiB | 120.0 MiB | 0.0 |",
 		"| killed leader's replacement acting | < 20 s | not measured | not measured |",
 		"| start-up sync (5000 pods, 5000 PVs) | < 10 s | 12.00 s (slowest) | **no** |",
+		"pod floor skipped,",
+		"| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio |\n",
+		"| concurrency | ours | floor | ours / floor | window |\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Markdown lacks %q; got:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "pod floor p50") || strings.Contains(out, "vs pod floor") {
+		t.Errorf("Markdown of a run without the pod floor mentions it:\n%s", out)
 	}
 }
 

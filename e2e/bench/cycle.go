@@ -15,8 +15,8 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// cycleTimes are the moments of one cycle. For our cycle the owner is the
-// annotated pod; for the floor's it is the claim itself.
+// cycleTimes are the moments of one cycle. For our cycle and the pod
+// floor's the owner is the pod; for the floor's it is the claim itself.
 type cycleTimes struct {
 	start        time.Time // before the first request
 	ownerCreated time.Time // the create call returned
@@ -137,7 +137,73 @@ func (b *bench) floorCycle(ctx context.Context, _, seq int) (cycleTimes, error) 
 	return t, nil
 }
 
+// podFloorCycle is the floor's cycle with the pod our cycle has, and still
+// no controller of ours: what any pod with a claim costs the API server,
+// the scheduler, the node, the garbage collector and the PV controller,
+// which our cycle pays too. The pod is ours (same spec, its volume naming
+// the claim, placed by the scheduler) without the annotations, so that a
+// pod left by a failed cycle is nothing to the podwatcher once it starts.
+// The benchmark creates the claim right after the pod, and deletes it
+// right after the pod: in our cycle the podwatcher creates it and the
+// garbage collector deletes it. Five requests: create pod, create claim,
+// delete pod, delete claim, patch volume. The class and its pool are the
+// pod floor's own, shaped like the floor's.
+func (b *bench) podFloorCycle(ctx context.Context, _, seq int) (cycleTimes, error) {
+	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
+	defer cancel()
+	name := fmt.Sprintf("p-%d", seq)
+	var t cycleTimes
+	t.start = time.Now()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.podFloorNS}, Spec: podSpec(name, "")}
+	if _, err := b.client.CoreV1().Pods(b.podFloorNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return t, fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	t.ownerCreated = time.Now()
+	created, err := b.client.CoreV1().PersistentVolumeClaims(b.podFloorNS).Create(ctx, newClaim(b.podFloorNS, name, b.podFloorClass), metav1.CreateOptions{})
+	if err != nil {
+		return t, fmt.Errorf("creating claim %s: %w", name, err)
+	}
+	uid := created.UID
+	var pv string
+	if err := b.rec.wait(ctx, func() bool {
+		c := b.rec.claims[uid]
+		if c == nil || c.bound.IsZero() {
+			return false
+		}
+		pv = c.volume
+		return true
+	}); err != nil {
+		return t, fmt.Errorf("waiting for claim %s to be bound: %w", name, err)
+	}
+	zero := int64(0)
+	if err := b.client.CoreV1().Pods(b.podFloorNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		return t, fmt.Errorf("deleting pod %s: %w", name, err)
+	}
+	// Timed from the pod's deletion, as ours is: the claim's own deletion
+	// is part of the step.
+	t.ownerDeleted = time.Now()
+	if err := b.client.CoreV1().PersistentVolumeClaims(b.podFloorNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return t, fmt.Errorf("deleting claim %s: %w", name, err)
+	}
+	if err := b.rec.wait(ctx, func() bool { return !b.rec.claims[uid].released.IsZero() }); err != nil {
+		return t, fmt.Errorf("waiting for volume %s to be Released: %w", pv, err)
+	}
+	if _, err := b.client.CoreV1().PersistentVolumes().Patch(ctx, pv, types.MergePatchType, []byte(`{"spec":{"claimRef":null}}`), metav1.PatchOptions{}); err != nil {
+		return t, fmt.Errorf("clearing the claimRef of %s: %w", pv, err)
+	}
+	if err := b.rec.wait(ctx, func() bool {
+		c := b.rec.claims[uid]
+		return !c.gone.IsZero() && !c.available.IsZero()
+	}); err != nil {
+		return t, fmt.Errorf("waiting for volume %s to be Available: %w", pv, err)
+	}
+	t.claim = b.rec.snapshot(uid)
+	return t, nil
+}
+
 func floorVolume(worker int) string { return fmt.Sprintf("floor-%d", worker) }
+
+func podFloorVolume(worker int) string { return fmt.Sprintf("podfloor-%d", worker) }
 
 func claimTemplate(class, size string) string {
 	return fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","spec":{"storageClassName":%q,"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":%q}}}}`, class, size)

@@ -16,7 +16,8 @@ type Report struct {
 	Machine  Machine   `json:"machine"`
 	Settings Settings  `json:"settings"`
 
-	// Steps are the cycle's latencies, ours next to the floor's matching step.
+	// Steps are the cycle's latencies, ours next to the floor's and the pod
+	// floor's matching steps.
 	Steps []Step `json:"steps"`
 	// Throughput is full cycles per minute at each concurrency.
 	Throughput []Throughput `json:"throughput"`
@@ -53,24 +54,34 @@ type Settings struct {
 	ThroughputLevels   []int  `json:"throughput_levels"`
 	ThroughputDuration string `json:"throughput_duration"`
 	Scale              int    `json:"scale"`
-	ControllerManager  string `json:"controller_manager"`
+	// PodFloor: the pod floor was run (the floor's cycle with a pod).
+	PodFloor          bool   `json:"pod_floor"`
+	ControllerManager string `json:"controller_manager"`
 }
 
 // Step is one step of the cycle. Floor is nil where the floor has no
-// matching step (creating a claim for a pod is ours alone).
+// matching step (it has no pod, so no claim created for one); PodFloor is
+// nil when the pod floor was not run.
 type Step struct {
-	Name      string   `json:"name"`
-	Ours      Summary  `json:"ours"`
-	FloorName string   `json:"floor_name,omitempty"`
-	Floor     *Summary `json:"floor,omitempty"`
+	Name         string   `json:"name"`
+	Ours         Summary  `json:"ours"`
+	FloorName    string   `json:"floor_name,omitempty"`
+	Floor        *Summary `json:"floor,omitempty"`
+	PodFloorName string   `json:"pod_floor_name,omitempty"`
+	PodFloor     *Summary `json:"pod_floor,omitempty"`
 }
 
 // P99Ratio is ours over the floor's p99, or 0 without a floor.
-func (s Step) P99Ratio() float64 {
-	if s.Floor == nil || s.Floor.P99ms == 0 || s.Ours.N == 0 {
+func (s Step) P99Ratio() float64 { return p99Ratio(s.Ours, s.Floor) }
+
+// P99RatioPodFloor is ours over the pod floor's p99, or 0 without one.
+func (s Step) P99RatioPodFloor() float64 { return p99Ratio(s.Ours, s.PodFloor) }
+
+func p99Ratio(ours Summary, floor *Summary) float64 {
+	if floor == nil || floor.P99ms == 0 || ours.N == 0 {
 		return 0
 	}
-	return s.Ours.P99ms / s.Floor.P99ms
+	return ours.P99ms / floor.P99ms
 }
 
 // Throughput is full cycles per minute at one concurrency.
@@ -84,6 +95,11 @@ type Throughput struct {
 	OursFailures   int     `json:"ours_failures,omitempty"`
 	FloorFailures  int     `json:"floor_failures,omitempty"`
 	OursVsFloorPct float64 `json:"ours_vs_floor_pct"`
+	// The pod floor's, zero when it was not run.
+	PodFloor          float64 `json:"pod_floor_per_min,omitempty"`
+	PodFloorCycles    int     `json:"pod_floor_cycles,omitempty"`
+	PodFloorFailures  int     `json:"pod_floor_failures,omitempty"`
+	OursVsPodFloorPct float64 `json:"ours_vs_pod_floor_pct,omitempty"`
 }
 
 // Cost is what our controllers asked of the API server during the
@@ -141,9 +157,15 @@ type Target struct {
 	Name     string `json:"name"`
 	Goal     string `json:"goal"`
 	Measured string `json:"measured"`
-	// Met is nil when the run did not measure it.
+	// Met is nil when the run did not measure it, or for a reference.
 	Met *bool `json:"met"`
+	// Reference marks a line that is not a target: the same figure set
+	// against the pod floor, to read next to the target's.
+	Reference bool `json:"reference,omitempty"`
 }
+
+// referenceGoal is the goal column of a line that is not a target.
+const referenceGoal = "for reference"
 
 // Evaluate compares the report with the targets. Targets are reported,
 // never enforced: a run that misses one still succeeds.
@@ -151,6 +173,11 @@ func (r *Report) Evaluate() {
 	r.Targets = nil
 	add := func(name, goal, measured string, met *bool) {
 		r.Targets = append(r.Targets, Target{Name: name, Goal: goal, Measured: measured, Met: met})
+	}
+	reference := func(name, measured string) {
+		if r.Settings.PodFloor {
+			r.Targets = append(r.Targets, Target{Name: name, Goal: referenceGoal, Measured: measured, Reference: true})
+		}
 	}
 	yes := func(b bool) *bool { return &b }
 	step := func(name string) *Step {
@@ -171,18 +198,29 @@ func (r *Report) Evaluate() {
 		s := step(name)
 		if s == nil || s.Ours.N == 0 || s.Floor == nil || s.Floor.N == 0 {
 			add(name+", p99 vs floor", "<= 1.5x", "not measured", nil)
-			continue
+		} else {
+			ratio := s.P99Ratio()
+			add(name+", p99 vs floor", "<= 1.5x", fmt.Sprintf("%.2fx (%s vs %s)", ratio, fmtMs(s.Ours.P99ms), fmtMs(s.Floor.P99ms)), yes(ratio <= 1.5))
 		}
-		ratio := s.P99Ratio()
-		add(name+", p99 vs floor", "<= 1.5x", fmt.Sprintf("%.2fx (%s vs %s)", ratio, fmtMs(s.Ours.P99ms), fmtMs(s.Floor.P99ms)), yes(ratio <= 1.5))
+		if s == nil || s.Ours.N == 0 || s.PodFloor == nil || s.PodFloor.N == 0 {
+			reference(name+", p99 vs pod floor", "not measured")
+		} else {
+			reference(name+", p99 vs pod floor", fmt.Sprintf("%.2fx (%s vs %s)", s.P99RatioPodFloor(), fmtMs(s.Ours.P99ms), fmtMs(s.PodFloor.P99ms)))
+		}
 	}
 	for _, t := range r.Throughput {
 		name := fmt.Sprintf("throughput at concurrency %d vs floor", t.Concurrency)
 		if t.Floor == 0 {
 			add(name, ">= 90%", "not measured", nil)
-			continue
+		} else {
+			add(name, ">= 90%", fmt.Sprintf("%.0f%% (%.1f vs %.1f cycles/min)", t.OursVsFloorPct, t.Ours, t.Floor), yes(t.OursVsFloorPct >= 90))
 		}
-		add(name, ">= 90%", fmt.Sprintf("%.0f%% (%.1f vs %.1f cycles/min)", t.OursVsFloorPct, t.Ours, t.Floor), yes(t.OursVsFloorPct >= 90))
+		name = fmt.Sprintf("throughput at concurrency %d vs pod floor", t.Concurrency)
+		if t.PodFloor == 0 {
+			reference(name, "not measured")
+		} else {
+			reference(name, fmt.Sprintf("%.0f%% (%.1f vs %.1f cycles/min)", t.OursVsPodFloorPct, t.Ours, t.PodFloor))
+		}
 	}
 	if r.Cost.Cycles > 0 {
 		add("requests per full cycle, events included", "<= 6", fmt.Sprintf("%.2f", r.Cost.PerCycle), yes(r.Cost.PerCycle <= 6))
@@ -233,34 +271,70 @@ func (r *Report) Markdown(w io.Writer) {
 	p("%s, %d CPUs (%s), %d MiB memory, %s, Kubernetes %s, kernel %s. Run took %s.\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, m.MemoryMiB, m.GoVersion, m.Kubernetes, m.Kernel, r.Duration)
 	s := r.Settings
-	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d, %s.\n\n",
-		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, s.ControllerManager)
+	podFloor := "pod floor skipped"
+	if s.PodFloor {
+		podFloor = "pod floor run"
+	}
+	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d, %s, %s.\n\n",
+		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, podFloor, s.ControllerManager)
 
+	ratio := func(v float64) string {
+		if v > 0 {
+			return fmt.Sprintf("%.2fx", v)
+		}
+		return "-"
+	}
 	p("### Cycle latency (concurrency %d)\n\n", s.Concurrency)
-	p("| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio |\n|---|--:|--:|--:|--:|---|--:|--:|--:|\n")
+	if s.PodFloor {
+		p("Floor: the cycle with no pod and no controllers (the issue's reference). Pod floor: the floor's cycle with the pod ours has, still without our controllers; " +
+			"the benchmark creates the claim right after the pod and deletes it right after the pod, and each step is ours with the benchmark in place of our controllers.\n\n")
+		p("| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio | pod floor p50 | pod floor p99 | p99 ratio to pod floor |\n|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	} else {
+		p("| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio |\n|---|--:|--:|--:|--:|---|--:|--:|--:|\n")
+	}
 	for _, st := range r.Steps {
-		floor := "| - | - | - | -"
+		cols := "| - | - | - | -"
 		if st.Floor != nil {
-			ratio := "-"
-			if st.P99Ratio() > 0 {
-				ratio = fmt.Sprintf("%.2fx", st.P99Ratio())
+			cols = fmt.Sprintf("| %s | %s | %s | %s", st.FloorName, fmtMs(st.Floor.P50ms), fmtMs(st.Floor.P99ms), ratio(st.P99Ratio()))
+		}
+		if s.PodFloor {
+			if st.PodFloor != nil && st.PodFloor.N > 0 {
+				cols += fmt.Sprintf(" | %s | %s | %s", fmtMs(st.PodFloor.P50ms), fmtMs(st.PodFloor.P99ms), ratio(st.P99RatioPodFloor()))
+			} else {
+				cols += " | - | - | -"
 			}
-			floor = fmt.Sprintf("| %s | %s | %s | %s", st.FloorName, fmtMs(st.Floor.P50ms), fmtMs(st.Floor.P99ms), ratio)
 		}
 		if st.Ours.N == 0 {
-			p("| %s | 0 | - | - | - %s |\n", st.Name, floor)
+			p("| %s | 0 | - | - | - %s |\n", st.Name, cols)
 			continue
 		}
-		p("| %s | %d | %s | %s | %s %s |\n", st.Name, st.Ours.N, fmtMs(st.Ours.P50ms), fmtMs(st.Ours.P95ms), fmtMs(st.Ours.P99ms), floor)
+		p("| %s | %d | %s | %s | %s %s |\n", st.Name, st.Ours.N, fmtMs(st.Ours.P50ms), fmtMs(st.Ours.P95ms), fmtMs(st.Ours.P99ms), cols)
 	}
 
-	p("\n### Throughput (full cycles per minute)\n\n| concurrency | ours | floor | ours / floor | window |\n|--:|--:|--:|--:|--:|\n")
+	p("\n### Throughput (full cycles per minute)\n\n")
+	if s.PodFloor {
+		p("| concurrency | ours | floor | ours / floor | pod floor | ours / pod floor | window |\n|--:|--:|--:|--:|--:|--:|--:|\n")
+	} else {
+		p("| concurrency | ours | floor | ours / floor | window |\n|--:|--:|--:|--:|--:|\n")
+	}
 	for _, t := range r.Throughput {
 		fail := ""
-		if t.OursFailures+t.FloorFailures > 0 {
-			fail = fmt.Sprintf(" (failed cycles: ours %d, floor %d)", t.OursFailures, t.FloorFailures)
+		if t.OursFailures+t.FloorFailures+t.PodFloorFailures > 0 {
+			fail = fmt.Sprintf(" (failed cycles: ours %d, floor %d", t.OursFailures, t.FloorFailures)
+			if s.PodFloor {
+				fail += fmt.Sprintf(", pod floor %d", t.PodFloorFailures)
+			}
+			fail += ")"
 		}
-		p("| %d | %.1f | %.1f | %.0f%% | %.0f s%s |\n", t.Concurrency, t.Ours, t.Floor, t.OursVsFloorPct, t.WindowSeconds, fail)
+		pod := ""
+		if s.PodFloor {
+			pct := "-"
+			if t.PodFloor > 0 {
+				pct = fmt.Sprintf("%.0f%%", t.OursVsPodFloorPct)
+			}
+			pod = fmt.Sprintf(" %.1f | %s |", t.PodFloor, pct)
+		}
+		p("| %d | %.1f | %.1f | %.0f%% |%s %.0f s%s |\n", t.Concurrency, t.Ours, t.Floor, t.OursVsFloorPct, pod, t.WindowSeconds, fail)
 	}
 
 	c := r.Cost
@@ -318,10 +392,17 @@ func (r *Report) Markdown(w io.Writer) {
 			f.PodwatcherSeconds, f.ProvisionerSeconds, f.ReleaserSeconds)
 	}
 
-	p("\n### Targets (reported, not enforced)\n\n| target | goal | measured | met |\n|---|---|---|---|\n")
+	p("\n### Targets (reported, not enforced)\n\n")
+	if s.PodFloor {
+		p("The targets are set against the floor. Lines \"vs pod floor\" (goal: %s) are not targets: they set the same figure against the pod floor, to tell what our controllers add from what the pod costs.\n\n", referenceGoal)
+	}
+	p("| target | goal | measured | met |\n|---|---|---|---|\n")
 	for _, t := range r.Targets {
 		met := "not measured"
-		if t.Met != nil {
+		switch {
+		case t.Reference:
+			met = "-"
+		case t.Met != nil:
 			met = map[bool]string{true: "yes", false: "**no**"}[*t.Met]
 		}
 		p("| %s | %s | %s | %s |\n", t.Name, t.Goal, t.Measured, met)

@@ -14,57 +14,65 @@ const (
 	StepWhole           = "whole cycle"
 )
 
-// Steps turns the cycles' moments into the latency table: ours against the
-// floor's matching step. The floor always binds an Available volume, so its
-// one binding step is what both pool hits and misses are compared with.
-func Steps(ours, floor []cycleTimes) []Step {
-	var (
-		podToClaim, hit, miss, delGone, goneRel, relAvail, goneAvail, whole []time.Duration
-		fBound, fDelGone, fGoneRel, fRelAvail, fGoneAvail, fWhole           []time.Duration
-	)
-	for _, t := range ours {
+// stepDurations are a set of cycles' durations, step by step.
+type stepDurations struct {
+	podToClaim, bound, hit, miss, delGone, goneRel, relAvail, goneAvail, whole []time.Duration
+}
+
+func durations(cycles []cycleTimes) stepDurations {
+	var d stepDurations
+	for _, t := range cycles {
 		c := t.claim
-		podToClaim = append(podToClaim, c.created.Sub(t.ownerCreated))
+		d.podToClaim = append(d.podToClaim, c.created.Sub(t.ownerCreated))
+		d.bound = append(d.bound, c.bound.Sub(c.created))
 		if c.hit {
-			hit = append(hit, c.bound.Sub(c.created))
+			d.hit = append(d.hit, c.bound.Sub(c.created))
 		} else {
-			miss = append(miss, c.bound.Sub(c.created))
+			d.miss = append(d.miss, c.bound.Sub(c.created))
 		}
-		delGone = append(delGone, c.gone.Sub(t.ownerDeleted))
-		goneAvail = append(goneAvail, c.available.Sub(c.gone))
+		d.delGone = append(d.delGone, c.gone.Sub(t.ownerDeleted))
+		d.goneAvail = append(d.goneAvail, c.available.Sub(c.gone))
 		if !c.released.IsZero() {
-			goneRel = append(goneRel, c.released.Sub(c.gone))
-			relAvail = append(relAvail, c.available.Sub(c.released))
+			d.goneRel = append(d.goneRel, c.released.Sub(c.gone))
+			d.relAvail = append(d.relAvail, c.available.Sub(c.released))
 		}
-		whole = append(whole, c.available.Sub(t.start))
+		d.whole = append(d.whole, c.available.Sub(t.start))
 	}
-	for _, t := range floor {
-		c := t.claim
-		fBound = append(fBound, c.bound.Sub(c.created))
-		fDelGone = append(fDelGone, c.gone.Sub(t.ownerDeleted))
-		fGoneAvail = append(fGoneAvail, c.available.Sub(c.gone))
-		if !c.released.IsZero() {
-			fGoneRel = append(fGoneRel, c.released.Sub(c.gone))
-			fRelAvail = append(fRelAvail, c.available.Sub(c.released))
+	return d
+}
+
+// Steps turns the cycles' moments into the latency table: ours against the
+// floor's and the pod floor's matching steps. The floors always bind an
+// Available volume, so their one binding step is what both pool hits and
+// misses are compared with. The floor has no pod, so nothing to set
+// against "pod created -> claim created"; the pod floor has: its claim is
+// created right after its pod. Empty floor or podFloor leave theirs out.
+func Steps(ours, floor, podFloor []cycleTimes) []Step {
+	o, f, p := durations(ours), durations(floor), durations(podFloor)
+	const (
+		bindName  = "claim created -> Bound to an Available PV"
+		availName = "Released -> claimRef cleared -> Available"
+	)
+	step := func(name string, ds []time.Duration, floorName string, fds []time.Duration, podFloorName string, pds []time.Duration) Step {
+		s := Step{Name: name, Ours: Summarize(ds)}
+		if floorName != "" && len(floor) > 0 {
+			sum := Summarize(fds)
+			s.FloorName, s.Floor = floorName, &sum
 		}
-		fWhole = append(fWhole, c.available.Sub(t.start))
-	}
-	withFloor := func(name string, ds []time.Duration, floorName string, fds []time.Duration) Step {
-		s := Step{Name: name, Ours: Summarize(ds), FloorName: floorName}
-		if len(floor) > 0 {
-			f := Summarize(fds)
-			s.Floor = &f
+		if len(podFloor) > 0 {
+			sum := Summarize(pds)
+			s.PodFloorName, s.PodFloor = podFloorName, &sum
 		}
 		return s
 	}
 	return []Step{
-		{Name: StepPodToClaim, Ours: Summarize(podToClaim)},
-		withFloor(StepBoundHit, hit, "claim created -> Bound to an Available PV", fBound),
-		withFloor(StepBoundMiss, miss, "claim created -> Bound to an Available PV", fBound),
-		withFloor(StepDeletedToGone, delGone, "claim deleted -> gone", fDelGone),
-		withFloor(StepGoneToReleased, goneRel, "claim gone -> PV Released", fGoneRel),
-		withFloor(StepReleasedToAvail, relAvail, "Released -> claimRef cleared -> Available", fRelAvail),
-		withFloor(StepGoneToAvailable, goneAvail, "claim gone -> PV Available", fGoneAvail),
-		withFloor(StepWhole, whole, "whole cycle", fWhole),
+		step(StepPodToClaim, o.podToClaim, "", nil, "pod created -> claim created by the benchmark", p.podToClaim),
+		step(StepBoundHit, o.hit, bindName, f.bound, bindName, p.bound),
+		step(StepBoundMiss, o.miss, bindName, f.bound, bindName, p.bound),
+		step(StepDeletedToGone, o.delGone, "claim deleted -> gone", f.delGone, "pod deleted, claim deleted -> gone", p.delGone),
+		step(StepGoneToReleased, o.goneRel, "claim gone -> PV Released", f.goneRel, StepGoneToReleased, p.goneRel),
+		step(StepReleasedToAvail, o.relAvail, availName, f.relAvail, availName, p.relAvail),
+		step(StepGoneToAvailable, o.goneAvail, "claim gone -> PV Available", f.goneAvail, StepGoneToAvailable, p.goneAvail),
+		step(StepWhole, o.whole, "whole cycle", f.whole, StepWhole, p.whole),
 	}
 }

@@ -1,6 +1,6 @@
 // Command bench measures the full volume cycle of reclaimable on a local
-// control plane, against the floor of the API server and the PV controller
-// (see package e2e/bench). `make bench` runs it; BENCH_FLAGS passes flags.
+// control plane, against the floor of the API server and the PV controller,
+// and against the pod floor, the same with a pod (see package e2e/bench). `make bench` runs it; BENCH_FLAGS passes flags.
 // The Markdown report goes to stdout, progress to stderr, JSON to --out.
 package main
 
@@ -25,13 +25,14 @@ func main() {
 		out    string
 		keep   bool
 	)
-	flag.IntVar(&cfg.Cycles, "cycles", 200, "cycles of the latency and API cost phase (ours, and as many for the floor)")
+	flag.IntVar(&cfg.Cycles, "cycles", 200, "cycles of the latency and API cost phase (ours, and as many for the floor and the pod floor)")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 10, "cycles in flight during the latency phase")
 	flag.IntVar(&cfg.MissEvery, "miss-every", 5, "one latency cycle in this many asks for a size no pool volume has (a pool miss)")
 	flag.StringVar(&levels, "throughput-levels", "1,10,50", "concurrencies of the throughput phase, comma-separated; empty skips it")
 	flag.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 30*time.Second, "how long throughput is counted at each level, for ours and for the floor")
 	flag.IntVar(&cfg.Scale, "scale", 5000, "pods, claims and volumes present for the start-up and memory phase; 0 skips it")
 	flag.DurationVar(&cfg.ScaleSettle, "scale-settle", 65*time.Second, "how long the controllers run with the scale objects before their memory is read (longer than one periodic sweep)")
+	flag.BoolVar(&cfg.PodFloor, "pod-floor", true, "also run the pod floor (the floor's cycle with a pod, no controllers) and set latency and throughput against it; false skips it (about as long as the floor)")
 	flag.BoolVar(&cfg.Failover, "failover", true, "measure how long a killed leader's standby takes to act (about 17 s)")
 	flag.StringVar(&out, "out", "_output/bench.json", "where the JSON report is written")
 	flag.StringVar(&cfg.Dir, "dir", "", "working directory for the control plane and the controllers' logs; default a temporary one, removed after a successful run")
