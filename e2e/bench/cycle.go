@@ -95,46 +95,7 @@ func (b *bench) ourCycle(ctx context.Context, seq int, miss bool) (cycleTimes, e
 // such a claim only at its next resync (measured here: 4.3 s at p50 with
 // the 5 s resync), which would make the floor slower than our controllers.
 func (b *bench) floorCycle(ctx context.Context, _, seq int) (cycleTimes, error) {
-	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
-	defer cancel()
-	name := fmt.Sprintf("f-%d", seq)
-	var t cycleTimes
-	t.start = time.Now()
-	created, err := b.client.CoreV1().PersistentVolumeClaims(b.floorNS).Create(ctx, newClaim(b.floorNS, name, b.floorClass), metav1.CreateOptions{})
-	if err != nil {
-		return t, fmt.Errorf("creating claim %s: %w", name, err)
-	}
-	t.ownerCreated = time.Now()
-	uid := created.UID
-	var pv string
-	if err := b.rec.wait(ctx, func() bool {
-		c := b.rec.claims[uid]
-		if c == nil || c.bound.IsZero() {
-			return false
-		}
-		pv = c.volume
-		return true
-	}); err != nil {
-		return t, fmt.Errorf("waiting for claim %s to be bound: %w", name, err)
-	}
-	if err := b.client.CoreV1().PersistentVolumeClaims(b.floorNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		return t, fmt.Errorf("deleting claim %s: %w", name, err)
-	}
-	t.ownerDeleted = time.Now()
-	if err := b.rec.wait(ctx, func() bool { return !b.rec.claims[uid].released.IsZero() }); err != nil {
-		return t, fmt.Errorf("waiting for volume %s to be Released: %w", pv, err)
-	}
-	if _, err := b.client.CoreV1().PersistentVolumes().Patch(ctx, pv, types.MergePatchType, []byte(`{"spec":{"claimRef":null}}`), metav1.PatchOptions{}); err != nil {
-		return t, fmt.Errorf("clearing the claimRef of %s: %w", pv, err)
-	}
-	if err := b.rec.wait(ctx, func() bool {
-		c := b.rec.claims[uid]
-		return !c.gone.IsZero() && !c.available.IsZero()
-	}); err != nil {
-		return t, fmt.Errorf("waiting for volume %s to be Available: %w", pv, err)
-	}
-	t.claim = b.rec.snapshot(uid)
-	return t, nil
+	return b.referenceCycle(ctx, fmt.Sprintf("f-%d", seq), b.floorNS, b.floorClass, false)
 }
 
 // podFloorCycle is the floor's cycle with the pod our cycle has, and still
@@ -149,19 +110,31 @@ func (b *bench) floorCycle(ctx context.Context, _, seq int) (cycleTimes, error) 
 // delete pod, delete claim, patch volume. The class and its pool are the
 // pod floor's own, shaped like the floor's.
 func (b *bench) podFloorCycle(ctx context.Context, _, seq int) (cycleTimes, error) {
+	return b.referenceCycle(ctx, fmt.Sprintf("p-%d", seq), b.podFloorNS, b.podFloorClass, true)
+}
+
+// referenceCycle runs a cycle of the floor (withPod false) or of the pod
+// floor in namespace ns, with a claim of class. The owner's moments are the
+// claim's for the floor and the pod's for the pod floor, so that each step
+// is timed from where ours is.
+func (b *bench) referenceCycle(ctx context.Context, name, ns, class string, withPod bool) (cycleTimes, error) {
 	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
 	defer cancel()
-	name := fmt.Sprintf("p-%d", seq)
 	var t cycleTimes
 	t.start = time.Now()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.podFloorNS}, Spec: podSpec(name, "")}
-	if _, err := b.client.CoreV1().Pods(b.podFloorNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return t, fmt.Errorf("creating pod %s: %w", name, err)
+	if withPod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: podSpec(name, "")}
+		if _, err := b.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return t, fmt.Errorf("creating pod %s: %w", name, err)
+		}
+		t.ownerCreated = time.Now()
 	}
-	t.ownerCreated = time.Now()
-	created, err := b.client.CoreV1().PersistentVolumeClaims(b.podFloorNS).Create(ctx, newClaim(b.podFloorNS, name, b.podFloorClass), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, newClaim(ns, name, class), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
+	}
+	if !withPod {
+		t.ownerCreated = time.Now()
 	}
 	uid := created.UID
 	var pv string
@@ -175,15 +148,20 @@ func (b *bench) podFloorCycle(ctx context.Context, _, seq int) (cycleTimes, erro
 	}); err != nil {
 		return t, fmt.Errorf("waiting for claim %s to be bound: %w", name, err)
 	}
-	zero := int64(0)
-	if err := b.client.CoreV1().Pods(b.podFloorNS).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		return t, fmt.Errorf("deleting pod %s: %w", name, err)
+	if withPod {
+		zero := int64(0)
+		if err := b.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			return t, fmt.Errorf("deleting pod %s: %w", name, err)
+		}
+		// Timed from the pod's deletion, as ours is: the claim's own
+		// deletion is part of the step.
+		t.ownerDeleted = time.Now()
 	}
-	// Timed from the pod's deletion, as ours is: the claim's own deletion
-	// is part of the step.
-	t.ownerDeleted = time.Now()
-	if err := b.client.CoreV1().PersistentVolumeClaims(b.podFloorNS).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := b.client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return t, fmt.Errorf("deleting claim %s: %w", name, err)
+	}
+	if !withPod {
+		t.ownerDeleted = time.Now()
 	}
 	if err := b.rec.wait(ctx, func() bool { return !b.rec.claims[uid].released.IsZero() }); err != nil {
 		return t, fmt.Errorf("waiting for volume %s to be Released: %w", pv, err)
