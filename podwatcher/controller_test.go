@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -90,11 +91,7 @@ func (f *fixture) sync(k key) error {
 
 // writes returns the actions that are not reads, as "verb resource".
 func (f *fixture) actions() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
-	}
-	return out
+	return controllertest.Actions(f.client)
 }
 
 func (f *fixture) expectActions(want ...string) {
@@ -106,15 +103,7 @@ func (f *fixture) expectActions(want ...string) {
 }
 
 func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return controllertest.Events(f.recorder)
 }
 
 // expectEvents checks the events recorded since the last call by their

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -198,23 +199,11 @@ func (f *fixture) sync(name string) error {
 
 // calls lists the API requests of the last sync as "verb resource".
 func (f *fixture) calls() []string {
-	var out []string
-	for _, a := range f.client.Actions() {
-		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
-	}
-	return out
+	return controllertest.Actions(f.client)
 }
 
 func (f *fixture) events() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return controllertest.Events(f.recorder)
 }
 
 // metric returns the value of one sample of a metric of the releaser.
