@@ -729,26 +729,9 @@ spec:
 		return false, err
 	}, "the claim to be deleted once its pod is gone")
 
-	var phases []corev1.PersistentVolumePhase
-	deadline := time.After(60 * time.Second)
-	for available := false; !available; {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				t.Fatalf("watch of volume %s ended; phases seen: %v", pv.Name, phases)
-			}
-			cur, ok := ev.Object.(*corev1.PersistentVolume)
-			if !ok {
-				t.Fatalf("watch of volume %s: %v", pv.Name, ev.Object)
-			}
-			if len(phases) == 0 || phases[len(phases)-1] != cur.Status.Phase {
-				phases = append(phases, cur.Status.Phase)
-			}
-			available = cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
-		case <-deadline:
-			t.Fatalf("volume %s not Available again within 60 s; phases seen: %v", pv.Name, phases)
-		}
-	}
+	phases := framework.FollowVolume(t, w, pv.Name, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
+		return cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
+	})
 	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
 	if !slices.Contains(phases, corev1.VolumeReleased) {
 		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)

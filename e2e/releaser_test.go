@@ -350,28 +350,14 @@ func TestReleaserKeepsAssociationOfAnnotatedClassAcrossCycles(t *testing.T) {
 
 	last := r.get(pv.Name).ResourceVersion
 	var phases []corev1.PersistentVolumePhase
-	deadline := time.After(30 * time.Second)
-	for done := since.ResourceVersion == last; !done; {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				t.Fatalf("watch of volume %s ended; phases seen: %v", pv.Name, phases)
-			}
-			cur, ok := ev.Object.(*corev1.PersistentVolume)
-			if !ok {
-				t.Fatalf("watch of volume %s: %v", pv.Name, ev.Object)
-			}
+	if since.ResourceVersion != last {
+		phases = framework.FollowVolume(t, w, pv.Name, 30*time.Second, func(cur *corev1.PersistentVolume) bool {
 			if !r.associatedAs(cur, true) {
 				t.Errorf("volume %s lost its association at version %s (phase %s, claimRef %v): labels %v",
 					pv.Name, cur.ResourceVersion, cur.Status.Phase, cur.Spec.ClaimRef, cur.Labels)
 			}
-			if len(phases) == 0 || phases[len(phases)-1] != cur.Status.Phase {
-				phases = append(phases, cur.Status.Phase)
-			}
-			done = cur.ResourceVersion == last
-		case <-deadline:
-			t.Fatalf("watch of volume %s did not reach version %s; phases seen: %v", pv.Name, last, phases)
-		}
+			return cur.ResourceVersion == last
+		})
 	}
 	if want := []corev1.PersistentVolumePhase{corev1.VolumeReleased, corev1.VolumeAvailable, corev1.VolumeBound, corev1.VolumeReleased, corev1.VolumeAvailable}; !slices.Equal(phases, want) {
 		t.Errorf("volume %s went through phases %v after its association, want %v", pv.Name, phases, want)
