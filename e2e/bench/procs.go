@@ -3,10 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,102 +20,43 @@ const clockTicks = 100
 // controllerProcess is one reclaimable process, run the way a Deployment
 // runs it: one controller per process, its own health and metrics ports.
 type controllerProcess struct {
-	name        string // podwatcher, provisioner or releaser
-	cmd         *exec.Cmd
-	done        chan struct{}
-	healthAddr  string
-	metricsAddr string
-	logPath     string
-	started     time.Time
+	*cluster.Controller
+	name string // podwatcher, provisioner or releaser
 }
 
 // startController starts `binary <name> args...` with loopback health and
 // metrics ports, logging to a file in logDir.
 func startController(binary, name, logDir string, args ...string) (*controllerProcess, error) {
-	health, err := cluster.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	metrics, err := cluster.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
 	logFile, err := os.CreateTemp(logDir, name+"-*.log")
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
-	full := append([]string{name, "--health-addr=" + health, "--metrics-addr=" + metrics}, args...)
-	cmd := exec.Command(binary, full...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The controllers must not outlive the benchmark if it dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &controllerProcess{name: name, healthAddr: health, metricsAddr: metrics, logPath: logFile.Name(), done: make(chan struct{})}
-	p.started = time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+	logFile.Close()
+	c, err := cluster.NewController(binary, logFile.Name(), append([]string{name}, args...)...)
+	if err != nil {
+		return nil, err
 	}
-	p.cmd = cmd
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-func (p *controllerProcess) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+	if err := c.Start(); err != nil {
+		return nil, err
 	}
-}
-
-// waitReady polls /readyz (caches synced) and returns the time from process
-// start until it first answered 200. Polling is fine here: 20 ms resolution
-// on a figure measured in seconds.
-func (p *controllerProcess) waitReady(ctx context.Context, timeout time.Duration) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	for {
-		if p.exited() {
-			return 0, fmt.Errorf("%s exited; its log:\n%s", p.name, p.tail(20))
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.healthAddr+"/readyz", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(p.started), nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("%s not ready after %s; its log:\n%s", p.name, timeout, p.tail(20))
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return &controllerProcess{Controller: c, name: name}, nil
 }
 
 // requests scrapes the process's request counter.
 func (p *controllerProcess) requests(ctx context.Context) (Requests, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metricsAddr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	_, body, err := cluster.Get(ctx, p.MetricsAddr, "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", p.name, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return ParseRequests(string(b))
+	return ParseRequests(body)
 }
 
 // stats reads CPU time and memory from /proc.
 func (p *controllerProcess) stats() (ProcessStats, error) {
 	st := ProcessStats{Controller: p.name}
-	pid := p.cmd.Process.Pid
+	pid := p.Pid()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return st, err
@@ -185,23 +123,8 @@ func parseStatusMemory(status string) (rss, peak float64) {
 
 // stop sends SIGTERM (the Lease is given up) and waits; kill sends SIGKILL
 // (the Lease is left to expire), as a crash does.
-func (p *controllerProcess) stop() { p.signal(syscall.SIGTERM) }
-func (p *controllerProcess) kill() { p.signal(syscall.SIGKILL) }
-
-func (p *controllerProcess) signal(sig syscall.Signal) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *controllerProcess) tail(n int) string { return cluster.Tail(p.logPath, n) }
+func (p *controllerProcess) stop() { p.Signal(syscall.SIGTERM, 30*time.Second) }
+func (p *controllerProcess) kill() { p.Signal(syscall.SIGKILL, 30*time.Second) }
 
 // installation is the three controllers of one installation, each in its
 // own process.
@@ -229,7 +152,7 @@ func (in *installation) start(ctx context.Context) (map[string]time.Duration, er
 	}
 	ready := map[string]time.Duration{}
 	for _, p := range procs {
-		d, err := p.waitReady(ctx, 2*time.Minute)
+		d, err := p.WaitReady(ctx, 2*time.Minute)
 		if err != nil {
 			stopAll(procs)
 			return nil, err

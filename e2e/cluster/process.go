@@ -25,35 +25,40 @@ type process struct {
 }
 
 func (p *process) start(dieWithParent bool) error {
-	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	attr := &syscall.SysProcAttr{Setpgid: true}
 	if dieWithParent {
 		// A test binary that crashes must not leave a control plane behind.
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		attr.Pdeathsig = syscall.SIGKILL
 	}
-	if err := cmd.Start(); err != nil {
+	cmd, done, err := startLogged(p.path, p.args, p.log, attr)
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
-	p.cmd = cmd
-	p.done = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p.cmd, p.done = cmd, done
 	return nil
 }
 
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+// startLogged starts path with args, its output appended to the file at
+// log, and returns a channel closed once the process has exited and been
+// reaped, so that its exit is known without blocking on Wait.
+func startLogged(path string, args []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
+	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
 	}
+	defer logFile.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	return cmd, done, nil
 }
+
+func (p *process) exited() bool { return isClosed(p.done) }
 
 // stop asks the process to terminate and kills it if it has not after grace.
 func (p *process) stop(grace time.Duration) {

@@ -10,10 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -77,18 +74,19 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	controllers := &exec.Cmd{}
+	var controllers *cluster.Controller
 	defer func() {
 		if keep {
-			fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
-				"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
-				"The volumes' directories are under %s. Stop everything with:\n  make cluster-down\n",
-				controllers.Process.Pid, filepath.Join(work, "reclaimable.log"), c.Kubeconfig, c.BinDir, filepath.Join(work, "share"))
+			if controllers != nil {
+				fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
+					"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
+					"The volumes' directories are under %s. Stop everything with:\n  make cluster-down\n",
+					controllers.Pid(), controllers.LogPath, c.Kubeconfig, c.BinDir, filepath.Join(work, "share"))
+			}
 			return
 		}
-		if controllers.Process != nil {
-			_ = controllers.Process.Signal(syscall.SIGTERM)
-			_ = controllers.Wait()
+		if controllers != nil {
+			controllers.Signal(syscall.SIGTERM, 30*time.Second)
 		}
 		c.Stop()
 		_ = os.RemoveAll(work)
@@ -111,7 +109,7 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	if keep {
-		if err := recordPID(clusterDir, controllers.Process.Pid); err != nil {
+		if err := recordPID(clusterDir, controllers.Pid()); err != nil {
 			return err
 		}
 	}
@@ -244,47 +242,24 @@ func readExample(file string, into any) error {
 }
 
 // startControllers runs the three controllers in one process, as the
-// small-cluster installation does.
-func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*exec.Cmd, error) {
-	health, err := cluster.FreeAddr()
+// small-cluster installation does, and waits until it is ready. With keep
+// the process outlives the demo, to be stopped by 'make cluster-down'.
+func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*cluster.Controller, error) {
+	controllers, err := cluster.NewController(binary, logPath, "all", "--kubeconfig="+kubeconfig,
+		"--directory-root="+share, "--leader-elect-namespace=default")
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := cluster.FreeAddr()
-	if err != nil {
+	controllers.OwnProcessGroup = true
+	controllers.OutliveParent = keep
+	if err := controllers.Start(); err != nil {
 		return nil, err
 	}
-	logFile, err := os.Create(logPath)
-	if err != nil {
+	if _, err := controllers.WaitReady(ctx, time.Minute); err != nil {
+		controllers.Signal(syscall.SIGKILL, 30*time.Second)
 		return nil, err
 	}
-	defer logFile.Close()
-	cmd := exec.Command(binary, "all", "--kubeconfig="+kubeconfig, "--directory-root="+share,
-		"--leader-elect-namespace=default", "--health-addr="+health, "--metrics-addr="+metrics)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if !keep {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	err = poll(ctx, func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+health+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		_ = cmd.Process.Kill()
-		b, _ := os.ReadFile(logPath)
-		return nil, fmt.Errorf("reclaimable did not become ready: %w\n%s", err, b)
-	}
-	return cmd, nil
+	return controllers, nil
 }
 
 // recordPID adds the controllers to the cluster's PID file, so that
