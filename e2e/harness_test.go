@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -22,53 +20,10 @@ func TestHarnessRetainVolumeLifecycle(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client()
 	ns := framework.Namespace(t)
-	class := framework.Name("harness")
-
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: class},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	})
-
+	class := createRetainClass(t, nil)
 	inv := framework.WatchInvariants(t, framework.Scope{Classes: []string{class}, Namespaces: []string{ns}})
-
-	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: retain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + class}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-
-	claim, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pv := createHostPathVolume(t, class, "1Gi", "/tmp/"+class)
+	claim := createClaim(t, ns, "cache", class, "1Gi", "")
 
 	phase := func(want corev1.PersistentVolumePhase) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
