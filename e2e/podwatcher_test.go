@@ -232,6 +232,21 @@ func (e *pwTest) managedClaims(ctx context.Context) ([]corev1.PersistentVolumeCl
 	return list.Items, nil
 }
 
+// waitDeletedByPodwatcher waits until claim is gone, deleted by the
+// podwatcher p itself: with a Normal ClaimDeleted event naming pod's UID,
+// and counted as its one delete.
+func (e *pwTest) waitDeletedByPodwatcher(p *framework.Process, claim *corev1.PersistentVolumeClaim, pod *corev1.Pod) {
+	e.t.Helper()
+	e.waitClaimGone(claim.Name, claim.UID)
+	event := e.waitEvent(claim.Name, "ClaimDeleted")
+	if event.Type != corev1.EventTypeNormal || !strings.Contains(event.Message, string(pod.UID)) {
+		e.t.Errorf("ClaimDeleted event = %s %q, want Normal naming the pod's UID", event.Type, event.Message)
+	}
+	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
+		e.t.Errorf("claims_deleted_total = %q, want 1", got)
+	}
+}
+
 func (e *pwTest) metric(p *framework.Process, name string) string {
 	e.t.Helper()
 	_, body, err := p.Get(e.ctx, p.MetricsAddr, "/metrics")
@@ -360,14 +375,7 @@ func TestPodwatcherDeletesClaimOfOrphaningDelete(t *testing.T) {
 	if err := e.client.CoreV1().Pods(e.ns).Delete(e.ctx, pod.Name, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitClaimGone(claim.Name, claim.UID)
-	event := e.waitEvent(claim.Name, "ClaimDeleted")
-	if event.Type != corev1.EventTypeNormal || !strings.Contains(event.Message, string(pod.UID)) {
-		t.Errorf("ClaimDeleted event = %s %q, want Normal naming the pod's UID", event.Type, event.Message)
-	}
-	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
-		t.Errorf("claims_deleted_total = %q, want 1", got)
-	}
+	e.waitDeletedByPodwatcher(p, claim, pod)
 	inv.Check(t, pwTimeout)
 }
 
@@ -398,14 +406,7 @@ func TestPodwatcherDeletesClaimWhenCollectorStripsReference(t *testing.T) {
 	if err := e.client.CoreV1().Pods(e.ns).Delete(e.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitClaimGone(claim.Name, claim.UID)
-	event := e.waitEvent(claim.Name, "ClaimDeleted")
-	if !strings.Contains(event.Message, string(pod.UID)) {
-		t.Errorf("ClaimDeleted event %q does not name the pod's UID", event.Message)
-	}
-	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
-		t.Errorf("claims_deleted_total = %q, want 1", got)
-	}
+	e.waitDeletedByPodwatcher(p, claim, pod)
 	inv.Check(t, pwTimeout)
 }
 
