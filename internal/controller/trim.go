@@ -48,8 +48,9 @@ func claimVolumes(volumes []corev1.Volume) []corev1.Volume {
 	return out
 }
 
-// trimToMetadata keeps of an object its metadata only, less what trim drops
-// from every object.
+// trimToMetadata keeps of a claim its metadata only, less what trim drops
+// from every object; other objects it trims as trim does. It serves the
+// cache of ManagedClaims, which holds claims alone.
 func trimToMetadata(obj any) (any, error) {
 	if _, err := trim(obj); err != nil {
 		return nil, err
