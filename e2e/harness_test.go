@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 )
@@ -108,5 +110,42 @@ func TestHarnessBinaryLeadsAndShutsDownCleanly(t *testing.T) {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 			t.Errorf("Lease %s still held by %q after a clean shutdown", name, *l.Spec.HolderIdentity)
 		}
+	}
+}
+
+// The waiter the tests and the demo share sees a phase that lasted no
+// longer than the write after it: a volume made Released and, right after,
+// Available again, as the releaser does, is seen Released, then Available.
+func TestHarnessFollowSeesAPhaseThatPassesAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := framework.Client()
+	pv := createHostPathVolume(t, framework.Name("follow"), "1Gi", t.TempDir())
+	versions := framework.FollowVolume(t, pv.Name, pv.ResourceVersion)
+	framework.VolumePhases(t, versions, 30*time.Second, func(cur *corev1.PersistentVolume) bool {
+		return cur.Status.Phase == corev1.VolumeAvailable
+	})
+
+	// Patches, not updates: the PV controller may write the volume in
+	// between, and the second write must follow the first whatever it does.
+	setPhase := func(phase corev1.PersistentVolumePhase) *corev1.PersistentVolume {
+		patch := []byte(`{"status":{"phase":"` + string(phase) + `"}}`)
+		got, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	setPhase(corev1.VolumeReleased)
+	last := setPhase(corev1.VolumeAvailable)
+	if last.Status.Phase != corev1.VolumeAvailable {
+		t.Fatalf("volume %s is %s after the second write, want Available", pv.Name, last.Status.Phase)
+	}
+
+	phases := framework.VolumePhases(t, versions, 30*time.Second, func(cur *corev1.PersistentVolume) bool {
+		return cur.ResourceVersion == last.ResourceVersion
+	})
+	if want := []corev1.PersistentVolumePhase{corev1.VolumeAvailable, corev1.VolumeReleased, corev1.VolumeAvailable}; !slices.Equal(phases, want) {
+		t.Errorf("volume %s went through phases %v, want %v", pv.Name, phases, want)
 	}
 }

@@ -711,13 +711,7 @@ spec:
 	inv.Marker(pv.Name, marker)
 
 	// Released may last only milliseconds: watch the volume's phases.
-	w, err := client.CoreV1().PersistentVolumes().Watch(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + pv.Name, ResourceVersion: pv.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	versions := framework.FollowVolume(t, pv.Name, pv.ResourceVersion)
 	if err := client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -729,7 +723,7 @@ spec:
 		return false, err
 	}, "the claim to be deleted once its pod is gone")
 
-	phases := framework.FollowVolume(t, w, pv.Name, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
+	phases := framework.VolumePhases(t, versions, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
 		return cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
 	})
 	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)

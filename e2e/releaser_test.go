@@ -328,13 +328,7 @@ func TestReleaserKeepsAssociationOfAnnotatedClassAcrossCycles(t *testing.T) {
 	// Every later version of the volume comes through this watch, so that
 	// the label is seen never to go, not only at the points sampled below.
 	since := r.get(pv.Name)
-	w, err := r.client.CoreV1().PersistentVolumes().Watch(r.ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", pv.Name).String(), ResourceVersion: since.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	versions := framework.FollowVolume(t, pv.Name, since.ResourceVersion)
 
 	r.deleteClaim(first.Name)
 	r.deleteClaim(managed.Name)
@@ -351,7 +345,7 @@ func TestReleaserKeepsAssociationOfAnnotatedClassAcrossCycles(t *testing.T) {
 	last := r.get(pv.Name).ResourceVersion
 	var phases []corev1.PersistentVolumePhase
 	if since.ResourceVersion != last {
-		phases = framework.FollowVolume(t, w, pv.Name, 30*time.Second, func(cur *corev1.PersistentVolume) bool {
+		phases = framework.VolumePhases(t, versions, 30*time.Second, func(cur *corev1.PersistentVolume) bool {
 			if !r.associatedAs(cur, true) {
 				t.Errorf("volume %s lost its association at version %s (phase %s, claimRef %v): labels %v",
 					pv.Name, cur.ResourceVersion, cur.Status.Phase, cur.Spec.ClaimRef, cur.Labels)

@@ -18,13 +18,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/follow"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -44,10 +43,13 @@ func main() {
 // previous step.
 type timeline struct{ start, last time.Time }
 
-func (t *timeline) step(format string, args ...any) {
-	now := time.Now()
-	fmt.Printf("  %8s  %9s  %s\n", now.Sub(t.start).Round(time.Millisecond), "+"+now.Sub(t.last).Round(time.Millisecond).String(), fmt.Sprintf(format, args...))
-	t.last = now
+func (t *timeline) step(format string, args ...any) { t.stepAt(time.Now(), format, args...) }
+
+// stepAt prints a step that happened at, which may be before now: the
+// time a watch delivered it.
+func (t *timeline) stepAt(at time.Time, format string, args ...any) {
+	fmt.Printf("  %8s  %9s  %s\n", at.Sub(t.start).Round(time.Millisecond), "+"+at.Sub(t.last).Round(time.Millisecond).String(), fmt.Sprintf(format, args...))
+	t.last = at
 }
 
 func run(ctx context.Context, keep bool) error {
@@ -124,24 +126,34 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	claimName := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	// Each object is followed on a watch started before the step that
+	// changes it: a state that lasts a millisecond is still seen, and each
+	// step is timed when the API server told of it.
+	claim, err := follow.Claim(ctx, client, ns, claimName, "")
+	if err != nil {
+		return err
+	}
+	defer claim.Stop()
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	tl.step("pod build-1 created, asking for claim %s by annotation", claimName)
-	if _, err := waitClaim(ctx, client, ns, claimName, func(*corev1.PersistentVolumeClaim) bool { return true }); err != nil {
-		return err
-	}
-	tl.step("claim %s created by the podwatcher", claimName)
-	claim, err := waitClaim(ctx, client, ns, claimName, func(c *corev1.PersistentVolumeClaim) bool { return c.Spec.VolumeName != "" })
+	ev, err := waitFor(ctx, claim, "to be created", follow.Exists)
 	if err != nil {
 		return err
 	}
-	volume := claim.Spec.VolumeName
-	tl.step("volume %s provisioned: a new directory %s", volume, filepath.Join(share, volume))
-	if _, err := waitClaim(ctx, client, ns, claimName, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound }); err != nil {
+	tl.stepAt(ev.At, "claim %s created by the podwatcher", claimName)
+	if ev, err = waitFor(ctx, claim, "to name a volume", func(ev follow.Event[*corev1.PersistentVolumeClaim]) bool {
+		return follow.Exists(ev) && ev.Object.Spec.VolumeName != ""
+	}); err != nil {
 		return err
 	}
-	tl.step("claim Bound, pod scheduled on the fake node")
+	volume := ev.Object.Spec.VolumeName
+	tl.stepAt(ev.At, "volume %s provisioned: a new directory %s", volume, filepath.Join(share, volume))
+	if ev, err = waitFor(ctx, claim, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
+		return err
+	}
+	tl.stepAt(ev.At, "claim Bound, pod scheduled on the fake node")
 
 	// No kubelet mounts anything here: the consumer's write goes straight
 	// into the volume's directory.
@@ -152,47 +164,55 @@ func run(ctx context.Context, keep bool) error {
 	}
 	tl.step("build-1 writes %s into the volume", filepath.Base(data))
 
+	pv, err := follow.Volume(ctx, client, volume, "")
+	if err != nil {
+		return err
+	}
+	defer pv.Stop()
 	if err := client.CoreV1().Pods(ns).Delete(ctx, "build-1", metav1.DeleteOptions{}); err != nil {
 		return err
 	}
 	tl.step("pod build-1 deleted")
-	if err := poll(ctx, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		return fmt.Errorf("waiting for claim %s to be deleted: %w", claimName, err)
-	}
-	tl.step("claim %s deleted by the garbage collector (the pod owned it)", claimName)
-	if err := waitVolume(ctx, client, volume, corev1.VolumeReleased); err != nil {
+	if ev, err = waitFor(ctx, claim, "to be deleted", follow.Deleted); err != nil {
 		return err
 	}
-	tl.step("volume %s Released (reclaimPolicy Retain: data kept)", volume)
-	if err := waitVolume(ctx, client, volume, corev1.VolumeAvailable); err != nil {
+	tl.stepAt(ev.At, "claim %s deleted by the garbage collector (the pod owned it)", claimName)
+	pvEv, err := waitFor(ctx, pv, "to be Released", follow.VolumePhase(corev1.VolumeReleased))
+	if err != nil {
 		return err
 	}
-	tl.step("volume %s Available again: the releaser returned it to the pool", volume)
+	tl.stepAt(pvEv.At, "volume %s Released (reclaimPolicy Retain: data kept)", volume)
+	if pvEv, err = waitFor(ctx, pv, "to be Available", follow.VolumePhase(corev1.VolumeAvailable)); err != nil {
+		return err
+	}
+	tl.stepAt(pvEv.At, "volume %s Available again: the releaser returned it to the pool", volume)
 
 	pod2, err := examplePod("build-2")
 	if err != nil {
 		return err
 	}
-	claim2 := pod2.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	tl.step("pod build-2 created, asking for claim %s", claim2)
-	if _, err := waitClaim(ctx, client, ns, claim2, func(*corev1.PersistentVolumeClaim) bool { return true }); err != nil {
-		return err
-	}
-	tl.step("claim %s created; the scheduler retries pod build-2 now that its claim exists", claim2)
-	bound, err := waitClaim(ctx, client, ns, claim2, func(c *corev1.PersistentVolumeClaim) bool { return c.Status.Phase == corev1.ClaimBound })
+	claim2Name := pod2.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
+	claim2, err := follow.Claim(ctx, client, ns, claim2Name, "")
 	if err != nil {
 		return err
 	}
-	if bound.Spec.VolumeName != volume {
-		return fmt.Errorf("claim %s got volume %s, not the pool's %s", claim2, bound.Spec.VolumeName, volume)
+	defer claim2.Stop()
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
+		return err
 	}
-	tl.step("claim %s Bound to the same volume %s", claim2, volume)
+	tl.step("pod build-2 created, asking for claim %s", claim2Name)
+	if ev, err = waitFor(ctx, claim2, "to be created", follow.Exists); err != nil {
+		return err
+	}
+	tl.stepAt(ev.At, "claim %s created; the scheduler retries pod build-2 now that its claim exists", claim2Name)
+	if ev, err = waitFor(ctx, claim2, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
+		return err
+	}
+	bound := ev.Object
+	if bound.Spec.VolumeName != volume {
+		return fmt.Errorf("claim %s got volume %s, not the pool's %s", claim2Name, bound.Spec.VolumeName, volume)
+	}
+	tl.stepAt(ev.At, "claim %s Bound to the same volume %s", claim2Name, volume)
 	got, err := os.ReadFile(filepath.Join(share, bound.Spec.VolumeName, "cache.txt"))
 	if err != nil {
 		return fmt.Errorf("the data did not survive: %w", err)
@@ -274,33 +294,14 @@ func recordPID(clusterDir string, pid int) error {
 	return err
 }
 
-func waitClaim(ctx context.Context, client kubernetes.Interface, ns, name string, cond func(*corev1.PersistentVolumeClaim) bool) (*corev1.PersistentVolumeClaim, error) {
-	var claim *corev1.PersistentVolumeClaim
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
-		c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		claim = c
-		return cond(c), nil
-	})
+// waitFor waits up to a minute for the first event from f that done accepts,
+// and says what was awaited (what the object was to do) if none comes.
+func waitFor[T runtime.Object](ctx context.Context, f *follow.Follower[T], what string, done func(follow.Event[T]) bool) (follow.Event[T], error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ev, err := f.Until(ctx, done)
 	if err != nil {
-		return nil, fmt.Errorf("waiting for claim %s: %w", name, err)
+		return ev, fmt.Errorf("waiting for %s %s: %w", f, what, err)
 	}
-	return claim, nil
-}
-
-func waitVolume(ctx context.Context, client kubernetes.Interface, name string, phase corev1.PersistentVolumePhase) error {
-	err := poll(ctx, func(ctx context.Context) (bool, error) {
-		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
-		return err == nil && pv.Status.Phase == phase, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for volume %s to be %s: %w", name, phase, err)
-	}
-	return nil
-}
-
-func poll(ctx context.Context, cond wait.ConditionWithContextFunc) error {
-	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, cond)
+	return ev, nil
 }
