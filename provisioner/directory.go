@@ -1,17 +1,166 @@
 package provisioner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
+
+// The directory backend makes each volume a directory in the class's baseDir
+// (a share mounted into the provisioner) that consumers reach through a
+// hostPath or NFS source. It removes a directory only for a volume with
+// reclaim policy Delete.
+
+// Parameters of the directory backend.
+const (
+	paramBaseDir       = "baseDir"
+	paramSource        = "source"
+	paramHostPath      = "hostPath"
+	paramNFSServer     = "nfsServer"
+	paramNFSPath       = "nfsPath"
+	paramDirectoryMode = "directoryMode"
+)
+
+const (
+	sourceHostPath = "hostPath"
+	sourceNFS      = "nfs"
+
+	defaultDirectoryMode fs.FileMode = 0o777
+)
+
+// annBaseDir and annDirectory record where a volume's directory is, for
+// delete.
+const (
+	annBaseDir   = "reclaimable.kubernetes.io/base-dir"
+	annDirectory = "reclaimable.kubernetes.io/directory"
+)
+
+type directoryBackend struct {
+	provisioner string
+	dirs        directories
+}
+
+func (*directoryBackend) parameters() []string {
+	return []string{paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramMaxCapacity, paramDirectoryMode}
+}
+
+// directoryClass is a validated directory-backend class.
+type directoryClass struct {
+	provisioner   string
+	dirs          directories
+	baseDir       string // where the volumes' directories are, as the provisioner sees it
+	source        string // sourceHostPath or sourceNFS
+	hostPath      string // baseDir as nodes see it
+	nfsServer     string
+	nfsPath       string // baseDir as the NFS server exports it
+	directoryMode fs.FileMode
+}
+
+func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+	in := class.Parameters
+	c := &directoryClass{provisioner: b.provisioner, dirs: b.dirs, directoryMode: defaultDirectoryMode}
+	var errs []error
+	c.baseDir = in[paramBaseDir]
+	switch {
+	case c.baseDir == "":
+		errs = append(errs, fmt.Errorf("parameter %q is required", paramBaseDir))
+	case !isCleanAbs(c.baseDir, filepath.IsAbs, filepath.Clean):
+		errs = append(errs, fmt.Errorf("%s %q must be an absolute path in clean form", paramBaseDir, c.baseDir))
+	case !within(b.dirs.root, c.baseDir):
+		errs = append(errs, fmt.Errorf("%s %q is outside the provisioner's --directory-root %q", paramBaseDir, c.baseDir, b.dirs.root))
+	}
+
+	c.source = in[paramSource]
+	switch c.source {
+	case sourceHostPath:
+		c.hostPath = in[paramHostPath]
+		if !isCleanAbs(c.hostPath, path.IsAbs, path.Clean) {
+			errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form with source %q, not %q", paramHostPath, sourceHostPath, c.hostPath))
+		}
+		for _, name := range []string{paramNFSServer, paramNFSPath} {
+			if _, ok := in[name]; ok {
+				errs = append(errs, fmt.Errorf("parameter %q is only valid with source %q", name, sourceNFS))
+			}
+		}
+	case sourceNFS:
+		c.nfsServer, c.nfsPath = in[paramNFSServer], in[paramNFSPath]
+		if c.nfsServer == "" || strings.ContainsAny(c.nfsServer, "/ \t\n") {
+			errs = append(errs, fmt.Errorf("parameter %q must be a host name or IP address with source %q, not %q", paramNFSServer, sourceNFS, c.nfsServer))
+		}
+		if !isCleanAbs(c.nfsPath, path.IsAbs, path.Clean) {
+			errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form with source %q, not %q", paramNFSPath, sourceNFS, c.nfsPath))
+		}
+		if _, ok := in[paramHostPath]; ok {
+			errs = append(errs, fmt.Errorf("parameter %q is only valid with source %q", paramHostPath, sourceHostPath))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("parameter %q must be %q or %q, not %q", paramSource, sourceHostPath, sourceNFS, c.source))
+	}
+
+	if s, ok := in[paramDirectoryMode]; ok {
+		n, err := strconv.ParseUint(s, 8, 32)
+		if err != nil || n > 0o7777 {
+			errs = append(errs, fmt.Errorf("parameter %q must be an octal mode such as 0775, not %q", paramDirectoryMode, s))
+		}
+		c.directoryMode = fs.FileMode(n&0o777) | unixModeBits(n)
+	}
+	return c, errs
+}
+
+// isMember: a directory pool is what this provisioner created for the class.
+func (c *directoryClass) isMember(pv *corev1.PersistentVolume) bool {
+	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+}
+
+func (c *directoryClass) selectorKeys() []string { return nil }
+
+func (c *directoryClass) maker() (volumeMaker, string) { return c, "" }
+
+func (c *directoryClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
+	if volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &corev1.PersistentVolumeSpec{}) {
+		return reasonUnsupportedVolumeMode, errors.New("the directory backend makes filesystem volumes only, and no free block volume fits")
+	}
+	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
+		return reasonUnsupportedAttributes, errors.New("the directory backend has no volume attributes classes, and no free volume of that class fits")
+	}
+	return "", nil
+}
+
+func (c *directoryClass) create(name string) (corev1.PersistentVolumeSource, map[string]string, error) {
+	if err := c.dirs.create(c.baseDir, name, c.directoryMode); err != nil {
+		return corev1.PersistentVolumeSource{}, nil, err
+	}
+	return c.volumeSource(name), map[string]string{annBaseDir: c.baseDir, annDirectory: name}, nil
+}
+
+// delete removes the directory of pv, after checking that the annotations
+// and the source agree on which directory that is.
+func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	name, baseDir := pv.Annotations[annDirectory], pv.Annotations[annBaseDir]
+	if name != pv.Name || sourceDirName(pv) != name {
+		return fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
+	}
+	if err := b.dirs.remove(baseDir, name); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted the directory of a volume", "pv", pv.Name, "baseDir", baseDir)
+	return nil
+}
 
 // directories creates and removes the directories of the directory backend.
 // Every path is resolved through an os.Root opened at the root directory, so
@@ -110,19 +259,19 @@ func (d directories) remove(baseDir, name string) error {
 	return nil
 }
 
-// volumeSource points a PersistentVolume at the directory name of p.
-func (p *params) volumeSource(name string) corev1.PersistentVolumeSource {
-	if p.source == sourceNFS {
+// volumeSource points a PersistentVolume at the directory name of c.
+func (c *directoryClass) volumeSource(name string) corev1.PersistentVolumeSource {
+	if c.source == sourceNFS {
 		return corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{
-			Server: p.nfsServer,
-			Path:   path.Join(p.nfsPath, name),
+			Server: c.nfsServer,
+			Path:   path.Join(c.nfsPath, name),
 		}}
 	}
 	// Directory, not DirectoryOrCreate: on a node where the share is not
 	// mounted, the consumer must fail instead of writing to an empty stand-in.
 	typ := corev1.HostPathDirectory
 	return corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-		Path: path.Join(p.hostPath, name),
+		Path: path.Join(c.hostPath, name),
 		Type: &typ,
 	}}
 }
@@ -137,4 +286,32 @@ func sourceDirName(pv *corev1.PersistentVolume) string {
 		return path.Base(pv.Spec.NFS.Path)
 	}
 	return ""
+}
+
+// unixModeBits turns the setuid, setgid and sticky bits of an octal mode into
+// their fs.FileMode flags.
+func unixModeBits(n uint64) fs.FileMode {
+	var m fs.FileMode
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// isCleanAbs reports whether p is absolute and already in the form clean
+// gives, so that what an administrator reads in a class is what is used.
+func isCleanAbs(p string, isAbs func(string) bool, clean func(string) string) bool {
+	return p != "" && isAbs(p) && clean(p) == p && !strings.ContainsRune(p, 0)
+}
+
+// within reports whether the clean absolute path p is dir or lies below it.
+func within(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }

@@ -148,11 +148,11 @@ func TestDirectoriesCreateAndRemove(t *testing.T) {
 }
 
 func TestVolumeSource(t *testing.T) {
-	hp := (&params{source: sourceHostPath, hostPath: "/mnt/caches"}).volumeSource("pvc-1")
+	hp := (&directoryClass{source: sourceHostPath, hostPath: "/mnt/caches"}).volumeSource("pvc-1")
 	if hp.HostPath == nil || hp.HostPath.Path != "/mnt/caches/pvc-1" || *hp.HostPath.Type != corev1.HostPathDirectory {
 		t.Errorf("hostPath source = %+v", hp.HostPath)
 	}
-	nfs := (&params{source: sourceNFS, nfsServer: "10.0.0.1", nfsPath: "/export"}).volumeSource("pvc-1")
+	nfs := (&directoryClass{source: sourceNFS, nfsServer: "10.0.0.1", nfsPath: "/export"}).volumeSource("pvc-1")
 	if nfs.NFS == nil || nfs.NFS.Server != "10.0.0.1" || nfs.NFS.Path != "/export/pvc-1" {
 		t.Errorf("nfs source = %+v", nfs.NFS)
 	}

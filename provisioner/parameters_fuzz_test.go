@@ -32,21 +32,22 @@ func FuzzParseParameters(f *testing.F) {
 			k, v, _ := strings.Cut(line, "=")
 			in[k] = v
 		}
-		p, err := parseParameters(&storagev1.StorageClass{Parameters: in}, root)
+		p, err := parseParameters(&storagev1.StorageClass{Parameters: in}, newBackends(testProvisioner, root))
 		if err != nil {
 			return
-		}
-		if p.backend != backendDirectory {
-			return
-		}
-		if !filepath.IsAbs(p.baseDir) || filepath.Clean(p.baseDir) != p.baseDir || !within(root, p.baseDir) {
-			t.Fatalf("accepted baseDir %q outside %s", p.baseDir, root)
 		}
 		if p.maxVolumes < 0 {
 			t.Fatalf("accepted maxVolumes %d", p.maxVolumes)
 		}
-		if p.directoryMode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
-			t.Fatalf("accepted directory mode %o", p.directoryMode)
+		d, ok := p.pool.(*directoryClass)
+		if !ok {
+			return
+		}
+		if !filepath.IsAbs(d.baseDir) || filepath.Clean(d.baseDir) != d.baseDir || !within(root, d.baseDir) {
+			t.Fatalf("accepted baseDir %q outside %s", d.baseDir, root)
+		}
+		if d.directoryMode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
+			t.Fatalf("accepted directory mode %o", d.directoryMode)
 		}
 	})
 }

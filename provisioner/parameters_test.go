@@ -35,20 +35,20 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "hostPath with defaults",
 			params: hostPathClass(nil),
-			want: &params{backend: "directory", selectorKeys: sets.New[string](), baseDir: root + "/caches", source: "hostPath",
-				hostPath: "/mnt/caches", directoryMode: 0o777},
+			want: &params{backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
+				hostPath: "/mnt/caches", directoryMode: 0o777}},
 		},
 		{
 			name: "nfs with every option",
 			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
 				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
-			want: &params{backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), baseDir: root, source: "nfs",
-				nfsServer: "nfs.example.com", nfsPath: "/export/caches", maxVolumes: 20, directoryMode: 0o775 | fs.ModeSetgid},
+			want: &params{backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
+				nfsServer: "nfs.example.com", nfsPath: "/export/caches", directoryMode: 0o775 | fs.ModeSetgid}},
 		},
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
-			want:   &params{backend: "static", selectorKeys: sets.New("cache"), directoryMode: 0o777},
+			want:   &params{backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
 		},
 		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
 		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},
@@ -87,7 +87,7 @@ func TestParseParameters(t *testing.T) {
 			if tt.policy != "" {
 				class.ReclaimPolicy = ptr.To(tt.policy)
 			}
-			got, err := parseParameters(class, root)
+			got, err := parseParameters(class, newBackends(testProvisioner, root))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -110,9 +110,16 @@ func TestParseParameters(t *testing.T) {
 }
 
 func equalParams(a, b *params) bool {
-	return a.backend == b.backend && a.selectorKeys.Equal(b.selectorKeys) && a.baseDir == b.baseDir && a.source == b.source &&
-		a.hostPath == b.hostPath && a.nfsServer == b.nfsServer && a.nfsPath == b.nfsPath && a.maxVolumes == b.maxVolumes &&
-		a.directoryMode == b.directoryMode
+	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes {
+		return false
+	}
+	da, ok := a.pool.(*directoryClass)
+	if !ok {
+		return a.pool == b.pool
+	}
+	db, ok := b.pool.(*directoryClass)
+	return ok && da.baseDir == db.baseDir && da.source == db.source && da.hostPath == db.hostPath &&
+		da.nfsServer == db.nfsServer && da.nfsPath == db.nfsPath && da.directoryMode == db.directoryMode
 }
 
 func TestNodeAffinity(t *testing.T) {

@@ -23,19 +23,14 @@ import (
 // volumes form a class's pool, which of them a claim may take, in what order
 // it tries them, and which selectors it understands.
 
-// isMember reports whether pv belongs to the pool of class.
-//
-// A directory pool is what this provisioner created for the class with
-// reclaim policy Retain; a static pool is what an administrator labelled into
-// it. Only Retain volumes are pooled: a Delete volume is gone once released.
-func isMember(pv *corev1.PersistentVolume, class, backend, provisionerName string) bool {
+// isMember reports whether pv belongs to the pool of class, whose backend
+// says which of the class's volumes are in it. Only Retain volumes are
+// pooled: a Delete volume is gone once released.
+func isMember(pv *corev1.PersistentVolume, class string, pool classBackend) bool {
 	if volumehelpers.GetPersistentVolumeClass(pv) != class || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		return false
 	}
-	if backend == backendStatic {
-		return pv.Labels[PoolLabel] == class
-	}
-	return pv.Annotations[keys.ProvisionedBy] == provisionerName
+	return pool.isMember(pv)
 }
 
 // availability says whether a pool member can be given to a claim.

@@ -107,7 +107,8 @@ func TestIsMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := isMember(tt.pv, "pool", tt.backend, testProvisioner); got != tt.want {
+			pools := map[string]classBackend{backendDirectory: &directoryClass{provisioner: testProvisioner}, backendStatic: staticClass{name: "pool"}}
+			if got := isMember(tt.pv, "pool", pools[tt.backend]); got != tt.want {
 				t.Errorf("isMember = %v, want %v", got, tt.want)
 			}
 		})

@@ -1,0 +1,76 @@
+package provisioner
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// A backend is where the volumes of a class come from. The Provision flow
+// does what every pool needs (it takes free members, counts, wakes waiting
+// claims); a backend says which volumes form a class's pool, makes new ones
+// if it can, and removes them. A class names its backend with the parameter
+// "backend".
+type backend interface {
+	// parameters names the class parameters the backend reads, on top of
+	// "backend" and "selectorKeys", which every class may set.
+	parameters() []string
+	// forClass validates those parameters of class and returns the
+	// backend's view of it, or every problem at once.
+	forClass(class *storagev1.StorageClass) (classBackend, []error)
+	// delete removes the storage of pv, a volume this backend made (its
+	// annBackend annotation names the backend) with reclaim policy Delete.
+	delete(ctx context.Context, pv *corev1.PersistentVolume) error
+}
+
+// classBackend is a backend's view of one StorageClass.
+type classBackend interface {
+	// isMember reports whether pv, a Retain volume of the class, is in the
+	// class's pool.
+	isMember(pv *corev1.PersistentVolume) bool
+	// selectorKeys names the label keys a claim's selector may use on top
+	// of the class's selectorKeys.
+	selectorKeys() []string
+	// maker returns what makes new volumes for the class, or nil and what an
+	// administrator can do to add volumes to a pool that cannot grow.
+	maker() (volumeMaker, string)
+}
+
+// volumeMaker makes the storage of new volumes for one class.
+type volumeMaker interface {
+	// refuse says why no volume of the backend can serve claim (an event
+	// reason and the message), or returns "" and nil.
+	refuse(claim *corev1.PersistentVolumeClaim) (string, error)
+	// create makes the storage of the volume name, and returns the source
+	// that points a PersistentVolume at it and the annotations that let
+	// delete find it without the class. It is idempotent: a retry for the
+	// same name reuses what an earlier attempt made.
+	create(name string) (corev1.PersistentVolumeSource, map[string]string, error)
+}
+
+// newBackends registers every backend by the name a class gives it.
+// provisionerName is the provisioner's own name; directoryRoot the directory
+// the directory backend must stay inside.
+func newBackends(provisionerName, directoryRoot string) map[string]backend {
+	return map[string]backend{
+		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: directoryRoot}},
+		backendStatic:    staticBackend{},
+	}
+}
+
+// backendNames lists the registered backends for a message, sorted: `"a",
+// "b" or "c"`.
+func backendNames(backends map[string]backend) string {
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, `"`+n+`"`)
+	}
+	slices.Sort(names)
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

@@ -1,0 +1,25 @@
+package provisioner
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Delete removes, through the backend that made it, the storage of a volume
+// this provisioner created with reclaim policy Delete. Anything else is left
+// alone: the library then keeps the PV too.
+func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	p.unreserve(pv.Name)
+	b := p.backends[pv.Annotations[annBackend]]
+	if pv.Annotations[keys.ProvisionedBy] != p.name || b == nil {
+		return &lib.IgnoredError{Reason: "the volume was not created by a backend of this provisioner"}
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		return &lib.IgnoredError{Reason: "the volume's reclaim policy is not Delete, its data is kept"}
+	}
+	return b.delete(ctx, pv)
+}

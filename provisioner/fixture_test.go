@@ -1,0 +1,151 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controllertest"
+)
+
+type fixture struct {
+	t        *testing.T
+	p        *provisioner
+	client   *fake.Clientset
+	volumes  cache.Indexer // what the informer shows; tests decide when it catches up
+	claims   cache.Indexer
+	recorder *record.FakeRecorder
+	root     string
+
+	mu       sync.Mutex
+	requeued []string
+}
+
+// newFixture serves pvs and claims from both the cache and the API server.
+// The fake API server enforces resourceVersion preconditions on PV updates.
+func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.PersistentVolumeClaim) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:        t,
+		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexClass: indexByClass, indexClaimUID: indexByClaimUID}),
+		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		recorder: record.NewFakeRecorder(1000),
+		root:     t.TempDir(),
+	}
+	var objs []runtime.Object
+	for _, pv := range pvs {
+		objs = append(objs, pv.DeepCopy())
+		if err := f.volumes.Add(pv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range claims {
+		objs = append(objs, c.DeepCopy())
+		if err := f.claims.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.client = fake.NewClientset(objs...)
+	gvr := corev1.SchemeGroupVersion.WithResource("persistentvolumes")
+	f.client.PrependReactor("update", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pv := a.(k8stesting.UpdateAction).GetObject().(*corev1.PersistentVolume).DeepCopy()
+		cur, err := f.client.Tracker().Get(gvr, "", pv.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		old := cur.(*corev1.PersistentVolume).ResourceVersion
+		if pv.ResourceVersion != old {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), pv.Name, errors.New("the object has been modified"))
+		}
+		n, _ := strconv.Atoi(old)
+		pv.ResourceVersion = strconv.Itoa(n + 1)
+		return true, pv, f.client.Tracker().Update(gvr, pv, "")
+	})
+	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, newMetrics(), f.root)
+	f.p.requeue = func(c *corev1.PersistentVolumeClaim) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.requeued = append(f.requeued, c.Name)
+	}
+	return f
+}
+
+func (f *fixture) directoryClass(extra map[string]string) *storagev1.StorageClass {
+	params := map[string]string{"backend": "directory", "baseDir": f.root, "source": "hostPath", "hostPath": "/mnt/pool"}
+	for k, v := range extra {
+		params[k] = v
+	}
+	return &storagev1.StorageClass{
+		ObjectMeta:    metav1.ObjectMeta{Name: "pool"},
+		Provisioner:   testProvisioner,
+		Parameters:    params,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain),
+	}
+}
+
+func (f *fixture) provision(class *storagev1.StorageClass, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	return f.p.Provision(context.Background(), lib.ProvisionOptions{
+		StorageClass: class, PVName: "pvc-" + string(claim.UID), PVC: claim,
+	})
+}
+
+// server returns the PV as the API server has it.
+func (f *fixture) server(name string) *corev1.PersistentVolume {
+	f.t.Helper()
+	pv, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return pv
+}
+
+// events drains the recorded events.
+func (f *fixture) events() []string {
+	return controllertest.Events(f.recorder)
+}
+
+func (f *fixture) writes() int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			n++
+		}
+	}
+	return n
+}
+
+func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func wantIssued(t *testing.T, err error, pv string) {
+	t.Helper()
+	var ignored *lib.IgnoredError
+	if !errors.As(err, &ignored) || !strings.Contains(ignored.Reason, pv) {
+		t.Fatalf("Provision = %v, want the library told that %s was issued", err, pv)
+	}
+}
+
+func hasEvent(events []string, prefix string) bool {
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// This file holds how a pool grows: the checks every new volume passes, the
+// count against maxVolumes, and the PersistentVolume around what the
+// backend made.
+
+// grow makes a new volume for claim through the class's backend, within the
+// class's growth limits.
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, maker volumeMaker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	claim, class := opts.PVC, opts.StorageClass
+	if reason, err := maker.refuse(claim); err != nil {
+		return p.refuse(claim, reason, err)
+	}
+	// A size beyond what a byte count holds is no real request (and would
+	// overflow the consumers' arithmetic); a class may set a lower bound.
+	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if request.CmpInt64(math.MaxInt64) >= 0 { // Quantity saturates at the largest int64
+		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s, at least 8 EiB, more than any volume holds", request.String()))
+	}
+	if max := params.maxCapacity; max != nil && request.Cmp(*max) > 0 {
+		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), paramMaxCapacity))
+	}
+	volumeLabels, err := labelsFor(selector)
+	if err != nil {
+		return p.refuse(claim, reasonUnsupportedSelector, err)
+	}
+	affinity := nodeAffinity(class)
+	if node := opts.SelectedNode; node != nil && affinity != nil {
+		if ok, err := corev1helpers.MatchNodeSelectorTerms(node, affinity.Required); err != nil || !ok {
+			return nil, lib.ProvisioningReschedule, fmt.Errorf("node %s is outside the allowedTopologies of class %s", node.Name, class.Name)
+		}
+	}
+
+	count, ok := p.reserve(class.Name, opts.PVName, params.maxVolumes)
+	if !ok {
+		return p.exhausted(claim, class, fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
+			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes))
+	}
+	source, backendAnnotations, err := maker.create(opts.PVName)
+	if err != nil {
+		p.unreserve(opts.PVName)
+		return nil, lib.ProvisioningFinished, err
+	}
+
+	policy := corev1.PersistentVolumeReclaimRetain
+	if class.ReclaimPolicy != nil {
+		policy = *class.ReclaimPolicy
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   opts.PVName,
+			Labels: volumeLabels,
+			Annotations: map[string]string{
+				annBackend:     params.backend,
+				keys.LastClaim: claimKey(claim),
+				annIssuedAt:    p.now().UTC().Format(time.RFC3339),
+				// See take: a volume whose claim got bound elsewhere
+				// returns to the pool.
+				volumehelpers.AnnBoundByController: "yes",
+			},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: claim.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes: claim.Spec.AccessModes,
+			// A backend refuses the modes it cannot make.
+			VolumeMode:                    ptr.To(ptr.Deref(claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
+			PersistentVolumeReclaimPolicy: policy,
+			StorageClassName:              class.Name,
+			MountOptions:                  class.MountOptions,
+			NodeAffinity:                  affinity,
+			PersistentVolumeSource:        source,
+		},
+	}
+	maps.Copy(pv.Annotations, backendAnnotations)
+	p.metrics.created.WithLabelValues(class.Name).Inc()
+	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
+	return pv, lib.ProvisioningFinished, nil
+}

@@ -1,0 +1,101 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// This file holds how a free pool member is taken for a claim: one
+// conditional write, safe against other claims and the PV controller.
+
+// outcome is what became of an attempt to take a pool member.
+type outcome int
+
+const (
+	// lost: the member is not free for the claim (any more); try the next.
+	lost outcome = iota
+	// taken: the member now points at the claim.
+	taken
+	// boundMeanwhile: the PV controller bound the claim to the member first,
+	// as it does with Available volumes.
+	boundMeanwhile
+)
+
+// take points pv at claim, if pv is still free and fits (fits re-checks a
+// fresher copy). Two claims never win the same member: the update carries
+// the resourceVersion the member had when it was judged free.
+func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
+	logger := klog.FromContext(ctx)
+	for retried := false; ; retried = true {
+		if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
+			return lost, err
+		}
+		// Bind as the PV controller would, including its bound-by-controller
+		// mark: should the claim end up bound to another volume anyway, the
+		// PV controller then returns this one to the pool rather than keeping
+		// it reserved for the claim's name.
+		updated, _, err := volumehelpers.GetBindVolumeToClaim(pv, claim)
+		if err != nil {
+			return lost, err
+		}
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.now().UTC().Format(time.RFC3339))
+		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			p.expectTake(claim.UID, pv.Name)
+			return taken, nil
+		case apierrors.IsNotFound(err):
+			return lost, nil
+		case !apierrors.IsConflict(err):
+			return lost, fmt.Errorf("issuing volume %s: %w", pv.Name, err)
+		}
+		p.metrics.conflicts.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
+
+		// Someone changed the member first: the PV controller binding this
+		// very claim to it, another claim taking it, or just a status update.
+		live, err := p.client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return lost, nil
+		case err != nil:
+			return lost, fmt.Errorf("reading volume %s: %w", pv.Name, err)
+		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
+			p.expectTake(claim.UID, pv.Name)
+			return boundMeanwhile, nil
+		case retried || availabilityOf(live, claim) == inUse || !fits(live):
+			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)
+			return lost, nil
+		}
+		pv = live
+	}
+}
+
+// claimGone reports whether the claim a Released volume names is gone, which
+// only the API server can say for sure; the cache can only say it is not.
+func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return true, nil
+	}
+	if c, err := p.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil && c.UID == ref.UID {
+		return false, nil
+	}
+	live, err := p.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("checking whether claim %s/%s of volume %s still exists: %w", ref.Namespace, ref.Name, pv.Name, err)
+	}
+	return live.UID != ref.UID, nil
+}

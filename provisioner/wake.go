@@ -1,0 +1,67 @@
+package provisioner
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+)
+
+// This file holds the claims that wait for a full pool: Provision records
+// them, and a volume freed in their class hands them back to the library at
+// once rather than after its back-off.
+
+func (p *provisioner) startWaiting(class string, claim *corev1.PersistentVolumeClaim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting[class] == nil {
+		p.waiting[class] = map[types.UID]types.NamespacedName{}
+	}
+	p.waiting[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+}
+
+func (p *provisioner) stopWaiting(class string, uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiting[class], uid)
+}
+
+// wake hands the claims waiting for class back to the library, which calls
+// Provision for them at once instead of after its back-off.
+func (p *provisioner) wake(class string) {
+	p.mu.Lock()
+	var wake []*corev1.PersistentVolumeClaim
+	for uid, key := range p.waiting[class] {
+		c, err := p.claims.PersistentVolumeClaims(key.Namespace).Get(key.Name)
+		if err != nil || c.UID != uid || c.Spec.VolumeName != "" {
+			delete(p.waiting[class], uid)
+			continue
+		}
+		wake = append(wake, c)
+	}
+	p.mu.Unlock()
+	for _, c := range wake {
+		p.requeue(c)
+	}
+}
+
+// onVolume wakes the claims waiting for a class when one of its volumes is
+// freed or deleted, or a free one joins.
+func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
+	if cur != nil {
+		p.observe(cur)
+	}
+	switch {
+	case cur == nil:
+		p.wake(volumehelpers.GetPersistentVolumeClass(old))
+	case isFreed(cur) && (old == nil || !isFreed(old) || old.Labels[PoolLabel] != cur.Labels[PoolLabel]):
+		p.wake(volumehelpers.GetPersistentVolumeClass(cur))
+	}
+}
+
+// isFreed reports whether pv no longer serves a claim.
+func isFreed(pv *corev1.PersistentVolume) bool {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed {
+		return false
+	}
+	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased
+}
