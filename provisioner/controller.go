@@ -17,7 +17,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
@@ -63,19 +66,24 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	factory := env.InformerFactory("", "")
+	m := newMetrics()
+	if err := m.register(env.Registry); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	return newController(env.Client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), m, env.ProvisionerName, cfg)
+}
+
+// newController wires the provisioner to the library on factory's informers.
+// Options in extra override the library's settings made here.
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, m *metrics,
+	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
 	if err := volumes.AddIndexers(cache.Indexers{indexClass: indexByClass, indexClaimUID: indexByClaimUID}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	claims := &claimInformer{SharedIndexInformer: factory.Core().V1().PersistentVolumeClaims().Informer()}
 
-	m := newMetrics()
-	if err := m.register(env.Registry); err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
-	}
-	p := newProvisioner(env.ProvisionerName, env.Client, volumes.GetIndexer(),
-		factory.Core().V1().PersistentVolumeClaims().Lister(), env.Recorder("reclaimable-provisioner"), m, cfg.DirectoryRoot)
+	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg.DirectoryRoot)
 	p.requeue = claims.requeue
 	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -103,7 +111,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	}
 
 	logger := klog.Background().WithValues("controller", "provisioner")
-	pc := lib.NewProvisionController(logger, env.Client, env.ProvisionerName, p,
+	opts := []func(*lib.ProvisionController) error{
 		// The process already elects a leader per controller (Lease
 		// "<controller-id>-provisioner") and calls Run only while it leads.
 		lib.LeaderElection(false),
@@ -121,7 +129,8 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		// Served with the process's other metrics, not on a port of its own.
 		lib.MetricsInstance(m.lib),
 		lib.MetricsPort(0),
-	)
+	}
+	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
 	return &Controller{lib: pc}, nil
 }
 

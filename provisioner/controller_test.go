@@ -1,14 +1,23 @@
 package provisioner
 
 import (
+	"context"
 	"flag"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -29,22 +38,99 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// The library has no call to requeue a claim; the wrapped informer replays
-// an update to the handler the library registered.
-func TestClaimInformerRequeues(t *testing.T) {
-	shared := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().PersistentVolumeClaims().Informer()
-	i := &claimInformer{SharedIndexInformer: shared}
-	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", UID: "u"}}
-	i.requeue(claim) // no handler yet: nothing happens
+// A claim refused with PoolExhausted is provisioned as soon as a volume of
+// its class is freed, through the real library: the provisioner hands it
+// back to the library's queue, whose own retry would come only after an
+// hour here. Each failed attempt leaves one Warning, not the provisioner's
+// and the library's copy of it.
+func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
+	const name = "example.com/reclaimable"
+	class := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "pool"},
+		Provisioner:       name,
+		Parameters:        map[string]string{"backend": "static"},
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
+	}
+	member := volume("member", "1Gi", bound("ns", "first", "uid-ns-first"), func(pv *corev1.PersistentVolume) {
+		pv.Annotations = map[string]string{}
+		pv.Labels = map[string]string{PoolLabel: "pool"}
+	})
+	first := claimFor("ns", "first", "1Gi")
+	claim := claimFor("ns", "waiting", "1Gi", func(c *corev1.PersistentVolumeClaim) {
+		// What the PV controller sets on a claim for an external provisioner.
+		c.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": name}
+	})
+	client := fake.NewClientset(class, member, first, claim)
 
-	var got []any
-	if _, err := i.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { got = append(got, obj) },
-	}, 0); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	c, err := newController(client, factory, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), newMetrics(), name,
+		Config{DirectoryRoot: t.TempDir(), Workers: 1},
+		lib.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(time.Hour, time.Hour)))
+	if err != nil {
 		t.Fatal(err)
 	}
-	i.requeue(claim)
-	if len(got) != 1 || got[0] != claim {
-		t.Errorf("handler saw %v, want the claim once", got)
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	events := func(reason string) (n int) {
+		list, err := client.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.InvolvedObject.UID == claim.UID && e.Reason == reason {
+				n += int(max(e.Count, 1))
+			}
+		}
+		return n
+	}
+	poll := func(what string, cond func() bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return cond(), nil
+		}); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	poll("the claim to be refused with PoolExhausted", func() bool { return events(reasonPoolExhausted) == 1 })
+
+	// The first claim is gone and the releaser returns its volume.
+	if err := client.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	freed := member.DeepCopy()
+	freed.Spec.ClaimRef, freed.Status.Phase = nil, corev1.VolumeAvailable
+	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, freed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("the freed volume to be issued to the waiting claim", func() bool {
+		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, member.Name, metav1.GetOptions{})
+		return err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID
+	})
+	// The library records "Provisioning" before each attempt, through the
+	// same broadcaster as its copy of a failure: once the second attempt's
+	// is out, the first attempt's copy would be too.
+	poll("the library's events of both attempts", func() bool { return events("Provisioning") == 2 })
+	poll("the IssuedFromPool event", func() bool { return events(reasonIssuedFromPool) == 1 })
+	if n := events(reasonProvisioningFailed); n != 0 {
+		t.Errorf("%d ProvisioningFailed events besides PoolExhausted, want none", n)
+	}
+	if n := events(reasonPoolExhausted); n != 1 {
+		t.Errorf("%d PoolExhausted events for one failed attempt, want 1", n)
 	}
 }

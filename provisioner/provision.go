@@ -30,6 +30,9 @@ const (
 	reasonUnsupportedCapacity   = "UnsupportedCapacity"
 	reasonPoolExhausted         = "PoolExhausted"
 	reasonIssuedFromPool        = "IssuedFromPool"
+	// reasonProvisioningFailed is the library's reason, for failures
+	// without one of their own.
+	reasonProvisioningFailed = "ProvisioningFailed"
 )
 
 // Indexes this provisioner adds to the shared PersistentVolume informer.
@@ -108,7 +111,19 @@ func (p *provisioner) ShouldProvision(_ context.Context, claim *corev1.Persisten
 // to create, so Provision then returns IgnoredError: the library stops
 // working on the claim without a PV create that could only fail with
 // AlreadyExists.
-func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) (_ *corev1.PersistentVolume, _ lib.ProvisioningState, err error) {
+func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	pv, state, err := p.provision(ctx, opts)
+	var ignored *lib.IgnoredError
+	var reported reportedError
+	if err != nil && !errors.As(err, &ignored) && !errors.As(err, &reported) {
+		// What the library would have said (see libevents.go).
+		p.recorder.Event(opts.PVC, corev1.EventTypeWarning, reasonProvisioningFailed,
+			fmt.Sprintf("%s%q: %v", libFailurePrefix, opts.StorageClass.Name, err))
+	}
+	return pv, state, err
+}
+
+func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) (_ *corev1.PersistentVolume, _ lib.ProvisioningState, err error) {
 	claim, class := opts.PVC, opts.StorageClass
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "class", class.Name)
 	ctx = klog.NewContext(ctx, logger)
@@ -191,8 +206,13 @@ func describeLastUse(last string, claim *corev1.PersistentVolumeClaim) string {
 // refuse reports a problem the claim or its class must fix, on the claim.
 func (p *provisioner) refuse(claim *corev1.PersistentVolumeClaim, reason string, err error) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.recorder.Event(claim, corev1.EventTypeWarning, reason, err.Error())
-	return nil, lib.ProvisioningFinished, err
+	return nil, lib.ProvisioningFinished, reportedError{err}
 }
+
+// reportedError is a failure already reported on the claim.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
 
 // errExhausted marks a refusal that waits for a volume to be freed.
 var errExhausted = errors.New("pool exhausted")
@@ -202,7 +222,7 @@ var errExhausted = errors.New("pool exhausted")
 func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
 	p.recorder.Event(claim, corev1.EventTypeWarning, reasonPoolExhausted, msg)
-	return nil, lib.ProvisioningFinished, fmt.Errorf("%w: %s", errExhausted, msg)
+	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s", errExhausted, msg)}
 }
 
 // members lists the pool of class.

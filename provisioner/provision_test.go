@@ -11,8 +11,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
@@ -242,5 +245,35 @@ func TestDescribeLastUseHidesOtherNamespaces(t *testing.T) {
 		if got := describeLastUse(last, claim); got != want {
 			t.Errorf("describeLastUse(%q) = %q, want %q", last, got, want)
 		}
+	}
+}
+
+// Every failed attempt leaves exactly one Warning on the claim: a refusal
+// under its own reason, anything else under the library's reason and in its
+// words (the library's copy is left out, see libevents.go).
+func TestProvisionReportsEachFailureOnce(t *testing.T) {
+	claim := claimFor("ns", "c", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{volume("free", "1Gi")}, claim)
+
+	_, _, err := f.provision(f.directoryClass(map[string]string{"baseDir": "/etc"}), claim)
+	if err == nil {
+		t.Fatal("a class with its baseDir outside the root was accepted")
+	}
+	if ev := f.events(); len(ev) != 1 || !strings.HasPrefix(ev[0], "Warning "+reasonInvalidParameters+" ") {
+		t.Errorf("events of a refusal = %q, want one %s", ev, reasonInvalidParameters)
+	}
+
+	f.client.PrependReactor("update", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+	})
+	if _, _, err = f.provision(f.directoryClass(nil), claim); err == nil {
+		t.Fatal("Provision succeeded although every update failed")
+	}
+	want := `Warning ProvisioningFailed failed to provision volume with StorageClass "pool": issuing volume free: etcd is down`
+	if ev := f.events(); len(ev) != 1 || ev[0] != want {
+		t.Errorf("events of a failed write = %q, want [%q]", ev, want)
+	}
+	if !reportedByProvision(&corev1.Event{Type: corev1.EventTypeWarning, Reason: "ProvisioningFailed", Message: strings.TrimPrefix(want, "Warning ProvisioningFailed ")}) {
+		t.Errorf("the library's copy of %q would be recorded too", want)
 	}
 }
