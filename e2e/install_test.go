@@ -447,7 +447,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(slices.Concat(read, writes), "", "secrets", anyNS, ""),
 				accesses(slices.Concat(read, writes), "", "secrets", installNamespace, ""),
 				accesses(slices.Concat(writes, []string{"escalate", "bind"}), "rbac.authorization.k8s.io", "clusterroles", anyNS, ""),
-				accesses(writes, "", "pods", anyNS, ""),
+				accesses([]string{"create", "update", "delete", "deletecollection"}, "", "pods", anyNS, ""),
 				accesses([]string{"create"}, "", "pods/exec", userNS, ""),
 				accesses([]string{"create"}, "", "serviceaccounts/token", installNamespace, ""),
 				accesses([]string{"impersonate"}, "", "serviceaccounts", anyNS, ""),
@@ -470,6 +470,8 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 		"podwatcher": {
 			allowed: slices.Concat(
 				accesses(read, "", "pods", anyNS, ""),
+				// Only to remove the claims gate.
+				accesses([]string{"patch"}, "", "pods", anyNS, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
 				accesses(slices.Concat(read, []string{"create", "delete"}), "", "persistentvolumeclaims", anyNS, ""),
 			),
@@ -490,7 +492,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			denied: slices.Concat(
 				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumes", anyNS, ""),
 				accesses(writes, "", "persistentvolumeclaims", anyNS, ""),
-				accesses(read, "", "pods", anyNS, ""),
+				accesses(slices.Concat(read, []string{"patch"}), "", "pods", anyNS, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
 				accesses(read, "", "nodes", anyNS, ""),
 			),
@@ -505,7 +507,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			denied: slices.Concat(
 				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),
 				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumeclaims", anyNS, ""),
-				accesses(read, "", "pods", anyNS, ""),
+				accesses(slices.Concat(read, []string{"patch"}), "", "pods", anyNS, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
 			),
 		},

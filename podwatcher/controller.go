@@ -141,6 +141,10 @@ type Controller struct {
 	// creating holds "<namespace>/<name>" of claims we created that the
 	// informer has not shown yet, so that no create is sent twice.
 	creating map[string]time.Time
+	// created holds "<namespace>/<name>" of claims the API server has
+	// confirmed creating that the informer has not shown yet, so that the
+	// gate of their pods goes without waiting for the cache.
+	created map[string]time.Time
 	// gone holds the UIDs of owners the API server said no longer exist
 	// (by the watch's delete event or by a GET), with the time it first
 	// said so.
@@ -182,7 +186,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	podInformer := all.Core().V1().Pods()
 	jobInformer := all.Batch().V1().Jobs()
 
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims}); err != nil {
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
@@ -206,6 +210,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		claimIndexer: claimInformer.Informer().GetIndexer(),
 		now:          time.Now,
 		creating:     map[string]time.Time{},
+		created:      map[string]time.Time{},
 		gone:         map[types.UID]time.Time{},
 		leftToGC:     map[types.UID]struct{}{},
 		owners:       map[types.UID]*ownerMemory{},
@@ -290,7 +295,10 @@ func claimsMayChange(old, cur any) bool {
 
 func (c *Controller) ownerChanged(kind string, obj any) {
 	meta, ok := obj.(metav1.Object)
-	if !ok || !asksForClaims(meta.GetAnnotations()) {
+	if !ok {
+		return
+	}
+	if pod, isPod := obj.(*corev1.Pod); !asksForClaims(meta.GetAnnotations()) && (!isPod || !hasGate(pod)) {
 		return
 	}
 	c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
@@ -333,6 +341,7 @@ func (c *Controller) claimAdded(obj any) {
 	// finds the claims whose owner went away while no replica ran.
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		c.enqueueGated(claim.Namespace + "/" + claim.Name)
 	}
 }
 
@@ -352,6 +361,7 @@ func (c *Controller) claimSeen(obj any) {
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.mu.Lock()
 		delete(c.creating, claim.Namespace+"/"+claim.Name)
+		delete(c.created, claim.Namespace+"/"+claim.Name)
 		c.mu.Unlock()
 	}
 }
@@ -367,6 +377,7 @@ func (c *Controller) claimDeleted(obj any) {
 	name := claim.Namespace + "/" + claim.Name
 	c.mu.Lock()
 	delete(c.creating, name)
+	delete(c.created, name)
 	delete(c.leftToGC, claim.UID)
 	c.mu.Unlock()
 	// An owner that still wants a claim of this name gets it again.
@@ -390,8 +401,9 @@ func (c *Controller) enqueueOwnersWanting(claim string) {
 	}
 }
 
-// sweep queues every managed claim (to catch owners gone unseen) and every
-// annotated owner (to catch claims missing for any reason).
+// sweep queues every managed claim (to catch owners gone unseen), every
+// annotated owner (to catch claims missing for any reason) and every gated
+// pod.
 func (c *Controller) sweep(ctx context.Context) {
 	claims := c.claimIndexer.List()
 	for _, o := range claims {
@@ -404,12 +416,14 @@ func (c *Controller) sweep(ctx context.Context) {
 		kind    string
 		indexer cache.Indexer
 	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
-		for _, value := range ix.indexer.ListIndexFuncValues(wantsClaimIndex) {
-			objs, _ := ix.indexer.ByIndex(wantsClaimIndex, value)
-			for _, o := range objs {
-				if meta, ok := o.(metav1.Object); ok {
-					c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
-					owners++
+		for _, index := range []string{wantsClaimIndex, gatedOnIndex} {
+			for _, value := range ix.indexer.ListIndexFuncValues(index) {
+				objs, _ := ix.indexer.ByIndex(index, value)
+				for _, o := range objs {
+					if meta, ok := o.(metav1.Object); ok {
+						c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
+						owners++
+					}
 				}
 			}
 		}
@@ -446,9 +460,11 @@ func (c *Controller) pruneLocked() {
 			delete(c.gone, uid)
 		}
 	}
-	for name, t := range c.creating {
-		if now.Sub(t) > expectationTTL {
-			delete(c.creating, name)
+	for _, m := range []map[string]time.Time{c.creating, c.created} {
+		for name, t := range m {
+			if now.Sub(t) > expectationTTL {
+				delete(m, name)
+			}
 		}
 	}
 }

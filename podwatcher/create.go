@@ -45,6 +45,9 @@ func (c *Controller) syncPod(ctx context.Context, k key) error {
 		return nil
 	}
 	annotations := pod.Annotations
+	// The claims of the pod's Job, which the gate waits for too.
+	var jobRequests []claimRequest
+	var jobRejected bool
 	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == kindJob && isBatchGroup(ref.APIVersion) {
 		job, err := c.jobs.Jobs(pod.Namespace).Get(ref.Name)
 		if err != nil || job.UID != ref.UID {
@@ -54,11 +57,18 @@ func (c *Controller) syncPod(ctx context.Context, k key) error {
 			return nil
 		}
 		annotations = withoutJobVolumes(annotations, job.Annotations)
+		var rejections []rejection
+		jobRequests, rejections = parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
+		jobRejected = len(rejections) > 0
 	}
 	requests, rejections := parseRequests(pod.Namespace, annotations, pod.Spec.Volumes)
-	return c.ensureClaims(ctx, pod, owner{
+	err = c.ensureClaims(ctx, pod, owner{
 		APIVersion: "v1", Kind: kindPod, Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 	}, requests, rejections)
+	if !hasGate(pod) {
+		return err
+	}
+	return errors.Join(err, c.syncGate(ctx, pod, append(requests, jobRequests...), jobRejected || len(rejections) > 0))
 }
 
 func (c *Controller) syncJob(ctx context.Context, k key) error {
@@ -145,6 +155,12 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 	_, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 	switch {
 	case err == nil:
+		c.mu.Lock()
+		c.created[name] = c.now()
+		c.mu.Unlock()
+		if o.Kind == kindJob {
+			c.enqueueGated(name)
+		}
 		c.metrics.created.Inc()
 		c.recorder.Eventf(obj, corev1.EventTypeNormal, "ClaimCreated", "Created claim %s for volume %s", req.ClaimName, req.Volume)
 		logger.V(2).Info("Created claim")

@@ -7,11 +7,12 @@ import (
 )
 
 type metrics struct {
-	created    prometheus.Counter
-	deleted    prometheus.Counter
-	leftToGC   prometheus.Counter
-	rejections *prometheus.CounterVec
-	apiErrors  *prometheus.CounterVec
+	created      prometheus.Counter
+	deleted      prometheus.Counter
+	leftToGC     prometheus.Counter
+	gatesRemoved prometheus.Counter
+	rejections   *prometheus.CounterVec
+	apiErrors    *prometheus.CounterVec
 }
 
 func newMetrics(registry prometheus.Registerer) *metrics {
@@ -23,11 +24,13 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 			Help: "Claims the podwatcher deleted because the Pod or Job they were created for no longer exists."}),
 		leftToGC: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_left_to_garbage_collector_total",
 			Help: "Claims of a Pod or Job found gone that still referenced it and were left to the garbage collector to delete (each claim counted once)."}),
+		gatesRemoved: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "scheduling_gates_removed_total",
+			Help: "Claims gates removed from pods whose claims all exist."}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "rejections_total",
 			Help: "Claim requests refused, by the reason of the Warning event on the Pod or Job (each problem counted once)."}, []string{"reason"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "api_errors_total",
 			Help: "Requests to the API server that failed unexpectedly, by operation."}, []string{"operation"}),
 	}
-	registry.MustRegister(m.created, m.deleted, m.leftToGC, m.rejections, m.apiErrors)
+	registry.MustRegister(m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors)
 	return m
 }

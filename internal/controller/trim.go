@@ -10,8 +10,8 @@ import (
 // memory follows the number of objects, not their size: server-side-apply
 // bookkeeping on every object, and of Pods and Jobs (the most numerous and
 // largest objects cached) everything but their metadata, the names of their
-// volumes and the source of their claim volumes, a Pod's phase and a Job's
-// conditions, which is all the podwatcher reads. A controller that comes to
+// volumes and the source of their claim volumes, a Pod's scheduling gates
+// and phase and a Job's conditions, which is all the podwatcher reads. A controller that comes to
 // need more must add it here.
 func trim(obj any) (any, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
@@ -20,7 +20,7 @@ func trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes)}
+		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes), SchedulingGates: o.Spec.SchedulingGates}
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
 	case *batchv1.Job:
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)

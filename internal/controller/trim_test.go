@@ -23,8 +23,9 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: *meta.DeepCopy(),
-		Spec:       corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "build", Image: "busybox"}}},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
+		Spec: corev1.PodSpec{Volumes: volumes, Containers: []corev1.Container{{Name: "build", Image: "busybox"}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/gate"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
 	}
 	out, err := trim(pod)
 	if err != nil {
@@ -37,7 +38,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if want := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}, {Name: "scratch"}}; !reflect.DeepEqual(got.Spec.Volumes, want) {
 		t.Errorf("pod volumes = %+v, want the names, and the source of claim volumes only: %+v", got.Spec.Volumes, want)
 	}
-	if got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" ||
+	if got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" || len(got.Spec.SchedulingGates) != 1 ||
 		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {
 		t.Errorf("pod lost what the podwatcher reads: %+v", got)
 	}

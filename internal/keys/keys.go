@@ -39,6 +39,11 @@ const (
 	// the namespace and name of the claim it serves.
 	LastClaim = "reclaimable.kubernetes.io/last-claim"
 
+	// ClaimsGate is the scheduling gate that holds a Pod until every claim
+	// it asks for by annotation exists. The podwatcher removes it, and only
+	// it; a pod created without it is scheduled as any other.
+	ClaimsGate = "reclaimable.kubernetes.io/claims"
+
 	// ReleasedAt on a PersistentVolume is the RFC 3339 time the releaser last
 	// returned it to the pool.
 	ReleasedAt = "reclaimable.kubernetes.io/released-at"

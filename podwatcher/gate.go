@@ -1,0 +1,172 @@
+package podwatcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// This file holds the claims gate. An annotated pod exists before its claim,
+// since the podwatcher makes the claim once it sees the pod; the scheduler
+// tries the pod first, finds the claim missing and backs off for a second or
+// more, long after the claim has appeared. A pod created with the scheduling
+// gate keys.ClaimsGate is not tried until the podwatcher removes the gate,
+// which it does as soon as every claim the pod asks for exists.
+
+// gatedOnIndex finds the gated pods that mount a claim "<namespace>/<name>",
+// so that the claim's arrival releases them at once.
+const gatedOnIndex = "podwatcher/gated-on"
+
+func hasGate(pod *corev1.Pod) bool { return gateIndex(pod) >= 0 }
+
+func gateIndex(pod *corev1.Pod) int {
+	return slices.IndexFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == keys.ClaimsGate })
+}
+
+// podGatedOn indexes a gated pod by every claim it mounts: its own claims,
+// its Job's, and claims it did not ask for, which cost nothing to list.
+func podGatedOn(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !hasGate(pod) {
+		return nil, nil
+	}
+	var names []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			names = append(names, pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return names, nil
+}
+
+// gateVerdict is what becomes of a pod's claims gate.
+type gateVerdict int
+
+const (
+	// keepGate: a request was rejected; the pod cannot run as it is, and
+	// its Warning events say why.
+	keepGate gateVerdict = iota
+	// awaitClaims: some claim does not exist yet; its arrival requeues the pod.
+	awaitClaims
+	// releaseGate: every claim the pod asks for exists.
+	releaseGate
+)
+
+// decideGate judges the gate of a pod from the claim requests that concern
+// it (its own and its Job's), whether any of them was rejected, and which
+// claims exist. A pod that asks for no claim is released: the gate can only
+// have been put there by mistake, and nothing else would ever remove it.
+func decideGate(requests []claimRequest, rejected bool, exists func(claim string) bool) (gateVerdict, []string) {
+	if rejected {
+		return keepGate, nil
+	}
+	var missing []string
+	for _, r := range requests {
+		if !exists(r.ClaimName) {
+			missing = append(missing, r.ClaimName)
+		}
+	}
+	if len(missing) > 0 {
+		return awaitClaims, missing
+	}
+	return releaseGate, nil
+}
+
+// syncGate removes the claims gate of pod once decideGate allows it.
+func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []claimRequest, rejected bool) error {
+	logger := klog.FromContext(ctx)
+	var lookupErr error
+	verdict, missing := decideGate(requests, rejected, func(name string) bool {
+		ok, err := c.claimExists(ctx, pod.Namespace, name)
+		if err != nil && lookupErr == nil {
+			lookupErr = err
+		}
+		return ok
+	})
+	if lookupErr != nil {
+		return lookupErr
+	}
+	switch verdict {
+	case keepGate:
+		logger.V(4).Info("Keeping the claims gate: a claim request was rejected")
+		return nil
+	case awaitClaims:
+		logger.V(4).Info("Keeping the claims gate until the claims exist", "missing", missing)
+		return nil
+	}
+	return c.removeGate(ctx, pod)
+}
+
+// claimExists looks for a claim in the cache of managed claims, then among
+// the claims this podwatcher created that the cache does not show yet, then
+// on the API server (a claim of someone else's, or one the cache is behind
+// on).
+func (c *Controller) claimExists(ctx context.Context, namespace, name string) (bool, error) {
+	if _, err := c.claims.PersistentVolumeClaims(namespace).Get(name); err == nil {
+		return true, nil
+	}
+	c.mu.Lock()
+	_, created := c.created[namespace+"/"+name]
+	c.mu.Unlock()
+	if created {
+		return true, nil
+	}
+	_, err := c.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	c.metrics.apiErrors.WithLabelValues("get").Inc()
+	return false, fmt.Errorf("looking for claim %s/%s: %w", namespace, name, err)
+}
+
+// removeGate removes the claims gate, and nothing else, from pod. The patch
+// first tests that the gate is still where the cache saw it, so that a
+// change made meanwhile cannot make it remove another gate.
+func (c *Controller) removeGate(ctx context.Context, pod *corev1.Pod) error {
+	i := gateIndex(pod)
+	patch := fmt.Sprintf(`[{"op":"test","path":"/spec/schedulingGates/%d/name","value":%q},{"op":"remove","path":"/spec/schedulingGates/%d"}]`,
+		i, keys.ClaimsGate, i)
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		c.metrics.gatesRemoved.Inc()
+		klog.FromContext(ctx).V(2).Info("Removed the claims gate")
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	}
+	// The cache may be behind: the gate already gone, or moved.
+	live, getErr := c.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(getErr):
+		return nil
+	case getErr == nil && live.UID == pod.UID && !hasGate(live):
+		return nil
+	}
+	c.metrics.apiErrors.WithLabelValues("patch").Inc()
+	return fmt.Errorf("removing the claims gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+}
+
+// enqueueGated queues the gated pods that mount claim "<namespace>/<name>".
+func (c *Controller) enqueueGated(claim string) {
+	objs, err := c.podIndexer.ByIndex(gatedOnIndex, claim)
+	if err != nil {
+		return
+	}
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
+		}
+	}
+}
