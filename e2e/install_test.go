@@ -670,6 +670,8 @@ spec:
 			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
 			}}},
+			// Released by the podwatcher under the installation's pod policy.
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -687,6 +689,10 @@ spec:
 	if got := claim.Labels[keys.ClaimManagedBy]; got != "reclaimable" {
 		t.Fatalf("claim label %s = %q, want reclaimable", keys.ClaimManagedBy, got)
 	}
+	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && len(p.Spec.SchedulingGates) == 0 && p.Spec.NodeName != "", err
+	}, "the podwatcher to remove the pod's gate and the pod to be scheduled")
 	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+const podwatcherPolicy = "reclaimable-podwatcher-pod-writes"
+
+// The podwatcher may patch pods, which RBAC cannot narrow to a field: the
+// installation's ValidatingAdmissionPolicy refuses every write of its
+// ServiceAccount to a pod but the removal of the claims gate. Each write
+// below is one that a pod update may make, sent with the podwatcher's own
+// token.
+func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, "podwatcher"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	podwatcher, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := framework.Client().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "held", Labels: map[string]string{"app": "build"}, Annotations: map[string]string{"a": "b"}},
+		Spec: corev1.PodSpec{
+			Containers:      []corev1.Container{{Name: "main", Image: "busybox:1.36"}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: keys.ClaimsGate}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(body string, dryRun bool) error {
+		opts := metav1.PatchOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err := podwatcher.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.JSONPatchType, []byte(body), opts)
+		return err
+	}
+	denied := func(err error) bool {
+		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), podwatcherPolicy)
+	}
+	// The API server loads a new policy within moments of its creation; a
+	// dry run shows when, without changing the pod.
+	framework.Eventually(t, 30*time.Second, func(context.Context) (bool, error) {
+		return denied(patch(`[{"op":"add","path":"/metadata/labels/x","value":"y"}]`, true)), nil
+	}, "the podwatcher's pod policy to be in force")
+
+	for _, tc := range []struct{ what, patch string }{
+		{"add a label", `[{"op":"add","path":"/metadata/labels/x","value":"y"}]`},
+		{"change an annotation", `[{"op":"replace","path":"/metadata/annotations/a","value":"c"}]`},
+		{"add a finalizer", `[{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]`},
+		{"change an image", `[{"op":"replace","path":"/spec/containers/0/image","value":"busybox:evil"}]`},
+		{"add a toleration", `[{"op":"add","path":"/spec/tolerations/-","value":{"operator":"Exists"}}]`},
+		{"set a deadline", `[{"op":"add","path":"/spec/activeDeadlineSeconds","value":1}]`},
+		{"select a node", `[{"op":"add","path":"/spec/nodeSelector","value":{"kubernetes.io/hostname":"elsewhere"}}]`},
+		{"remove another gate", `[{"op":"remove","path":"/spec/schedulingGates/0"}]`},
+		{"remove every gate", `[{"op":"remove","path":"/spec/schedulingGates"}]`},
+		{"remove its gate and add a label", `[{"op":"remove","path":"/spec/schedulingGates/1"},{"op":"add","path":"/metadata/labels/x","value":"y"}]`},
+	} {
+		if err := patch(tc.patch, false); !denied(err) {
+			t.Errorf("the podwatcher could %s: %v", tc.what, err)
+		}
+	}
+	got, err := framework.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != pod.ResourceVersion {
+		t.Errorf("the pod changed (version %s, was %s): %+v", got.ResourceVersion, pod.ResourceVersion, got)
+	}
+
+	// What the podwatcher sends to release a pod.
+	if err := patch(`[{"op":"test","path":"/spec/schedulingGates/1/name","value":"`+keys.ClaimsGate+`"},{"op":"remove","path":"/spec/schedulingGates/1"}]`, false); err != nil {
+		t.Fatalf("the podwatcher could not remove its gate: %v", err)
+	}
+	got, err = framework.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gates := got.Spec.SchedulingGates; len(gates) != 1 || gates[0].Name != "example.com/other" {
+		t.Errorf("gates after the podwatcher's patch: %v, want only example.com/other", gates)
+	}
+}
