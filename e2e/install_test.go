@@ -91,7 +91,8 @@ func TestInstallManifestsPassServerValidation(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.Namespace(t)
 
-	// An overlay as an administrator would write one, with the NFS share.
+	// An overlay as an administrator would write one, with the NFS share
+	// and the claims gate.
 	// The share's volume source cannot change once created, and the
 	// installed one is a host path, so the check renames the share's volume
 	// and claim.
@@ -102,13 +103,14 @@ func TestInstallManifestsPassServerValidation(t *testing.T) {
 	}
 	nfsShare := framework.Name("nfs-share")
 	kustomization := fmt.Sprintf(`resources: [%s]
-components: [%s]
+components: [%s, %s]
 patches:
   - target: {kind: PersistentVolume, name: reclaimable-share}
-    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[3]q}]'
+    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[4]q}]'
   - target: {kind: PersistentVolumeClaim, name: reclaimable-share}
-    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[3]q}]'
-`, filepath.ToSlash(filepath.Join(rel, "overlays", "all")), filepath.ToSlash(filepath.Join(rel, "components", "nfs-share")), nfsShare)
+    patch: '[{"op": "replace", "path": "/metadata/name", "value": %[4]q}]'
+`, filepath.ToSlash(filepath.Join(rel, "overlays", "all")), filepath.ToSlash(filepath.Join(rel, "components", "nfs-share")),
+		filepath.ToSlash(filepath.Join(rel, "components", "claims-gate")), nfsShare)
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,10 @@ patches:
 		{"overlay all", []string{"-k", filepath.Join(manifestsDir(), "overlays", "all")}, []string{
 			"deployment.apps/reclaimable ", "serviceaccount/reclaimable ",
 		}},
-		{"overlay all with the NFS share", []string{"-k", overlay}, []string{
+		{"overlay all with the NFS share and the claims gate", []string{"-k", overlay}, []string{
 			"deployment.apps/reclaimable ", "persistentvolume/" + nfsShare + " created",
+			"mutatingadmissionpolicy.admissionregistration.k8s.io/reclaimable-claims-gate created",
+			"mutatingadmissionpolicybinding.admissionregistration.k8s.io/reclaimable-claims-gate created",
 		}},
 		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
 			"storageclass.storage.k8s.io/reclaimable", "pod/build-cache-example", "job.batch/dependency-mirror-sync",

@@ -186,7 +186,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	podInformer := all.Core().V1().Pods()
 	jobInformer := all.Batch().V1().Jobs()
 
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn}); err != nil {
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn, gatedIndex: podGated}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
@@ -216,6 +216,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		owners:       map[types.UID]*ownerMemory{},
 	}
 	c.queue = controller.NewQueue("podwatcher", c.sync)
+	registerGatedPods(registry, c.gatedPods)
 
 	if _, err := podInformer.Informer().AddEventHandler(c.ownerHandler(kindPod)); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,9 +23,45 @@ import (
 // gate keys.ClaimsGate is not tried until the podwatcher removes the gate,
 // which it does as soon as every claim the pod asks for exists.
 
-// gatedOnIndex finds the gated pods that mount a claim "<namespace>/<name>",
-// so that the claim's arrival releases them at once.
-const gatedOnIndex = "podwatcher/gated-on"
+const (
+	// gatedOnIndex finds the gated pods that mount a claim
+	// "<namespace>/<name>", so that the claim's arrival releases them at once.
+	gatedOnIndex = "podwatcher/gated-on"
+	// gatedIndex holds every gated pod under one value, for the metrics.
+	gatedIndex = "podwatcher/gated"
+
+	// gateWarnAfter is how long a pod may be held before it is worth a
+	// Warning: far longer than a claim takes to be made.
+	gateWarnAfter = time.Minute
+
+	// ReasonWaitingForClaims: a gated pod has waited gateWarnAfter for a
+	// claim that does not exist (its Job's claim was refused, say, or a
+	// claim someone else makes never came).
+	ReasonWaitingForClaims = "WaitingForClaims"
+	// ReasonGateHeldLong: a pod was released after being held longer than
+	// gateWarnAfter, most likely while no podwatcher ran.
+	ReasonGateHeldLong = "ClaimsGateHeldLong"
+)
+
+func podGated(obj any) ([]string, error) {
+	if pod, ok := obj.(*corev1.Pod); ok && hasGate(pod) {
+		return []string{""}, nil
+	}
+	return nil, nil
+}
+
+// gatedPods counts the gated pods in the cache and the age of the oldest.
+func (c *Controller) gatedPods() (n int, oldest time.Duration) {
+	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
+	now := c.now()
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			n++
+			oldest = max(oldest, now.Sub(pod.CreationTimestamp.Time))
+		}
+	}
+	return n, oldest
+}
 
 func hasGate(pod *corev1.Pod) bool { return gateIndex(pod) >= 0 }
 
@@ -100,9 +138,23 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 		return nil
 	case awaitClaims:
 		logger.V(4).Info("Keeping the claims gate until the claims exist", "missing", missing)
+		// The sweep looks at the pod again, and warns once it has waited long.
+		if held := c.now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
+			c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonWaitingForClaims, "", fmt.Sprintf(
+				"Held by the scheduling gate %s for %s: claims %s do not exist yet; a Warning on the pod or its Job says why if their request was refused",
+				keys.ClaimsGate, held.Round(time.Second), strings.Join(missing, ", ")))
+		}
 		return nil
 	}
-	return c.removeGate(ctx, pod)
+	if err := c.removeGate(ctx, pod); err != nil {
+		return err
+	}
+	if held := c.now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
+		c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonGateHeldLong, "", fmt.Sprintf(
+			"Released from the scheduling gate %s after %s although its claims take moments: no podwatcher ran for a while, or its claims were late",
+			keys.ClaimsGate, held.Round(time.Second)))
+	}
+	return nil
 }
 
 // claimExists looks for a claim in the cache of managed claims, then among

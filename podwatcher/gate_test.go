@@ -3,6 +3,7 @@ package podwatcher
 import (
 	"slices"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -145,4 +146,48 @@ func TestJobPodGateWaitsForTheJobsClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expectActions("patch pods")
+}
+
+// A pod held past gateWarnAfter gets one Warning while it waits and one
+// when it is released, and the gauges count it.
+func TestGateHeldLongIsReported(t *testing.T) {
+	annotations := ask("cache", "true", validYAML)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: annotations},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
+	}
+	yes := true
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := gated(annotatedPod("build-x", "uid-pod", nil), keys.ClaimsGate)
+	pod.CreationTimestamp = metav1.NewTime(created)
+	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
+	f := newFixture(t, []runtime.Object{job, pod})
+	now := created.Add(10 * time.Second)
+	f.c.now = func() time.Time { return now }
+
+	if n, oldest := f.c.gatedPods(); n != 1 || oldest != 10*time.Second {
+		t.Errorf("gatedPods = %d, %s; want 1, 10s", n, oldest)
+	}
+	if err := f.sync(podKey("build-x")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectEvents() // a claim may take a few seconds
+
+	now = created.Add(2 * time.Minute)
+	for range 2 {
+		if err := f.sync(podKey("build-x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.expectEvents("Warning " + ReasonWaitingForClaims)
+
+	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
+		t.Fatal(err)
+	}
+	f.expectEvents("Normal ClaimCreated")
+	if err := f.sync(podKey("build-x")); err != nil {
+		t.Fatal(err)
+	}
+	f.expectEvents("Warning " + ReasonGateHeldLong)
 }

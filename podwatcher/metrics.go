@@ -1,6 +1,8 @@
 package podwatcher
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
@@ -33,4 +35,22 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 	}
 	registry.MustRegister(m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors)
 	return m
+}
+
+// registerGatedPods adds the gauges of the pods held by the claims gate,
+// read from the cache at each scrape.
+func registerGatedPods(registry prometheus.Registerer, gated func() (int, time.Duration)) {
+	const subsystem = "podwatcher"
+	registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "gated_pods",
+			Help: "Pods held by the claims scheduling gate."}, func() float64 {
+			n, _ := gated()
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "oldest_gated_seconds",
+			Help: "Age of the oldest pod held by the claims scheduling gate (0: none); it grows while a pod waits for a claim that does not come."}, func() float64 {
+			_, oldest := gated()
+			return oldest.Seconds()
+		}),
+	)
 }

@@ -206,6 +206,10 @@ func (c *Cluster) components() []*process {
 			"--service-account-signing-key-file="+pki("sa.key"),
 			"--service-cluster-ip-range=10.96.0.0/16",
 			"--authorization-mode=RBAC",
+			// MutatingAdmissionPolicy is beta and off by default in v1.34:
+			// the claims-gate component needs it.
+			"--feature-gates=MutatingAdmissionPolicy=true",
+			"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
 			"--endpoint-reconciler-type=none",
 			"--profiling=false"),
 		proc(KubeControllerManager,
