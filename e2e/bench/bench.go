@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,11 @@ type Config struct {
 	Failover bool
 	// PodFloor runs the pod floor's latency and throughput phases.
 	PodFloor bool
+	// SchedulingCycles of each variant of the scheduling phase (pod created
+	// -> scheduled, with and without the claims gate, and claim first) at
+	// each of SchedulingLevels; 0 skips it.
+	SchedulingCycles int
+	SchedulingLevels []int
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -75,6 +81,9 @@ func (c *Config) Defaults() {
 	}
 	if c.ScaleSettle == 0 {
 		c.ScaleSettle = 65 * time.Second
+	}
+	if c.SchedulingCycles > 0 && len(c.SchedulingLevels) == 0 {
+		c.SchedulingLevels = []int{1, 10}
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
@@ -132,6 +141,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
+		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels,
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -293,6 +303,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.mu.Unlock()
 	r.Recreated = b.rec.recreated(deleted)
 
+	if cfg.SchedulingCycles > 0 {
+		r.Scheduling = b.scheduling(ctx, cfg.SchedulingCycles, cfg.SchedulingLevels, note)
+	}
+
 	if cfg.Failover {
 		b.logf("Failover: killing each leader, standbys waiting")
 		f, err := b.failover(ctx)
@@ -342,7 +356,9 @@ func (b *bench) setup(ctx context.Context) error {
 		return err
 	}
 	namespaces := []string{b.ns, b.floorNS}
-	if b.cfg.PodFloor {
+	// The scheduling phase's floor uses the pod floor's namespace and pool.
+	podFloor := b.cfg.PodFloor || b.cfg.SchedulingCycles > 0
+	if podFloor {
 		namespaces = append(namespaces, b.podFloorNS)
 	}
 	for _, ns := range namespaces {
@@ -371,7 +387,7 @@ func (b *bench) setup(ctx context.Context) error {
 	// volumes: the PV controller binds a claim to any Available volume of
 	// its class.
 	pools := map[string]func(int) string{b.floorClass: floorVolume}
-	if b.cfg.PodFloor {
+	if podFloor {
 		classes = append(classes, &storagev1.StorageClass{
 			ObjectMeta:        metav1.ObjectMeta{Name: b.podFloorClass},
 			Provisioner:       "kubernetes.io/no-provisioner",
@@ -386,7 +402,7 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 	}
 	workers := b.cfg.Concurrency
-	for _, l := range b.cfg.ThroughputLevels {
+	for _, l := range append(slices.Clone(b.cfg.ThroughputLevels), b.cfg.SchedulingLevels...) {
 		workers = max(workers, l)
 	}
 	for class, volume := range pools {

@@ -201,11 +201,12 @@ func podSpec(claimName, node string) corev1.PodSpec {
 // cycleFunc runs one cycle; worker is stable per goroutine, seq unique.
 type cycleFunc func(ctx context.Context, worker, seq int) (cycleTimes, error)
 
-// runCount runs total cycles on concurrency workers.
-func runCount(ctx context.Context, concurrency, total int, seq *atomic.Int64, fn cycleFunc) ([]cycleTimes, []error) {
+// runCount runs total cycles on concurrency workers and collects what
+// each returns.
+func runCount[T any](ctx context.Context, concurrency, total int, seq *atomic.Int64, fn func(ctx context.Context, worker, seq int) (T, error)) ([]T, []error) {
 	var (
 		mu      sync.Mutex
-		results []cycleTimes
+		results []T
 		errs    []error
 		left    atomic.Int64
 		wg      sync.WaitGroup

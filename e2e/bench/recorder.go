@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +48,8 @@ type recorder struct {
 	claims  map[types.UID]*claimRecord
 	byName  map[string][]*claimRecord // "namespace/name"
 	volumes map[string]*volumeRecord
+	// pods holds when each pod was first seen bound to a node.
+	pods    map[types.UID]time.Time
 	changed chan struct{}
 }
 
@@ -55,6 +58,7 @@ func newRecorder() *recorder {
 		claims:  map[types.UID]*claimRecord{},
 		byName:  map[string][]*claimRecord{},
 		volumes: map[string]*volumeRecord{},
+		pods:    map[types.UID]time.Time{},
 		changed: make(chan struct{}),
 	}
 }
@@ -73,8 +77,36 @@ func (r *recorder) start(ctx context.Context, client kubernetes.Interface) {
 		AddFunc:    func(obj any) { r.volume(obj) },
 		UpdateFunc: func(_, obj any) { r.volume(obj) },
 	})
+	pods := f.Core().V1().Pods().Informer()
+	// Only whether a pod is scheduled is read: the scale phase's thousands
+	// of pods stay small.
+	_ = pods.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion},
+				Spec: corev1.PodSpec{NodeName: p.Spec.NodeName}}, nil
+		}
+		return obj, nil
+	})
+	_, _ = pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.pod,
+		UpdateFunc: func(_, obj any) { r.pod(obj) },
+	})
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
+}
+
+func (r *recorder) pod(obj any) {
+	now := time.Now()
+	p, ok := obj.(*corev1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, seen := r.pods[p.UID]; !seen {
+		r.pods[p.UID] = now
+		r.notifyLocked()
+	}
 }
 
 func (r *recorder) notifyLocked() {

@@ -28,9 +28,12 @@ type Report struct {
 	// which completed ResourceCycles cycles.
 	Resources      []ProcessStats `json:"resources"`
 	ResourceCycles int            `json:"resource_cycles"`
-	Failover       *Failover      `json:"failover,omitempty"`
-	Scale          *Scale         `json:"scale,omitempty"`
-	Targets        []Target       `json:"targets"`
+	// Scheduling is pod created -> scheduled, with and without the claims
+	// gate, against a floor that creates the claim first.
+	Scheduling []SchedulingRow `json:"scheduling,omitempty"`
+	Failover   *Failover       `json:"failover,omitempty"`
+	Scale      *Scale          `json:"scale,omitempty"`
+	Targets    []Target        `json:"targets"`
 	// Notes say what went wrong or was left out; a report with notes is
 	// still a report.
 	Notes []string `json:"notes,omitempty"`
@@ -56,6 +59,8 @@ type Settings struct {
 	Scale              int    `json:"scale"`
 	// PodFloor: the pod floor was run (the floor's cycle with a pod).
 	PodFloor          bool   `json:"pod_floor"`
+	SchedulingCycles  int    `json:"scheduling_cycles"`
+	SchedulingLevels  []int  `json:"scheduling_levels,omitempty"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -222,6 +227,28 @@ func (r *Report) Evaluate() {
 			reference(name, fmt.Sprintf("%.0f%% (%.1f vs %.1f cycles/min)", t.OursVsPodFloorPct, t.Ours, t.PodFloor))
 		}
 	}
+	gated := map[int]SchedulingRow{}
+	for _, row := range r.Scheduling {
+		if row.Variant == VariantGated {
+			gated[row.Concurrency] = row
+		}
+	}
+	for _, level := range r.Settings.SchedulingLevels {
+		name := fmt.Sprintf("pod created -> scheduled with the claims gate, p99 vs claim-first floor, concurrency %d", level)
+		if row, ok := gated[level]; !ok || row.P99VsFloor == 0 {
+			add(name, "<= 1.5x", "not measured", nil)
+		} else {
+			add(name, "<= 1.5x", fmt.Sprintf("%.2fx (%s)", row.P99VsFloor, fmtMs(row.Scheduled.P99ms)), yes(row.P99VsFloor <= 1.5))
+		}
+	}
+	if r.Settings.SchedulingCycles > 0 {
+		name := "sequential cycles with the claims gate vs claim-first floor"
+		if row, ok := gated[1]; !ok || row.RateVsFloor == 0 {
+			add(name, ">= 90%", "not measured", nil)
+		} else {
+			add(name, ">= 90%", fmt.Sprintf("%.0f%% (%.1f cycles/min)", row.RateVsFloor, row.PerMinute), yes(row.RateVsFloor >= 90))
+		}
+	}
 	if r.Cost.Cycles > 0 {
 		add("requests per full cycle, events included", "<= 6", fmt.Sprintf("%.2f", r.Cost.PerCycle), yes(r.Cost.PerCycle <= 6))
 		add("failed writes in steady state", "0", fmt.Sprintf("%.0f", r.Cost.FailedWrites), yes(r.Cost.FailedWrites == 0))
@@ -383,6 +410,25 @@ func (r *Report) Markdown(w io.Writer) {
 				parts = append(parts, s)
 			}
 			p("%s.\n", strings.Join(parts, "; "))
+		}
+	}
+
+	if len(r.Scheduling) > 0 {
+		p("\n### Pod created -> scheduled (%d cycles each)\n\n", s.SchedulingCycles)
+		p("Whole cycles: the pod is deleted once scheduled, and the next cycle starts once its volume is back in the pool. " +
+			"The floor has no controller: it creates the claim, then the pod.\n\n")
+		p("| concurrency | variant | p50 | p95 | p99 | p99 / floor | cycles/min | / floor |\n|--:|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, row := range r.Scheduling {
+			vs := "-"
+			if row.RateVsFloor > 0 {
+				vs = fmt.Sprintf("%.0f%%", row.RateVsFloor)
+			}
+			fail := ""
+			if row.Failures > 0 {
+				fail = fmt.Sprintf(" (%d failed)", row.Failures)
+			}
+			p("| %d | %s%s | %s | %s | %s | %s | %.1f | %s |\n", row.Concurrency, row.Variant, fail, fmtMs(row.Scheduled.P50ms), fmtMs(row.Scheduled.P95ms),
+				fmtMs(row.Scheduled.P99ms), ratio(row.P99VsFloor), row.PerMinute, vs)
 		}
 	}
 
