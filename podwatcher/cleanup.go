@@ -35,26 +35,25 @@ func (c *Controller) syncClaim(ctx context.Context, k key) error {
 		return nil
 	}
 	goneSince, gone, err := c.ownerGone(ctx, claim.Namespace, ref)
-	if err != nil || !gone {
+	if err != nil {
 		return err
 	}
-
-	if referencesOwner(claim) {
-		// The garbage collector deletes a claim whose ownerReference names
-		// a gone owner. Deleting it too would cost a request and an event
-		// and fail with a conflict whenever the collector is first; only a
-		// collector that has not acted within the grace is stood in for.
-		if wait := goneSince.Add(c.cfg.GarbageCollectionGrace).Sub(c.now()); wait > 0 {
-			c.mu.Lock()
-			if _, counted := c.leftToGC[claim.UID]; !counted {
-				c.leftToGC[claim.UID] = struct{}{}
-				c.metrics.leftToGC.Inc()
-			}
-			c.mu.Unlock()
-			logger.V(4).Info("Owner gone; leaving the claim to the garbage collector", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "recheckIn", wait)
-			c.queue.AddAfter(k, wait)
-			return nil
+	verdict := decideClaim(claim, c.controllerID, gone, goneSince, c.clock.Now(), c.cfg.GarbageCollectionGrace)
+	switch verdict.action {
+	case leaveClaim:
+		return nil
+	case waitForCollector:
+		c.mu.Lock()
+		if _, counted := c.leftToGC[claim.UID]; !counted {
+			c.leftToGC[claim.UID] = struct{}{}
+			c.metrics.leftToGC.Inc()
 		}
+		c.mu.Unlock()
+		logger.V(4).Info("Owner gone; leaving the claim to the garbage collector", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "recheckIn", verdict.wait)
+		c.queue.AddAfter(k, verdict.wait)
+		return nil
+	}
+	if referencesOwner(claim) {
 		logger.Info("The garbage collector has not deleted the claim of a gone owner within the grace; deleting it",
 			"ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "grace", c.cfg.GarbageCollectionGrace)
 	}

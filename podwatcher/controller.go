@@ -43,6 +43,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -135,7 +136,7 @@ type Controller struct {
 	claimIndexer cache.Indexer
 
 	queue *controller.Queue[key]
-	now   func() time.Time
+	clock clock.PassiveClock
 
 	mu sync.Mutex
 	// creating holds "<namespace>/<name>" of claims we created that the
@@ -208,7 +209,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		jobIndexer:   jobInformer.Informer().GetIndexer(),
 		claims:       claimInformer.Lister(),
 		claimIndexer: claimInformer.Informer().GetIndexer(),
-		now:          time.Now,
+		clock:        clock.RealClock{},
 		creating:     map[string]time.Time{},
 		created:      map[string]time.Time{},
 		gone:         map[types.UID]time.Time{},
@@ -441,7 +442,7 @@ func (c *Controller) sweep(ctx context.Context) {
 func (c *Controller) markGoneLocked(uid types.UID) time.Time {
 	t, ok := c.gone[uid]
 	if !ok {
-		t = c.now()
+		t = c.clock.Now()
 		c.gone[uid] = t
 	}
 	return t
@@ -449,7 +450,7 @@ func (c *Controller) markGoneLocked(uid types.UID) time.Time {
 
 // pruneLocked forgets gone owners and expectations past their time.
 func (c *Controller) pruneLocked() {
-	now := c.now()
+	now := c.clock.Now()
 	if now.Sub(c.lastPrune) < time.Minute {
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
@@ -183,7 +185,8 @@ func TestExpectationExpires(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
 	f := newFixture(t, []runtime.Object{pod})
 	now := time.Now()
-	f.c.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	f.c.clock = clk
 	if err := f.sync(podKey("p")); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,7 @@ func TestExpectationExpires(t *testing.T) {
 	if err := f.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"), "ns", "p-cache"); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(expectationTTL + time.Second)
+	clk.SetTime(now.Add(expectationTTL + time.Second))
 	if err := f.sync(podKey("p")); err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +493,8 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 			f := newFixture(t, nil, claim)
 			t0 := time.Now()
 			now := t0
-			f.c.now = func() time.Time { return now }
+			clk := testingclock.NewFakePassiveClock(now)
+			f.c.clock = clk
 			if tt.seenDeleted {
 				// Before the claim is cached, so that the event queues
 				// nothing and the queue shows only what the sync queued.
@@ -509,7 +513,7 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 
 			// Examined again (a sweep, say) within the grace, still
 			// measured from the first finding: no GET, no delete.
-			now = t0.Add(testGrace - 20*time.Millisecond)
+			clk.SetTime(t0.Add(testGrace - 20*time.Millisecond))
 			if err := f.sync(k); err != nil {
 				t.Fatal(err)
 			}
@@ -521,7 +525,7 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 				t.Fatal("the claim was not queued again at the end of the grace")
 			}
 
-			now = t0.Add(testGrace)
+			clk.SetTime(t0.Add(testGrace))
 			if err := f.sync(k); err != nil {
 				t.Fatal(err)
 			}
@@ -544,7 +548,8 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	f := newFixture(t, []runtime.Object{claim})
 	t0 := time.Now()
 	now := t0
-	f.c.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	f.c.clock = clk
 	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	k := key{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
@@ -556,7 +561,7 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
 	f.cache(terminating)
 	f.c.claimUpdated(claim, terminating)
-	now = t0.Add(2 * testGrace)
+	clk.SetTime(t0.Add(2 * testGrace))
 	if err := f.sync(k); err != nil {
 		t.Fatal(err)
 	}

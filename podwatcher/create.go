@@ -156,7 +156,7 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		c.created[name] = c.now()
+		c.created[name] = c.clock.Now()
 		c.mu.Unlock()
 		if o.Kind == kindJob {
 			c.enqueueGated(name)
@@ -207,7 +207,7 @@ func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o 
 		return nil
 	}
 	c.mu.Lock()
-	c.memory(o.UID).foreign[req.ClaimName] = c.now()
+	c.memory(o.UID).foreign[req.ClaimName] = c.clock.Now()
 	c.mu.Unlock()
 	c.report(obj, o.UID, corev1.EventTypeNormal, "ClaimExists", req.Volume,
 		fmt.Sprintf("Claim %s for volume %s already exists and was not created by this controller; it is used as it is and never deleted by it", req.ClaimName, req.Volume))
@@ -219,7 +219,7 @@ func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o 
 func (c *Controller) expectCreate(uid types.UID, name string, req claimRequest) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	now := c.clock.Now()
 	if t, ok := c.creating[name]; ok && now.Sub(t) < expectationTTL {
 		return false
 	}

@@ -53,7 +53,7 @@ func podGated(obj any) ([]string, error) {
 // gatedPods counts the gated pods in the cache and the age of the oldest.
 func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
-	now := c.now()
+	now := c.clock.Now()
 	for _, o := range objs {
 		if pod, ok := o.(*corev1.Pod); ok {
 			n++
@@ -139,7 +139,7 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 	case awaitClaims:
 		logger.V(4).Info("Keeping the claims gate until the claims exist", "missing", missing)
 		// The sweep looks at the pod again, and warns once it has waited long.
-		if held := c.now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
+		if held := c.clock.Now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
 			c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonWaitingForClaims, "", fmt.Sprintf(
 				"Held by the scheduling gate %s for %s: claims %s do not exist yet; a Warning on the pod or its Job says why if their request was refused",
 				keys.ClaimsGate, held.Round(time.Second), strings.Join(missing, ", ")))
@@ -149,7 +149,7 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 	if err := c.removeGate(ctx, pod); err != nil {
 		return err
 	}
-	if held := c.now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
+	if held := c.clock.Now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
 		c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonGateHeldLong, "", fmt.Sprintf(
 			"Released from the scheduling gate %s after %s although its claims take moments: no podwatcher ran for a while, or its claims were late",
 			keys.ClaimsGate, held.Round(time.Second)))

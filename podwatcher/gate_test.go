@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,7 +166,8 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
 	f := newFixture(t, []runtime.Object{job, pod})
 	now := created.Add(10 * time.Second)
-	f.c.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(now)
+	f.c.clock = clk
 
 	if n, oldest := f.c.gatedPods(); n != 1 || oldest != 10*time.Second {
 		t.Errorf("gatedPods = %d, %s; want 1, 10s", n, oldest)
@@ -174,7 +177,7 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	}
 	f.expectEvents() // a claim may take a few seconds
 
-	now = created.Add(2 * time.Minute)
+	clk.SetTime(created.Add(2 * time.Minute))
 	for range 2 {
 		if err := f.sync(podKey("build-x")); err != nil {
 			t.Fatal(err)

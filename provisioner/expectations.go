@@ -58,7 +58,7 @@ func (p *provisioner) staleTakes() map[string]bool {
 func (p *provisioner) expectTake(claim types.UID, pv string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.takes[claim] = take{pv: pv, at: p.now()}
+	p.takes[claim] = take{pv: pv, at: p.clock.Now()}
 }
 
 // observe drops the expectation the cache now meets: pv points at its claim.
@@ -77,7 +77,7 @@ func (p *provisioner) observe(pv *corev1.PersistentVolume) {
 // say). Callers hold p.mu.
 func (p *provisioner) expireTakes() {
 	for uid, t := range p.takes {
-		if p.now().Sub(t.at) > expectationTTL {
+		if p.clock.Now().Sub(t.at) > expectationTTL {
 			delete(p.takes, uid)
 		}
 	}
@@ -108,7 +108,7 @@ func (p *provisioner) reserve(class, name string, max int) (count int, ok bool) 
 	defer p.mu.Unlock()
 	for n, v := range p.pending {
 		switch {
-		case names[n] || p.now().Sub(v.at) > expectationTTL:
+		case names[n] || p.clock.Now().Sub(v.at) > expectationTTL:
 			delete(p.pending, n)
 		case v.class == class:
 			names[n] = true
@@ -120,7 +120,7 @@ func (p *provisioner) reserve(class, name string, max int) (count int, ok bool) 
 	if max > 0 && len(names) >= max {
 		return len(names), false
 	}
-	p.pending[name] = pendingVolume{class: class, at: p.now()}
+	p.pending[name] = pendingVolume{class: class, at: p.clock.Now()}
 	return len(names), true
 }
 

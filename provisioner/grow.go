@@ -72,7 +72,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 			Annotations: map[string]string{
 				annBackend:     params.backend,
 				keys.LastClaim: claimKey(claim),
-				annIssuedAt:    p.now().UTC().Format(time.RFC3339),
+				annIssuedAt:    p.clock.Now().UTC().Format(time.RFC3339),
 				// See take: a volume whose claim got bound elsewhere
 				// returns to the pool.
 				volumehelpers.AnnBoundByController: "yes",

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 )
 
@@ -52,7 +52,7 @@ type provisioner struct {
 	metrics  *metrics
 	// backends by the name a class gives them.
 	backends map[string]backend
-	now      func() time.Time
+	clock    clock.PassiveClock
 
 	// requeue hands a claim back to the library's work queue.
 	requeue func(*corev1.PersistentVolumeClaim)
@@ -78,7 +78,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	return &provisioner{
 		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		backends: newBackends(name, directoryRoot),
-		now:      time.Now,
+		clock:    clock.RealClock{},
 		requeue:  func(*corev1.PersistentVolumeClaim) {},
 		growing:  map[string]*sync.Mutex{},
 		pending:  map[string]pendingVolume{},

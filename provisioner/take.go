@@ -48,7 +48,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			return lost, err
 		}
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
-		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.now().UTC().Format(time.RFC3339))
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -88,7 +89,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	metrics  *metrics
 	queue    *controller.Queue[string]
-	now      func() time.Time
+	clock    clock.PassiveClock
 
 	conflictRecheck time.Duration
 
@@ -126,7 +127,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		policy:          p,
 		cfg:             cfg,
 		recorder:        recorder,
-		now:             time.Now,
+		clock:           clock.RealClock{},
 		conflictRecheck: defaultConflictRecheck,
 		volumes:         volumes.Lister(),
 		volumeIndex:     volumes.Informer().GetIndexer(),
@@ -135,7 +136,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		writes:          newOwnWrites(),
 		warned:          newWarnings(),
 	}
-	c.deleted = newDeletedClaims(deletedClaimTTL, maxDeletedClaims, func() time.Time { return c.now() })
+	c.deleted = newDeletedClaims(deletedClaimTTL, maxDeletedClaims, c.clock)
 	c.queue = controller.NewQueue("releaser", c.sync)
 	var err error
 	if c.metrics, err = newMetrics(reg, c.oldestReleasedSeconds); err != nil {
@@ -431,7 +432,7 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 		updated.Annotations = map[string]string{}
 	}
 	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
-	updated.Annotations[keys.ReleasedAt] = c.now().UTC().Format(time.RFC3339)
+	updated.Annotations[keys.ReleasedAt] = c.clock.Now().UTC().Format(time.RFC3339)
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return c.writeFailed(ctx, pv, errRelease, "release", err)
@@ -490,5 +491,5 @@ func (c *Controller) oldestReleasedSeconds() float64 {
 			pvs = append(pvs, pv)
 		}
 	}
-	return c.releasedTime.oldest(pvs, c.now()).Seconds()
+	return c.releasedTime.oldest(pvs, c.clock.Now()).Seconds()
 }

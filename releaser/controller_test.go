@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -78,7 +80,8 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatalf("newController: %v", err)
 	}
-	c.now = func() time.Time { return testNow }
+	clk := testingclock.NewFakePassiveClock(testNow)
+	c.clock, c.deleted.clock = clk, clk
 	c.conflictRecheck = 0
 	// The queue only records keys, so that a test can see what was queued.
 	c.queue = controller.NewQueue("releaser-test", func(_ context.Context, key string) error {
@@ -769,7 +772,7 @@ func TestOldestReleasedSeconds(t *testing.T) {
 	if v := f.metric("reclaimable_releaser_oldest_released_seconds"); v != 0 {
 		t.Errorf("oldest_released_seconds = %v at first sight, want 0", v)
 	}
-	f.c.now = func() time.Time { return testNow.Add(10 * time.Second) }
+	f.c.clock.(*testingclock.FakePassiveClock).SetTime(testNow.Add(10 * time.Second))
 	if v := f.metric("reclaimable_releaser_oldest_released_seconds"); v != 10 {
 		t.Errorf("oldest_released_seconds = %v ten seconds later, want 10", v)
 	}
@@ -783,15 +786,15 @@ func TestOldestReleasedSeconds(t *testing.T) {
 }
 
 func TestDeletedClaimsAreForgotten(t *testing.T) {
-	now := testNow
-	d := newDeletedClaims(time.Minute, 2, func() time.Time { return now })
+	clk := testingclock.NewFakePassiveClock(testNow)
+	d := newDeletedClaims(time.Minute, 2, clk)
 	d.add("a")
 	d.add("b")
 	d.add("c") // over the bound: not remembered, its volume costs a lookup
 	if !d.has("a") || !d.has("b") || d.has("c") {
 		t.Errorf("has(a, b, c) = %v, %v, %v; want true, true, false", d.has("a"), d.has("b"), d.has("c"))
 	}
-	now = now.Add(time.Minute)
+	clk.SetTime(testNow.Add(time.Minute))
 	if d.has("a") {
 		t.Error("a is remembered past its ttl")
 	}

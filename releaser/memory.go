@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // deletedClaims remembers the UIDs of claims the API server reported deleted
@@ -12,15 +13,15 @@ import (
 // lookup: UIDs are never reused, so a deleted UID stays deleted. It is
 // bounded; a UID it forgot or never held costs one GET, nothing worse.
 type deletedClaims struct {
-	mu   sync.Mutex
-	ttl  time.Duration
-	max  int
-	now  func() time.Time
-	uids map[types.UID]time.Time
+	mu    sync.Mutex
+	ttl   time.Duration
+	max   int
+	clock clock.PassiveClock
+	uids  map[types.UID]time.Time
 }
 
-func newDeletedClaims(ttl time.Duration, max int, now func() time.Time) *deletedClaims {
-	return &deletedClaims{ttl: ttl, max: max, now: now, uids: map[types.UID]time.Time{}}
+func newDeletedClaims(ttl time.Duration, max int, clk clock.PassiveClock) *deletedClaims {
+	return &deletedClaims{ttl: ttl, max: max, clock: clk, uids: map[types.UID]time.Time{}}
 }
 
 func (d *deletedClaims) add(uid types.UID) {
@@ -30,7 +31,7 @@ func (d *deletedClaims) add(uid types.UID) {
 		d.pruneLocked()
 	}
 	if len(d.uids) < d.max {
-		d.uids[uid] = d.now()
+		d.uids[uid] = d.clock.Now()
 	}
 }
 
@@ -38,7 +39,7 @@ func (d *deletedClaims) has(uid types.UID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at, ok := d.uids[uid]
-	return ok && d.now().Sub(at) < d.ttl
+	return ok && d.clock.Now().Sub(at) < d.ttl
 }
 
 // prune forgets UIDs older than the ttl: by then the volumes of those claims
@@ -50,7 +51,7 @@ func (d *deletedClaims) prune() {
 }
 
 func (d *deletedClaims) pruneLocked() {
-	now := d.now()
+	now := d.clock.Now()
 	for uid, at := range d.uids {
 		if now.Sub(at) >= d.ttl {
 			delete(d.uids, uid)
