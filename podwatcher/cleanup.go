@@ -43,12 +43,9 @@ func (c *Controller) syncClaim(ctx context.Context, k key) error {
 	case leaveClaim:
 		return nil
 	case waitForCollector:
-		c.mu.Lock()
-		if _, counted := c.leftToGC[claim.UID]; !counted {
-			c.leftToGC[claim.UID] = struct{}{}
+		if c.leftToGC.add(claim.UID) {
 			c.metrics.leftToGC.Inc()
 		}
-		c.mu.Unlock()
 		logger.V(4).Info("Owner gone; leaving the claim to the garbage collector", "ownerKind", ref.Kind, "owner", ref.Name, "ownerUID", ref.UID, "recheckIn", verdict.wait)
 		c.queue.AddAfter(k, verdict.wait)
 		return nil
@@ -140,10 +137,7 @@ func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner)
 	if err == nil && cached.GetUID() == ref.UID {
 		return time.Time{}, false, nil
 	}
-	c.mu.Lock()
-	since, seenGone := c.gone[ref.UID]
-	c.mu.Unlock()
-	if seenGone {
+	if since, seenGone := c.gone.goneSince(ref.UID); seenGone {
 		return since, true, nil
 	}
 
@@ -163,7 +157,5 @@ func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner)
 	}
 	// Absent, or another object of the same name made in its place: a UID
 	// never comes back, so this is remembered like a delete event.
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.markGoneLocked(ref.UID), true, nil
+	return c.gone.mark(ref.UID), true, nil
 }

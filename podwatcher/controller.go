@@ -26,7 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,7 +33,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -136,37 +134,13 @@ type Controller struct {
 	claimIndexer cache.Indexer
 
 	queue *controller.Queue[key]
-	clock clock.PassiveClock
+	clock clock.Clock
 
-	mu sync.Mutex
-	// creating holds "<namespace>/<name>" of claims we created that the
-	// informer has not shown yet, so that no create is sent twice.
-	creating map[string]time.Time
-	// created holds "<namespace>/<name>" of claims the API server has
-	// confirmed creating that the informer has not shown yet, so that the
-	// gate of their pods goes without waiting for the cache.
-	created map[string]time.Time
-	// gone holds the UIDs of owners the API server said no longer exist
-	// (by the watch's delete event or by a GET), with the time it first
-	// said so.
-	gone      map[types.UID]time.Time
-	lastPrune time.Time
-	// leftToGC holds the UIDs of claims left to the garbage collector, so
-	// that each is counted once however often it is examined.
-	leftToGC map[types.UID]struct{}
-	// owners remembers, per live owner, what was already reported and what
-	// must not be retried.
-	owners map[types.UID]*ownerMemory
-}
-
-type ownerMemory struct {
-	// reported holds reason+volume+message of events already recorded.
-	reported map[string]struct{}
-	// foreign holds claim names found to exist without our label, with the
-	// time they were last checked.
-	foreign map[string]time.Time
-	// refused holds, per volume, the template the API server refused.
-	refused map[string]string
+	// What the podwatcher remembers between syncs (memory.go).
+	expect   *expectations
+	gone     *goneOwners
+	leftToGC *uidSet
+	owners   *ownerMemories
 }
 
 // New builds the podwatcher on env's informers.
@@ -209,13 +183,8 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		jobIndexer:   jobInformer.Informer().GetIndexer(),
 		claims:       claimInformer.Lister(),
 		claimIndexer: claimInformer.Informer().GetIndexer(),
-		clock:        clock.RealClock{},
-		creating:     map[string]time.Time{},
-		created:      map[string]time.Time{},
-		gone:         map[types.UID]time.Time{},
-		leftToGC:     map[types.UID]struct{}{},
-		owners:       map[types.UID]*ownerMemory{},
 	}
+	c.useClock(clock.RealClock{})
 	c.queue = controller.NewQueue("podwatcher", c.sync)
 	registerGatedPods(registry, c.gatedPods)
 
@@ -316,15 +285,12 @@ func (c *Controller) ownerDeleted(obj any) {
 		return
 	}
 	uid := meta.GetUID()
-	c.mu.Lock()
-	delete(c.owners, uid)
+	c.owners.forget(uid)
 	if !isTombstone {
 		// A watch DELETE is definite; a tombstone only says the cache
 		// missed the object, and is confirmed with a GET like the sweep.
-		c.markGoneLocked(uid)
+		c.gone.mark(uid)
 	}
-	c.pruneLocked()
-	c.mu.Unlock()
 
 	claims, err := c.claimIndexer.ByIndex(claimedByIndex, string(uid))
 	if err != nil {
@@ -361,10 +327,7 @@ func (c *Controller) claimUpdated(old, cur any) {
 
 func (c *Controller) claimSeen(obj any) {
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.mu.Lock()
-		delete(c.creating, claim.Namespace+"/"+claim.Name)
-		delete(c.created, claim.Namespace+"/"+claim.Name)
-		c.mu.Unlock()
+		c.expect.observed(claim.Namespace + "/" + claim.Name)
 	}
 }
 
@@ -377,11 +340,8 @@ func (c *Controller) claimDeleted(obj any) {
 		return
 	}
 	name := claim.Namespace + "/" + claim.Name
-	c.mu.Lock()
-	delete(c.creating, name)
-	delete(c.created, name)
-	delete(c.leftToGC, claim.UID)
-	c.mu.Unlock()
+	c.expect.observed(name)
+	c.leftToGC.forget(claim.UID)
 	// An owner that still wants a claim of this name gets it again.
 	c.enqueueOwnersWanting(name)
 }
@@ -430,45 +390,16 @@ func (c *Controller) sweep(ctx context.Context) {
 			}
 		}
 	}
-	c.mu.Lock()
-	c.pruneLocked()
-	c.mu.Unlock()
 	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
 }
 
-// markGoneLocked remembers that the owner uid is gone and returns since
-// when: the first time it was found gone, from which the garbage collection
-// grace counts.
-func (c *Controller) markGoneLocked(uid types.UID) time.Time {
-	t, ok := c.gone[uid]
-	if !ok {
-		t = c.clock.Now()
-		c.gone[uid] = t
-	}
-	return t
-}
-
-// pruneLocked forgets gone owners and expectations past their time.
-func (c *Controller) pruneLocked() {
-	now := c.clock.Now()
-	if now.Sub(c.lastPrune) < time.Minute {
-		return
-	}
-	c.lastPrune = now
-	for uid, t := range c.gone {
-		// Kept past the grace: forgotten earlier, a claim examined at the
-		// end of its grace would find its owner gone anew and wait again.
-		if now.Sub(t) > c.cfg.GarbageCollectionGrace+goneTTL {
-			delete(c.gone, uid)
-		}
-	}
-	for _, m := range []map[string]time.Time{c.creating, c.created} {
-		for name, t := range m {
-			if now.Sub(t) > expectationTTL {
-				delete(m, name)
-			}
-		}
-	}
+// useClock builds the memories on clk, which tells their time.
+func (c *Controller) useClock(clk clock.Clock) {
+	c.clock = clk
+	c.expect = newExpectations(clk)
+	c.gone = newGoneOwners(clk, c.cfg.GarbageCollectionGrace+goneTTL)
+	c.leftToGC = newUIDSet()
+	c.owners = newOwnerMemories()
 }
 
 // --- indexes ---

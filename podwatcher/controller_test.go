@@ -185,8 +185,8 @@ func TestExpectationExpires(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
 	f := newFixture(t, []runtime.Object{pod})
 	now := time.Now()
-	clk := testingclock.NewFakePassiveClock(now)
-	f.c.clock = clk
+	clk := testingclock.NewFakeClock(now)
+	f.c.useClock(clk)
 	if err := f.sync(podKey("p")); err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +272,8 @@ func TestRejectionReportedOnce(t *testing.T) {
 	}
 	f.expectEvents("Warning " + ReasonNotAClaim)
 	f.c.ownerDeleted(pod2)
-	if len(f.c.owners) != 0 {
-		t.Errorf("memory of a deleted owner kept: %v", f.c.owners)
+	if n := f.c.owners.len(); n != 0 {
+		t.Errorf("memory of %d deleted owners kept", n)
 	}
 }
 
@@ -493,8 +493,8 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 			f := newFixture(t, nil, claim)
 			t0 := time.Now()
 			now := t0
-			clk := testingclock.NewFakePassiveClock(now)
-			f.c.clock = clk
+			clk := testingclock.NewFakeClock(now)
+			f.c.useClock(clk)
 			if tt.seenDeleted {
 				// Before the claim is cached, so that the event queues
 				// nothing and the queue shows only what the sync queued.
@@ -548,8 +548,8 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	f := newFixture(t, []runtime.Object{claim})
 	t0 := time.Now()
 	now := t0
-	clk := testingclock.NewFakePassiveClock(now)
-	f.c.clock = clk
+	clk := testingclock.NewFakeClock(now)
+	f.c.useClock(clk)
 	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	k := key{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
@@ -669,7 +669,7 @@ func TestHandlersEnqueue(t *testing.T) {
 	if got := f.c.queue.Len(); got != 2 {
 		t.Errorf("queue length after owner delete = %d, want 2", got)
 	}
-	if _, ok := f.c.gone["uid-gone"]; ok {
+	if _, ok := f.c.gone.goneSince("uid-gone"); ok {
 		t.Error("a tombstone must not count as confirmed deletion")
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,7 +124,7 @@ func jobFinished(job *batchv1.Job) bool {
 func (c *Controller) ensureClaims(ctx context.Context, obj runtime.Object, o owner, requests []claimRequest, rejections []rejection) error {
 	logger := klog.FromContext(ctx)
 	for _, r := range rejections {
-		if c.firstReport(o.UID, r.Reason, r.Volume, r.Message) {
+		if c.owners.firstReport(o.UID, r.Reason, r.Volume, r.Message) {
 			c.metrics.rejections.WithLabelValues(r.Reason).Inc()
 			c.recorder.Event(obj, corev1.EventTypeWarning, r.Reason, r.Message)
 			logger.V(2).Info("Claim request rejected", "volume", r.Volume, "reason", r.Reason, "message", r.Message)
@@ -147,7 +146,7 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 	if _, err := c.claims.PersistentVolumeClaims(o.Namespace).Get(req.ClaimName); err == nil {
 		return nil // ours, for this owner or another: never touched here
 	}
-	if !c.expectCreate(o.UID, name, req) {
+	if !c.owners.mayCreate(o.UID, req, c.clock.Now(), c.cfg.CleanupInterval) || !c.expect.send(name) {
 		return nil
 	}
 
@@ -155,9 +154,7 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 	_, err := c.client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, claim, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		c.mu.Lock()
-		c.created[name] = c.clock.Now()
-		c.mu.Unlock()
+		c.expect.confirm(name)
 		if o.Kind == kindJob {
 			c.enqueueGated(name)
 		}
@@ -166,26 +163,24 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 		logger.V(2).Info("Created claim")
 		return nil
 	case apierrors.IsAlreadyExists(err):
-		c.createFailed(name)
+		c.expect.failed(name)
 		return c.examineExisting(ctx, obj, o, req)
 	case apierrors.IsInvalid(err):
 		// The same template would be refused again: wait for a new one.
-		c.createFailed(name)
-		c.mu.Lock()
-		c.memory(o.UID).refused[req.Volume] = req.Source
-		c.mu.Unlock()
+		c.expect.failed(name)
+		c.owners.refusedTemplate(o.UID, req.Volume, req.Source)
 		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimRejected", req.Volume,
 			fmt.Sprintf("The API server refused claim %s for volume %s: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
 		return nil
 	case apierrors.IsForbidden(err):
 		// Quota or policy: may pass later, so retry with back-off.
-		c.createFailed(name)
+		c.expect.failed(name)
 		c.metrics.apiErrors.WithLabelValues("create").Inc()
 		c.report(obj, o.UID, corev1.EventTypeWarning, "ClaimForbidden", req.Volume,
 			fmt.Sprintf("Cannot create claim %s for volume %s yet, will retry: %s", req.ClaimName, req.Volume, truncate(err.Error(), maxMessage)))
 		return err
 	default:
-		c.createFailed(name)
+		c.expect.failed(name)
 		c.metrics.apiErrors.WithLabelValues("create").Inc()
 		return fmt.Errorf("creating claim %s: %w", name, err)
 	}
@@ -206,68 +201,14 @@ func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o 
 	if existing.Labels[keys.ClaimManagedBy] == c.controllerID {
 		return nil
 	}
-	c.mu.Lock()
-	c.memory(o.UID).foreign[req.ClaimName] = c.clock.Now()
-	c.mu.Unlock()
+	c.owners.foreignFound(o.UID, req.ClaimName, c.clock.Now())
 	c.report(obj, o.UID, corev1.EventTypeNormal, "ClaimExists", req.Volume,
 		fmt.Sprintf("Claim %s for volume %s already exists and was not created by this controller; it is used as it is and never deleted by it", req.ClaimName, req.Volume))
 	return nil
 }
 
-// expectCreate decides whether a create may be sent and, if so, records it
-// before sending, so that no other worker sends it too.
-func (c *Controller) expectCreate(uid types.UID, name string, req claimRequest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	if t, ok := c.creating[name]; ok && now.Sub(t) < expectationTTL {
-		return false
-	}
-	if m := c.owners[uid]; m != nil {
-		// A claim found not ours is looked at again once per sweep period.
-		if t, ok := m.foreign[req.ClaimName]; ok && now.Sub(t) < c.cfg.CleanupInterval {
-			return false
-		}
-		if src, ok := m.refused[req.Volume]; ok && src == req.Source {
-			return false
-		}
-	}
-	c.creating[name] = now
-	return true
-}
-
-func (c *Controller) createFailed(name string) {
-	c.mu.Lock()
-	delete(c.creating, name)
-	c.mu.Unlock()
-}
-
-// memory returns the memory of a live owner; c.mu must be held.
-func (c *Controller) memory(uid types.UID) *ownerMemory {
-	m := c.owners[uid]
-	if m == nil {
-		m = &ownerMemory{reported: map[string]struct{}{}, foreign: map[string]time.Time{}, refused: map[string]string{}}
-		c.owners[uid] = m
-	}
-	return m
-}
-
-// firstReport tells whether this problem is new for this owner, so that an
-// event is recorded once and not on every status update of the pod.
-func (c *Controller) firstReport(uid types.UID, reason, volume, message string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.memory(uid)
-	id := reason + "\x00" + volume + "\x00" + message
-	if _, ok := m.reported[id]; ok {
-		return false
-	}
-	m.reported[id] = struct{}{}
-	return true
-}
-
 func (c *Controller) report(obj runtime.Object, uid types.UID, eventType, reason, volume, message string) {
-	if !c.firstReport(uid, reason, volume, message) {
+	if !c.owners.firstReport(uid, reason, volume, message) {
 		return
 	}
 	if eventType == corev1.EventTypeWarning {

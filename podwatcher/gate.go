@@ -165,10 +165,7 @@ func (c *Controller) claimExists(ctx context.Context, namespace, name string) (b
 	if _, err := c.claims.PersistentVolumeClaims(namespace).Get(name); err == nil {
 		return true, nil
 	}
-	c.mu.Lock()
-	_, created := c.created[namespace+"/"+name]
-	c.mu.Unlock()
-	if created {
+	if c.expect.created(namespace + "/" + name) {
 		return true, nil
 	}
 	_, err := c.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -166,8 +166,8 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
 	f := newFixture(t, []runtime.Object{job, pod})
 	now := created.Add(10 * time.Second)
-	clk := testingclock.NewFakePassiveClock(now)
-	f.c.clock = clk
+	clk := testingclock.NewFakeClock(now)
+	f.c.useClock(clk)
 
 	if n, oldest := f.c.gatedPods(); n != 1 || oldest != 10*time.Second {
 		t.Errorf("gatedPods = %d, %s; want 1, 10s", n, oldest)
