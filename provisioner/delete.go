@@ -13,7 +13,7 @@ import (
 // this provisioner created with reclaim policy Delete. Anything else is left
 // alone: the library then keeps the PV too.
 func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	p.unreserve(pv.Name)
+	p.pending.unreserve(pv.Name)
 	b := p.backends[pv.Annotations[annBackend]]
 	if pv.Annotations[keys.ProvisionedBy] != p.name || b == nil {
 		return &lib.IgnoredError{Reason: "the volume was not created by a backend of this provisioner"}

@@ -57,7 +57,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	}
 	source, backendAnnotations, err := maker.create(opts.PVName)
 	if err != nil {
-		p.unreserve(opts.PVName)
+		p.pending.unreserve(opts.PVName)
 		return nil, lib.ProvisioningFinished, err
 	}
 

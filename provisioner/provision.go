@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -57,34 +55,29 @@ type provisioner struct {
 	// requeue hands a claim back to the library's work queue.
 	requeue func(*corev1.PersistentVolumeClaim)
 
-	mu sync.Mutex
-	// growing serialises growth per class, so that maxVolumes holds with
-	// several workers.
-	growing map[string]*sync.Mutex
-	// pending holds the volumes returned for creation that the informer has
-	// not shown yet, so that they count against maxVolumes.
-	pending map[string]pendingVolume
-	// takes holds, by claim UID, the pool members pointed at a claim that
-	// the informer has not shown so yet: until it does, the cache would
-	// offer them as free, and the claim as still without a volume.
-	takes map[types.UID]take
-	// waiting holds, per class, the claims refused because the pool had
-	// nothing to give; a volume freed in the class wakes them.
-	waiting map[string]map[types.UID]types.NamespacedName
+	// What the provisioner remembers between calls (memory.go).
+	takes   *takes
+	pending *pendingVolumes
+	waiting *waitingClaims
 }
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
 	recorder record.EventRecorder, m *metrics, directoryRoot string) *provisioner {
-	return &provisioner{
+	p := &provisioner{
 		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		backends: newBackends(name, directoryRoot),
-		clock:    clock.RealClock{},
 		requeue:  func(*corev1.PersistentVolumeClaim) {},
-		growing:  map[string]*sync.Mutex{},
-		pending:  map[string]pendingVolume{},
-		takes:    map[types.UID]take{},
-		waiting:  map[string]map[types.UID]types.NamespacedName{},
+		waiting:  newWaitingClaims(),
 	}
+	p.useClock(clock.RealClock{})
+	return p
+}
+
+// useClock builds the memories that tell time on clk.
+func (p *provisioner) useClock(clk clock.PassiveClock) {
+	p.clock = clk
+	p.takes = newTakes(clk)
+	p.pending = newPendingVolumes(clk)
 }
 
 var (
@@ -146,15 +139,15 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 
 	// Wait for a volume of the class to be freed from before the pool is
 	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
-	p.startWaiting(class.Name, claim)
+	p.waiting.add(class.Name, claim)
 	defer func() {
 		if !errors.Is(err, errExhausted) {
-			p.stopWaiting(class.Name, claim.UID)
+			p.waiting.remove(class.Name, claim.UID)
 		}
 	}()
 
 	cands, state := candidates(p.members(class.Name, params.pool), claim, opts.SelectedNode, selector)
-	stale := p.staleTakes()
+	stale := p.takes.members()
 	for _, pv := range cands {
 		if stale[pv.Name] {
 			continue

@@ -52,7 +52,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
-			p.expectTake(claim.UID, pv.Name)
+			p.takes.expect(claim.UID, pv.Name)
 			return taken, nil
 		case apierrors.IsNotFound(err):
 			return lost, nil
@@ -70,7 +70,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case err != nil:
 			return lost, fmt.Errorf("reading volume %s: %w", pv.Name, err)
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
-			p.expectTake(claim.UID, pv.Name)
+			p.takes.expect(claim.UID, pv.Name)
 			return boundMeanwhile, nil
 		case retried || availabilityOf(live, claim) == inUse || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)

@@ -10,36 +10,17 @@ import (
 // them, and a volume freed in their class hands them back to the library at
 // once rather than after its back-off.
 
-func (p *provisioner) startWaiting(class string, claim *corev1.PersistentVolumeClaim) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.waiting[class] == nil {
-		p.waiting[class] = map[types.UID]types.NamespacedName{}
-	}
-	p.waiting[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
-}
-
-func (p *provisioner) stopWaiting(class string, uid types.UID) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.waiting[class], uid)
-}
-
 // wake hands the claims waiting for class back to the library, which calls
 // Provision for them at once instead of after its back-off.
 func (p *provisioner) wake(class string) {
-	p.mu.Lock()
-	var wake []*corev1.PersistentVolumeClaim
-	for uid, key := range p.waiting[class] {
+	claims := p.waiting.still(class, func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim {
 		c, err := p.claims.PersistentVolumeClaims(key.Namespace).Get(key.Name)
 		if err != nil || c.UID != uid || c.Spec.VolumeName != "" {
-			delete(p.waiting[class], uid)
-			continue
+			return nil
 		}
-		wake = append(wake, c)
-	}
-	p.mu.Unlock()
-	for _, c := range wake {
+		return c
+	})
+	for _, c := range claims {
 		p.requeue(c)
 	}
 }
@@ -48,7 +29,7 @@ func (p *provisioner) wake(class string) {
 // freed or deleted, or a free one joins.
 func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	if cur != nil {
-		p.observe(cur)
+		p.takes.observe(cur)
 	}
 	switch {
 	case cur == nil:

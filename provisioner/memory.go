@@ -1,0 +1,201 @@
+package provisioner
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// The provisioner's memories, each a type of its own, as the releaser's are
+// (releaser/memory.go). Two record its own writes that the informer does
+// not show yet, so that a stale cache never offers a taken member again or
+// lets a class grow past maxVolumes; the third the claims that wait for a
+// full pool.
+
+// expectationTTL bounds how long the provisioner trusts its own record of a
+// write over the informer: far longer than a watch takes to deliver it, and
+// longer than the library's retries of a PV create (5 x 10 s).
+const expectationTTL = 5 * time.Minute
+
+// takes remembers, by claim UID, the pool member pointed at the claim until
+// the cache shows it so: until then the cache offers the member as free and
+// the claim as without a volume. Members taken are listed, so entries expire
+// on reading rather than in an expiring cache, which cannot list.
+type takes struct {
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	byClaim map[types.UID]take
+}
+
+type take struct {
+	pv string
+	at time.Time
+}
+
+func newTakes(clk clock.PassiveClock) *takes {
+	return &takes{clock: clk, byClaim: map[types.UID]take{}}
+}
+
+func (t *takes) expect(claim types.UID, pv string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byClaim[claim] = take{pv: pv, at: t.clock.Now()}
+}
+
+// issuedTo names the member taken for claim, or "".
+func (t *takes) issuedTo(claim types.UID) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked()
+	return t.byClaim[claim].pv
+}
+
+// members names the members taken whose new state the cache does not show
+// yet; trying them again could only fail.
+func (t *takes) members() map[string]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked()
+	out := make(map[string]bool, len(t.byClaim))
+	for _, tk := range t.byClaim {
+		out[tk.pv] = true
+	}
+	return out
+}
+
+// observe drops the expectation the cache now meets: pv points at its claim.
+func (t *takes) observe(pv *corev1.PersistentVolume) {
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tk, ok := t.byClaim[pv.Spec.ClaimRef.UID]; ok && tk.pv == pv.Name {
+		delete(t.byClaim, pv.Spec.ClaimRef.UID)
+	}
+}
+
+// expireLocked forgets takes the cache never showed (the volume was
+// deleted, say).
+func (t *takes) expireLocked() {
+	now := t.clock.Now()
+	for uid, tk := range t.byClaim {
+		if now.Sub(tk.at) > expectationTTL {
+			delete(t.byClaim, uid)
+		}
+	}
+}
+
+// pendingVolumes holds the volumes returned to the library for creation that
+// the informer has not shown yet, so that they count against maxVolumes, and
+// serialises growth per class, so that maxVolumes holds with several
+// workers.
+type pendingVolumes struct {
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	growing map[string]*sync.Mutex // by class
+	pending map[string]pendingVolume
+}
+
+type pendingVolume struct {
+	class string
+	at    time.Time
+}
+
+func newPendingVolumes(clk clock.PassiveClock) *pendingVolumes {
+	return &pendingVolumes{clock: clk, growing: map[string]*sync.Mutex{}, pending: map[string]pendingVolume{}}
+}
+
+// reserve counts the volumes of class: cached, the names the cache shows,
+// and those pending; and holds a place for name unless that would exceed max
+// (0: no limit). A retry for a name already counted always gets its place
+// back. cached is called with the class's growth serialised.
+func (v *pendingVolumes) reserve(class, name string, max int, cached func() map[string]bool) (count int, ok bool) {
+	v.mu.Lock()
+	lock, found := v.growing[class]
+	if !found {
+		lock = &sync.Mutex{}
+		v.growing[class] = lock
+	}
+	v.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+
+	names := cached()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := v.clock.Now()
+	for n, p := range v.pending {
+		switch {
+		case names[n] || now.Sub(p.at) > expectationTTL:
+			delete(v.pending, n)
+		case p.class == class:
+			names[n] = true
+		}
+	}
+	if names[name] {
+		return len(names) - 1, true
+	}
+	if max > 0 && len(names) >= max {
+		return len(names), false
+	}
+	v.pending[name] = pendingVolume{class: class, at: now}
+	return len(names), true
+}
+
+// unreserve gives up the place of name: its creation failed, or it was
+// deleted.
+func (v *pendingVolumes) unreserve(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.pending, name)
+}
+
+// waitingClaims holds, per class, the claims refused because the pool had
+// nothing to give; a volume freed in the class wakes them.
+type waitingClaims struct {
+	mu      sync.Mutex
+	byClass map[string]map[types.UID]types.NamespacedName
+}
+
+func newWaitingClaims() *waitingClaims {
+	return &waitingClaims{byClass: map[string]map[types.UID]types.NamespacedName{}}
+}
+
+func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byClass[class] == nil {
+		w.byClass[class] = map[types.UID]types.NamespacedName{}
+	}
+	w.byClass[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+}
+
+func (w *waitingClaims) remove(class string, uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byClass[class], uid)
+	if len(w.byClass[class]) == 0 {
+		delete(w.byClass, class)
+	}
+}
+
+// still returns the claims waiting for class that live says still wait,
+// and forgets the others. live returns the claim as the cache has it, or
+// nil when it is gone, has another UID or has a volume.
+func (w *waitingClaims) still(class string, live func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*corev1.PersistentVolumeClaim
+	for uid, key := range w.byClass[class] {
+		if c := live(uid, key); c != nil {
+			out = append(out, c)
+			continue
+		}
+		delete(w.byClass[class], uid)
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package provisioner
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func TestTakes(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0())
+	tk := newTakes(clk)
+	tk.expect("u1", "pv-a")
+	tk.expect("u2", "pv-b")
+	if got := tk.issuedTo("u1"); got != "pv-a" {
+		t.Errorf("issuedTo(u1) = %q, want pv-a", got)
+	}
+	if m := tk.members(); !m["pv-a"] || !m["pv-b"] || len(m) != 2 {
+		t.Errorf("members = %v", m)
+	}
+	// The cache shows pv-a pointing at another claim: not this expectation.
+	tk.observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u9"}}})
+	if tk.issuedTo("u1") != "pv-a" {
+		t.Error("an expectation dropped by another claim's volume")
+	}
+	tk.observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u1"}}})
+	if tk.issuedTo("u1") != "" {
+		t.Error("an expectation kept once the cache met it")
+	}
+	clk.SetTime(t0().Add(expectationTTL + time.Second))
+	if m := tk.members(); len(m) != 0 {
+		t.Errorf("members past their ttl: %v", m)
+	}
+}
+
+func TestPendingVolumes(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0())
+	v := newPendingVolumes(clk)
+	cached := map[string]bool{"old": true}
+	inCache := func() map[string]bool {
+		out := map[string]bool{}
+		for k := range cached {
+			out[k] = true
+		}
+		return out
+	}
+	if n, ok := v.reserve("pool", "new-1", 2, inCache); !ok || n != 1 {
+		t.Fatalf("reserve(new-1) = %d, %v; want 1, true", n, ok)
+	}
+	if n, ok := v.reserve("pool", "new-2", 2, inCache); ok || n != 2 {
+		t.Fatalf("reserve(new-2) = %d, %v; want 2, false: one cached, one pending", n, ok)
+	}
+	if n, ok := v.reserve("pool", "new-1", 2, inCache); !ok || n != 1 {
+		t.Errorf("a retry for new-1 = %d, %v; want its place back", n, ok)
+	}
+	if _, ok := v.reserve("other", "x", 1, func() map[string]bool { return map[string]bool{} }); !ok {
+		t.Error("another class's pending volume counted")
+	}
+	v.unreserve("new-1")
+	if _, ok := v.reserve("pool", "new-2", 2, inCache); !ok {
+		t.Error("a place given up is not free")
+	}
+	clk.SetTime(t0().Add(expectationTTL + time.Second))
+	if n, ok := v.reserve("pool", "new-3", 2, inCache); !ok || n != 1 {
+		t.Errorf("reserve after the pending one expired = %d, %v; want 1, true", n, ok)
+	}
+}
+
+func TestWaitingClaims(t *testing.T) {
+	w := newWaitingClaims()
+	claim := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name)}}
+	}
+	w.add("pool", claim("a"))
+	w.add("pool", claim("b"))
+	w.add("other", claim("c"))
+	w.remove("pool", "u-b")
+	live := func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim {
+		if key.Name == "gone" {
+			return nil
+		}
+		return claim(key.Name)
+	}
+	w.add("pool", claim("gone"))
+	got := w.still("pool", live)
+	if len(got) != 1 || got[0].Name != "a" {
+		t.Fatalf("still waiting = %v, want a", got)
+	}
+	if again := w.still("pool", live); len(again) != 1 {
+		t.Errorf("a waiting claim forgotten when woken: %v", again)
+	}
+	if len(w.byClass["pool"]) != 1 {
+		t.Errorf("the gone claim is remembered: %v", w.byClass["pool"])
+	}
+}
