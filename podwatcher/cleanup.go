@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -125,34 +126,28 @@ func claimOwner(claim *corev1.PersistentVolumeClaim) (owner, bool) {
 // exists; absence is confirmed by the API server, either through the delete
 // event we saw or through a GET.
 func (c *Controller) ownerGone(ctx context.Context, namespace string, ref owner) (time.Time, bool, error) {
-	var (
-		cached metav1.Object
-		err    error
-	)
-	if ref.Kind == kindPod {
-		cached, err = c.pods.Pods(namespace).Get(ref.Name)
-	} else {
-		cached, err = c.jobs.Jobs(namespace).Get(ref.Name)
-	}
-	if err == nil && cached.GetUID() == ref.UID {
-		return time.Time{}, false, nil
-	}
+	// A UID never comes back: once gone, always gone.
 	if since, seenGone := c.gone.goneSince(ref.UID); seenGone {
 		return since, true, nil
 	}
-
-	var live metav1.Object
-	if ref.Kind == kindPod {
-		live, err = c.client.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	} else {
-		live, err = c.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	same := func(o metav1.Object) bool { return o.GetUID() == ref.UID }
+	cached := func() (metav1.Object, error) {
+		if ref.Kind == kindPod {
+			return c.pods.Pods(namespace).Get(ref.Name)
+		}
+		return c.jobs.Jobs(namespace).Get(ref.Name)
 	}
+	gone, err := controller.Gone(ctx, same, cached, func(ctx context.Context) (metav1.Object, error) {
+		if ref.Kind == kindPod {
+			return c.client.CoreV1().Pods(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		}
+		return c.client.BatchV1().Jobs(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	})
 	switch {
-	case apierrors.IsNotFound(err):
 	case err != nil:
 		c.metrics.apiErrors.WithLabelValues("get").Inc()
 		return time.Time{}, false, fmt.Errorf("reading owner %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
-	case live.GetUID() == ref.UID:
+	case !gone:
 		return time.Time{}, false, nil
 	}
 	// Absent, or another object of the same name made in its place: a UID

@@ -78,7 +78,10 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, m *metrics,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
-	if err := volumes.AddIndexers(cache.Indexers{indexClass: indexByClass, indexClaimUID: indexByClaimUID}); err != nil {
+	if err := controller.IndexVolumesByClass(volumes); err != nil {
+		return nil, fmt.Errorf("indexing volumes: %w", err)
+	}
+	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	claims := &claimInformer{SharedIndexInformer: factory.Core().V1().PersistentVolumeClaims().Informer()}

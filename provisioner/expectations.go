@@ -3,6 +3,7 @@ package provisioner
 import (
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -25,7 +26,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 func (p *provisioner) reserve(class, name string, max int) (count int, ok bool) {
 	return p.pending.reserve(class, name, max, func() map[string]bool {
 		names := map[string]bool{}
-		objs, _ := p.volumes.ByIndex(indexClass, class)
+		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
 		for _, o := range objs {
 			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {
 				names[pv.Name] = true

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 )
 
@@ -44,7 +45,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{indexClass: indexByClass, indexClaimUID: indexByClaimUID}),
+		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{controller.VolumesByClass: controller.VolumeClass, indexClaimUID: indexByClaimUID}),
 		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		recorder: record.NewFakeRecorder(1000),
 		root:     t.TempDir(),

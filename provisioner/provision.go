@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
@@ -35,7 +35,6 @@ const (
 
 // Indexes this provisioner adds to the shared PersistentVolume informer.
 const (
-	indexClass    = "reclaimable-provisioner/class"
 	indexClaimUID = "reclaimable-provisioner/claim-uid"
 )
 
@@ -220,7 +219,7 @@ func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *stor
 
 // members lists the pool of class.
 func (p *provisioner) members(class string, pool classBackend) []*corev1.PersistentVolume {
-	objs, _ := p.volumes.ByIndex(indexClass, class)
+	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
 	out := make([]*corev1.PersistentVolume, 0, len(objs))
 	for _, o := range objs {
 		if pv, ok := o.(*corev1.PersistentVolume); ok && isMember(pv, class, pool) {
@@ -231,17 +230,6 @@ func (p *provisioner) members(class string, pool classBackend) []*corev1.Persist
 }
 
 // Index functions for the PersistentVolume informer.
-
-func indexByClass(obj any) ([]string, error) {
-	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok {
-		return nil, nil
-	}
-	if class := volumehelpers.GetPersistentVolumeClass(pv); class != "" {
-		return []string{class}, nil
-	}
-	return nil, nil
-}
 
 func indexByClaimUID(obj any) ([]string, error) {
 	pv, ok := obj.(*corev1.PersistentVolume)

@@ -11,6 +11,7 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -87,15 +88,16 @@ func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume
 	if ref == nil || ref.UID == "" {
 		return true, nil
 	}
-	if c, err := p.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil && c.UID == ref.UID {
-		return false, nil
-	}
-	live, err := p.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
+	gone, err := controller.Gone(ctx,
+		func(c *corev1.PersistentVolumeClaim) bool { return c.UID == ref.UID },
+		func() (*corev1.PersistentVolumeClaim, error) {
+			return p.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
+		},
+		func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+			return p.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		})
+	if err != nil {
 		return false, fmt.Errorf("checking whether claim %s/%s of volume %s still exists: %w", ref.Namespace, ref.Name, pv.Name, err)
 	}
-	return live.UID != ref.UID, nil
+	return gone, nil
 }

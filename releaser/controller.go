@@ -26,6 +26,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -68,7 +69,6 @@ func (c *Config) validate() error {
 const (
 	// Names of the indexes the releaser adds to the shared volume informer.
 	byClaim    = "releaser/claim"       // "<namespace>/<name>" of spec.claimRef
-	byClass    = "releaser/class"       // StorageClass name
 	byReleased = "releaser/released-by" // association label of a Released volume
 
 	// deletedClaimTTL is how long a claim deletion seen on the watch spares
@@ -143,9 +143,11 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		return nil, fmt.Errorf("registering releaser metrics: %w", err)
 	}
 
+	if err := controller.IndexVolumesByClass(volumes.Informer()); err != nil {
+		return nil, fmt.Errorf("indexing volumes: %w", err)
+	}
 	if err := volumes.Informer().AddIndexers(cache.Indexers{
 		byClaim:    indexByClaim,
-		byClass:    indexByClass,
 		byReleased: indexByReleased,
 	}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
@@ -191,14 +193,6 @@ func indexByClaim(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name}, nil
-}
-
-func indexByClass(obj any) ([]string, error) {
-	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok || volumeClass(pv) == "" {
-		return nil, nil
-	}
-	return []string{volumeClass(pv)}, nil
 }
 
 func indexByReleased(obj any) ([]string, error) {
@@ -268,7 +262,7 @@ func (c *Controller) classChanged(old, obj any) {
 	if prev, ok := old.(*storagev1.StorageClass); ok && prev.Annotations[keys.ClassControllerID] == c.policy.controllerID {
 		return
 	}
-	c.enqueueIndexed(byClass, class.Name)
+	c.enqueueIndexed(controller.VolumesByClass, class.Name)
 }
 
 func (c *Controller) enqueueIndexed(index, value string) {
@@ -298,7 +292,7 @@ func (c *Controller) sweep(ctx context.Context) {
 }
 
 func (c *Controller) classOf(pv *corev1.PersistentVolume) *storagev1.StorageClass {
-	name := volumeClass(pv)
+	name := volumehelpers.GetPersistentVolumeClass(pv)
 	if name == "" {
 		return nil
 	}
@@ -380,18 +374,15 @@ func (c *Controller) claimGone(ctx context.Context, ref *corev1.ObjectReference)
 	if ref.UID != "" && c.deleted.has(ref.UID) {
 		return true, nil
 	}
-	if cached, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil && sameClaim(ref, cached) {
-		// The deletion, when it comes, queues the volume again.
-		return false, nil
-	}
-	live, err := c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return !sameClaim(ref, live), nil
+	// Still there: the deletion, when it comes, queues the volume again.
+	return controller.Gone(ctx,
+		func(claim *corev1.PersistentVolumeClaim) bool { return sameClaim(ref, claim) },
+		func() (*corev1.PersistentVolumeClaim, error) {
+			return c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
+		},
+		func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+			return c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		})
 }
 
 // associate labels pv with the controller ID. It changes nothing else, so it

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -43,7 +44,7 @@ func (p policy) describe(r rule, pv *corev1.PersistentVolume) string {
 		ref := pv.Spec.ClaimRef
 		return fmt.Sprintf("its claim %s/%s has label %s=%s", ref.Namespace, ref.Name, keys.ClaimManagedBy, p.controllerID)
 	case ruleStorageClass:
-		return fmt.Sprintf("its StorageClass %q has annotation %s=%s", volumeClass(pv), keys.ClassControllerID, p.controllerID)
+		return fmt.Sprintf("its StorageClass %q has annotation %s=%s", volumehelpers.GetPersistentVolumeClass(pv), keys.ClassControllerID, p.controllerID)
 	case ruleProvisioner:
 		return fmt.Sprintf("it was provisioned by %s", p.provisionerName)
 	}
@@ -81,7 +82,7 @@ func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.St
 // only, not its claim, holds for pv. class is pv's StorageClass, nil when
 // there is none.
 func (p policy) volumeRule(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rule, bool) {
-	if class != nil && class.Name == volumeClass(pv) && class.Annotations[keys.ClassControllerID] == p.controllerID {
+	if class != nil && class.Name == volumehelpers.GetPersistentVolumeClass(pv) && class.Annotations[keys.ClassControllerID] == p.controllerID {
 		return ruleStorageClass, true
 	}
 	if pv.Annotations[keys.ProvisionedBy] == p.provisionerName {
@@ -160,13 +161,4 @@ func sameClaim(ref *corev1.ObjectReference, claim *corev1.PersistentVolumeClaim)
 // (deleted without finalizers, or relabelled) is left to a live lookup.
 func deletionReported(claim *corev1.PersistentVolumeClaim) bool {
 	return claim.DeletionTimestamp != nil
-}
-
-// volumeClass returns the name of pv's StorageClass, honouring the beta
-// annotation that predates spec.storageClassName as the PV controller does.
-func volumeClass(pv *corev1.PersistentVolume) string {
-	if class, ok := pv.Annotations[corev1.BetaStorageClassAnnotation]; ok {
-		return class
-	}
-	return pv.Spec.StorageClassName
 }
