@@ -176,7 +176,6 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		controllerID: controllerID,
 		cfg:          cfg,
 		recorder:     recorder,
-		metrics:      newMetrics(registry),
 		pods:         podInformer.Lister(),
 		podIndexer:   podInformer.Informer().GetIndexer(),
 		jobs:         jobInformer.Lister(),
@@ -186,7 +185,13 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	}
 	c.useClock(clock.RealClock{})
 	c.queue = controller.NewQueue("podwatcher", c.sync)
-	registerGatedPods(registry, c.gatedPods)
+	var err error
+	if c.metrics, err = newMetrics(registry); err != nil {
+		return nil, fmt.Errorf("registering podwatcher metrics: %w", err)
+	}
+	if err := registerGatedPods(registry, c.gatedPods); err != nil {
+		return nil, fmt.Errorf("registering podwatcher metrics: %w", err)
+	}
 
 	if _, err := podInformer.Informer().AddEventHandler(c.ownerHandler(kindPod)); err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -161,7 +161,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 		claim.Labels["team"] != "build" || len(claim.OwnerReferences) != 1 || claim.OwnerReferences[0].UID != "uid-p" {
 		t.Errorf("created claim = %+v", claim.ObjectMeta)
 	}
-	if got := counterValue(t, f.c.metrics.created); got != 1 {
+	if got := testutil.ToFloat64(f.c.metrics.created); got != 1 {
 		t.Errorf("claims_created_total = %v", got)
 	}
 
@@ -258,7 +258,7 @@ func TestRejectionReportedOnce(t *testing.T) {
 	}
 	f.expectActions()
 	f.expectEvents("Warning " + ReasonInvalidEnabled)
-	if got := counterValue(t, f.c.metrics.rejections.WithLabelValues(ReasonInvalidEnabled)); got != 1 {
+	if got := testutil.ToFloat64(f.c.metrics.rejections.WithLabelValues(ReasonInvalidEnabled)); got != 1 {
 		t.Errorf("rejections_total{reason=%s} = %v, want 1", ReasonInvalidEnabled, got)
 	}
 
@@ -458,10 +458,10 @@ func TestCleanup(t *testing.T) {
 			} else {
 				f.expectEvents()
 			}
-			if got, want := counterValue(t, f.c.metrics.deleted), b2f(deleted); got != want {
+			if got, want := testutil.ToFloat64(f.c.metrics.deleted), b2f(deleted); got != want {
 				t.Errorf("claims_deleted_total = %v, want %v", got, want)
 			}
-			if got, want := counterValue(t, f.c.metrics.leftToGC), b2f(tt.leftToGC); got != want {
+			if got, want := testutil.ToFloat64(f.c.metrics.leftToGC), b2f(tt.leftToGC); got != want {
 				t.Errorf("claims_left_to_garbage_collector_total = %v, want %v", got, want)
 			}
 		})
@@ -531,10 +531,10 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 			}
 			f.expectActions("delete persistentvolumeclaims")
 			f.expectEvents("Normal ClaimDeleted")
-			if got := counterValue(t, f.c.metrics.deleted); got != 1 {
+			if got := testutil.ToFloat64(f.c.metrics.deleted); got != 1 {
 				t.Errorf("claims_deleted_total = %v, want 1", got)
 			}
-			if got := counterValue(t, f.c.metrics.leftToGC); got != 1 {
+			if got := testutil.ToFloat64(f.c.metrics.leftToGC); got != 1 {
 				t.Errorf("claims_left_to_garbage_collector_total = %v, want 1 (counted once)", got)
 			}
 		})
@@ -684,15 +684,6 @@ func TestHandlersEnqueue(t *testing.T) {
 	if got := f.c.queue.Len(); got != 3 {
 		t.Errorf("queue length after an unannotated pod = %d, want 3", got)
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 func TestOnlyUpdatesThatMayChangeClaimsAreQueued(t *testing.T) {

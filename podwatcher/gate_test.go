@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -87,7 +88,7 @@ func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
 	if gates := live.(*corev1.Pod).Spec.SchedulingGates; len(gates) != 1 || gates[0].Name != "example.com/other" {
 		t.Errorf("gates left = %v, want only the other one", gates)
 	}
-	if got := counterValue(t, f.c.metrics.gatesRemoved); got != 1 {
+	if got := testutil.ToFloat64(f.c.metrics.gatesRemoved); got != 1 {
 		t.Errorf("scheduling_gates_removed_total = %v", got)
 	}
 }

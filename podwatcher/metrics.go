@@ -17,7 +17,7 @@ type metrics struct {
 	apiErrors    *prometheus.CounterVec
 }
 
-func newMetrics(registry prometheus.Registerer) *metrics {
+func newMetrics(registry prometheus.Registerer) (*metrics, error) {
 	const subsystem = "podwatcher"
 	m := &metrics{
 		created: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_created_total",
@@ -33,15 +33,17 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "api_errors_total",
 			Help: "Requests to the API server that failed unexpectedly, by operation."}, []string{"operation"}),
 	}
-	registry.MustRegister(m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors)
-	return m
+	if err := controller.Register(registry, m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // registerGatedPods adds the gauges of the pods held by the claims gate,
 // read from the cache at each scrape.
-func registerGatedPods(registry prometheus.Registerer, gated func() (int, time.Duration)) {
+func registerGatedPods(registry prometheus.Registerer, gated func() (int, time.Duration)) error {
 	const subsystem = "podwatcher"
-	registry.MustRegister(
+	return controller.Register(registry,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "gated_pods",
 			Help: "Pods held by the claims scheduling gate."}, func() float64 {
 			n, _ := gated()

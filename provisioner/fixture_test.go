@@ -3,7 +3,6 @@ package provisioner
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,12 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -64,21 +61,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 		}
 	}
 	f.client = fake.NewClientset(objs...)
-	gvr := corev1.SchemeGroupVersion.WithResource("persistentvolumes")
-	f.client.PrependReactor("update", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		pv := a.(k8stesting.UpdateAction).GetObject().(*corev1.PersistentVolume).DeepCopy()
-		cur, err := f.client.Tracker().Get(gvr, "", pv.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		old := cur.(*corev1.PersistentVolume).ResourceVersion
-		if pv.ResourceVersion != old {
-			return true, nil, apierrors.NewConflict(gvr.GroupResource(), pv.Name, errors.New("the object has been modified"))
-		}
-		n, _ := strconv.Atoi(old)
-		pv.ResourceVersion = strconv.Itoa(n + 1)
-		return true, pv, f.client.Tracker().Update(gvr, pv, "")
-	})
+	controllertest.ResourceVersionPreconditions(f.client, corev1.SchemeGroupVersion.WithResource("persistentvolumes"))
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, newMetrics(), f.root)
 	f.p.requeue = func(c *corev1.PersistentVolumeClaim) {
 		f.mu.Lock()

@@ -41,7 +41,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{
+	return controller.Register(r,
 		m.issued, m.created, m.exhausted, m.conflicts,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
@@ -49,10 +49,5 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		m.lib.PersistentVolumeDeleteTotal,
 		m.lib.PersistentVolumeDeleteFailedTotal,
 		m.lib.PersistentVolumeDeleteDurationSeconds,
-	} {
-		if err := r.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	)
 }

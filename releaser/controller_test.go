@@ -63,7 +63,7 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(objs...)
-	client.PrependReactor("update", "persistentvolumes", resourceVersionPrecondition(client.Tracker()))
+	controllertest.ResourceVersionPreconditions(client, pvResource)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	volumes := factory.Core().V1().PersistentVolumes()
 	classes := factory.Storage().V1().StorageClasses()
@@ -104,25 +104,6 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 		}
 	}
 	return f
-}
-
-// resourceVersionPrecondition makes the fake API server refuse an update of
-// a stale volume, and bump the resourceVersion of an accepted one, like the
-// real one.
-func resourceVersionPrecondition(tracker clienttesting.ObjectTracker) clienttesting.ReactionFunc {
-	return func(action clienttesting.Action) (bool, runtime.Object, error) {
-		pv := action.(clienttesting.UpdateAction).GetObject().(*corev1.PersistentVolume)
-		cur, err := tracker.Get(pvResource, "", pv.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		if cur.(*corev1.PersistentVolume).ResourceVersion != pv.ResourceVersion {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumes"}, pv.Name, errors.New("the object has been modified"))
-		}
-		rv, _ := strconv.Atoi(pv.ResourceVersion)
-		pv.ResourceVersion = strconv.Itoa(rv + 1)
-		return false, nil, nil
-	}
 }
 
 func (f *fixture) cache(store cache.Indexer, obj runtime.Object) {
@@ -212,32 +193,7 @@ func (f *fixture) events() []string {
 // metric returns the value of one sample of a metric of the releaser.
 func (f *fixture) metric(name string, labelPairs ...string) float64 {
 	f.t.Helper()
-	families, err := f.reg.Gather()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labelPairs); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == labelPairs[i] && l.GetValue() == labelPairs[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue samples
-				}
-			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	f.t.Fatalf("no sample of %s%v", name, labelPairs)
-	return 0
+	return controllertest.Metric(f.t, f.reg, name, labelPairs...)
 }
 
 func wantCalls(t *testing.T, got []string, want ...string) {

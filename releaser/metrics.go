@@ -48,10 +48,8 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) (*metrics, err
 	for _, r := range []string{errConflict, errAssociate, errRelease, errClaimCheck, errInvalidClaimRef} {
 		m.errors.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.associations, m.releases, m.errors, gauge} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := controller.Register(reg, m.associations, m.releases, m.errors, gauge); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -10,6 +10,18 @@ import (
 // Namespace prefixes every metric the controllers export.
 const Namespace = "reclaimable"
 
+// Register registers a controller's collectors with the process's registry,
+// stopping at the first that cannot be: two controllers, or two of the same,
+// exporting one name.
+func Register(reg prometheus.Registerer, collectors ...prometheus.Collector) error {
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 var workqueueProvider struct {
 	once sync.Once
 	p    *queueMetrics
