@@ -121,6 +121,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error(err, "Invalid configuration")
 		return 1
 	}
+	// Process-wide settings of client-go, before any queue or informer.
+	controller.StreamInitialLists()
+	controller.ExportWorkqueueMetrics(env.Registry)
 	constructors := map[string][]func() (controller.Runnable, error){
 		"podwatcher":  {func() (controller.Runnable, error) { return podwatcher.New(env, pw) }},
 		"provisioner": {func() (controller.Runnable, error) { return provisioner.New(env, prov) }},

@@ -74,7 +74,6 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
 	useProtobuf(cfg)
-	streamInitialLists()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building client: %w", err)
@@ -89,7 +88,6 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(requests)
-	registerWorkqueueMetrics(registry)
 
 	return &Env{
 		Options:     opts,

@@ -15,13 +15,15 @@ const streamListsEnv = "KUBE_FEATURE_" + string(features.WatchListClient)
 
 var streamListsOnce sync.Once
 
-// streamInitialLists makes informers fill their caches from a watch that
+// StreamInitialLists makes informers fill their caches from a watch that
 // sends the existing objects one at a time (the API server's streaming
 // lists), instead of from one LIST response that holds them all: with
 // thousands of Pods the decoded response, garbage the moment the cache is
 // filled, is what sets a controller's peak memory. An API server that cannot
 // stream makes client-go fall back to LIST by itself.
-func streamInitialLists() {
+// It replaces client-go's feature gates for the whole process, so main
+// decides it, before any informer starts.
+func StreamInitialLists() {
 	streamListsOnce.Do(func() {
 		if _, set := os.LookupEnv(streamListsEnv); set {
 			return

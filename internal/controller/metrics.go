@@ -27,10 +27,11 @@ var workqueueProvider struct {
 	p    *queueMetrics
 }
 
-// registerWorkqueueMetrics exports depth, latency and retries of every
-// workqueue. client-go takes one provider per process, so the first
-// registry wins; a process has one Env.
-func registerWorkqueueMetrics(registry prometheus.Registerer) {
+// ExportWorkqueueMetrics exports depth, latency and retries of every
+// workqueue made after it, in registry. client-go takes one provider per
+// process, so main calls it, once, before the controllers make their
+// queues; later calls change nothing.
+func ExportWorkqueueMetrics(registry prometheus.Registerer) {
 	workqueueProvider.once.Do(func() {
 		p := newQueueMetrics()
 		registry.MustRegister(p.depth, p.adds, p.latency, p.workDuration, p.unfinished, p.longestRunning, p.retries)
