@@ -119,18 +119,23 @@ func TestGateKeptOrLeftAlone(t *testing.T) {
 	f.expectActions("patch pods")
 }
 
+// jobWithGatedPod returns a Job "build" that asks for claim build-cache,
+// and one of its pods, gated, without claim annotations of its own.
+func jobWithGatedPod() (*batchv1.Job, *corev1.Pod) {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: ask("cache", "true", validYAML)},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
+	}
+	pod := gated(annotatedPod("build-x", "uid-pod", nil), keys.ClaimsGate)
+	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
+	return job, pod
+}
+
 // A Job's pod waits for the Job's claim, looked for on the API server while
 // the cache lacks it, and is queued again when the Job creates it.
 func TestJobPodGateWaitsForTheJobsClaim(t *testing.T) {
-	annotations := ask("cache", "true", validYAML)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: annotations},
-		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
-	}
-	yes := true
-	pod := gated(annotatedPod("build-x", "uid-pod", nil), keys.ClaimsGate)
-	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
+	job, pod := jobWithGatedPod()
 	f := newFixture(t, []runtime.Object{job, pod})
 
 	if err := f.sync(podKey("build-x")); err != nil {
@@ -154,17 +159,9 @@ func TestJobPodGateWaitsForTheJobsClaim(t *testing.T) {
 // A pod held past gateWarnAfter gets one Warning while it waits and one
 // when it is released, and the gauges count it.
 func TestGateHeldLongIsReported(t *testing.T) {
-	annotations := ask("cache", "true", validYAML)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: annotations},
-		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
-	}
-	yes := true
+	job, pod := jobWithGatedPod()
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	pod := gated(annotatedPod("build-x", "uid-pod", nil), keys.ClaimsGate)
 	pod.CreationTimestamp = metav1.NewTime(created)
-	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "build", UID: "uid-job", Controller: &yes}}
 	f := newFixture(t, []runtime.Object{job, pod})
 	now := created.Add(10 * time.Second)
 	clk := testingclock.NewFakeClock(now)

@@ -56,16 +56,9 @@ func (b *bench) ourCycle(ctx context.Context, seq int, miss bool) (cycleTimes, e
 		return t, fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	t.ownerCreated = time.Now()
-	var uid types.UID
-	if err := b.rec.wait(ctx, func() bool {
-		c := b.rec.latestLocked(b.ns, name)
-		if c == nil || c.bound.IsZero() {
-			return false
-		}
-		uid = c.uid
-		return true
-	}); err != nil {
-		return t, fmt.Errorf("waiting for claim %s to be created and bound: %w", name, err)
+	uid, err := b.waitBound(ctx, name)
+	if err != nil {
+		return t, err
 	}
 	zero := int64(0)
 	// Grace period 0: the workload is done, and there is no kubelet to wait for.
@@ -83,6 +76,23 @@ func (b *bench) ourCycle(ctx context.Context, seq int, miss bool) (cycleTimes, e
 	t.claim = b.rec.snapshot(uid)
 	b.ourCycles.Add(1)
 	return t, nil
+}
+
+// waitBound waits until the podwatcher's claim name in the benchmark's
+// namespace is created and bound, and returns its UID.
+func (b *bench) waitBound(ctx context.Context, name string) (types.UID, error) {
+	var uid types.UID
+	if err := b.rec.wait(ctx, func() bool {
+		c := b.rec.latestLocked(b.ns, name)
+		if c == nil || c.bound.IsZero() {
+			return false
+		}
+		uid = c.uid
+		return true
+	}); err != nil {
+		return "", fmt.Errorf("waiting for claim %s to be created and bound: %w", name, err)
+	}
+	return uid, nil
 }
 
 // floorCycle runs the same cycle with no controllers and the fewest

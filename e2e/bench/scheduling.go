@@ -106,16 +106,9 @@ func (b *bench) annotatedPodCycle(ctx context.Context, seq int, gated bool) (tim
 	if err != nil {
 		return 0, err
 	}
-	var uid types.UID
-	if err := b.rec.wait(ctx, func() bool {
-		c := b.rec.latestLocked(b.ns, name)
-		if c == nil || c.bound.IsZero() {
-			return false
-		}
-		uid = c.uid
-		return true
-	}); err != nil {
-		return 0, fmt.Errorf("waiting for claim %s to be bound: %w", name, err)
+	uid, err := b.waitBound(ctx, name)
+	if err != nil {
+		return 0, err
 	}
 	zero := int64(0)
 	if err := b.client.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
