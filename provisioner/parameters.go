@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -51,13 +54,17 @@ type params struct {
 	// selectorKeys are the label keys a claim's selector may use.
 	selectorKeys sets.Set[string]
 
+	// reserveFor keeps a released volume for its last claim's namespace and
+	// name this long (the releaser does); 0: not at all.
+	reserveFor time.Duration
+
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes  int                // 0: no limit
 	maxCapacity *resource.Quantity // nil: no limit beyond what a volume can hold
 }
 
 // commonParams may be set on a class of any backend.
-var commonParams = []string{paramBackend, paramSelectorKeys}
+var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor}
 
 // parseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -89,6 +96,13 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 	}
 	if class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRecycle {
 		errs = append(errs, errors.New("reclaimPolicy Recycle is not supported; use Retain to keep volumes in the pool or Delete to remove them"))
+	}
+	if s, ok := in[keys.ReserveFor]; ok {
+		d, err := controller.ParseReserveFor(s)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.reserveFor = d
 	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.forClass(class)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	storagev1 "k8s.io/api/storage/v1"
 )
 
@@ -19,6 +20,8 @@ func FuzzParseParameters(f *testing.F) {
 		"backend=directory\nbaseDir=/var/lib/reclaimable/../../etc\nsource=hostPath\nhostPath=/etc",
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=nfs\nnfsServer=nfs.example.com\nnfsPath=/export\nmaxVolumes=50\ndirectoryMode=2775",
 		"backend=static\nselectorKeys=cache, team",
+		"backend=static\nreserveFor=10m",
+		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreserveFor=-5s",
 		"backend=static\nbaseDir=/tmp",
 		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
 		"backend=\nselectorKeys=,,,",
@@ -38,6 +41,9 @@ func FuzzParseParameters(f *testing.F) {
 		}
 		if p.maxVolumes < 0 {
 			t.Fatalf("accepted maxVolumes %d", p.maxVolumes)
+		}
+		if p.reserveFor < 0 || p.reserveFor > controller.MaxReserveFor {
+			t.Fatalf("accepted reserveFor %s", p.reserveFor)
 		}
 		d, ok := p.pool.(*directoryClass)
 		if !ok {

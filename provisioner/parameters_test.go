@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -45,6 +46,14 @@ func TestParseParameters(t *testing.T) {
 			want: &params{backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
 				nfsServer: "nfs.example.com", nfsPath: "/export/caches", directoryMode: 0o775 | fs.ModeSetgid}},
 		},
+		{
+			name:   "reserveFor on any backend",
+			params: map[string]string{"backend": "static", "reserveFor": "10m"},
+			want:   &params{backend: "static", selectorKeys: sets.New[string](), reserveFor: 10 * time.Minute, pool: staticClass{name: "c"}},
+		},
+		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
+		{name: "reserveFor negative", params: hostPathClass(map[string]string{"reserveFor": "-1m"}), wantErr: []string{`"reserveFor" must be a duration`}},
+		{name: "reserveFor over a week", params: hostPathClass(map[string]string{"reserveFor": "200h"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
@@ -110,7 +119,7 @@ func TestParseParameters(t *testing.T) {
 }
 
 func equalParams(a, b *params) bool {
-	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes {
+	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.reserveFor != b.reserveFor {
 		return false
 	}
 	da, ok := a.pool.(*directoryClass)

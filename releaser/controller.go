@@ -340,6 +340,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		}
 	}
 
+	if until, reserved := reservedUntil(pv, c.policy.controllerID); reserved {
+		if wait := until.Sub(c.clock.Now()); wait > 0 {
+			c.queue.AddAfter(name, wait)
+			return nil
+		}
+		return c.endReservation(ctx, pv)
+	}
+
 	ok, why := releasable(pv, c.policy.controllerID)
 	if !ok {
 		// Counted once per version of the volume, like the warning, so
@@ -409,33 +417,74 @@ func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume,
 
 // release clears pv's claimRef, and its association unless a rule that does
 // not depend on the claim still holds, in one update guarded by its
-// resourceVersion, and records the claim it was released from.
+// resourceVersion, and records the claim it was released from. With the
+// class's reserveFor, the claimRef keeps the claim's namespace and name
+// without its UID instead: the PV controller then binds the volume to the
+// next claim of that name and to no other, until the reservation ends.
 func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) error {
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
+	class := c.classOf(pv)
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = nil
-	keptBy, keep := c.policy.keepsAssociation(pv, c.classOf(pv))
+	keptBy, keep := c.policy.keepsAssociation(pv, class)
 	if !keep {
 		delete(updated.Labels, keys.VolumeManagedBy)
 	}
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
+	now := c.clock.Now()
 	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
-	updated.Annotations[keys.ReleasedAt] = c.clock.Now().UTC().Format(time.RFC3339)
+	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
+	delete(updated.Annotations, keys.ReservedUntil)
+	// Only a volume that stays associated can be reserved: the releaser
+	// must see it again to end the reservation.
+	reserve, err := controller.ReserveFor(class)
+	if err != nil || !keep {
+		reserve = 0
+	}
+	until := now.Add(reserve)
+	if reserve > 0 {
+		updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name}
+		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return c.writeFailed(ctx, pv, errRelease, "release", err)
 	}
 	c.writes.wrote(pv.Name, pv.ResourceVersion)
 	c.metrics.releases.Inc()
-	c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists", ref.Namespace, ref.Name, ref.UID)
-	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep}
+	if reserve > 0 {
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists",
+			ref.Namespace, ref.Name, until.UTC().Format(time.RFC3339), ref.Namespace, ref.Name, ref.UID)
+		c.queue.AddAfter(pv.Name, reserve)
+	} else {
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists", ref.Namespace, ref.Name, ref.UID)
+	}
+	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep, "reservedFor", reserve}
 	if keep {
 		kv = append(kv, "rule", keptBy)
 	}
 	logger.Info("Released volume", kv...)
+	return nil
+}
+
+// endReservation makes a reserved volume an ordinary free member: it clears
+// the claimRef by name, unless a claim of that name took the volume
+// meanwhile, which the update's resourceVersion would tell.
+func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVolume) error {
+	ref := pv.Spec.ClaimRef
+	updated := pv.DeepCopy()
+	updated.Spec.ClaimRef = nil
+	delete(updated.Annotations, keys.ReservedUntil)
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, "end the reservation of", err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "ReservationExpired", "The reservation for claim %s/%s ended unused; the volume is free for any claim", ref.Namespace, ref.Name)
+	klog.FromContext(ctx).Info("Reservation ended", "claim", klog.KRef(ref.Namespace, ref.Name))
 	return nil
 }
 

@@ -2,6 +2,7 @@ package releaser
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -138,6 +139,23 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 		return false, invalidClaimRef
 	}
 	return true, ""
+}
+
+// reservedUntil reports whether pv is a volume this releaser reserved for
+// its last claim and still holds so (claimRef by namespace and name only,
+// nobody bound it since), and until when. A reservation whose time cannot be
+// read ends at once: the volume is the pool's.
+func reservedUntil(pv *corev1.PersistentVolume, id string) (time.Time, bool) {
+	ref := pv.Spec.ClaimRef
+	s, annotated := pv.Annotations[keys.ReservedUntil]
+	if !annotated || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil || ref == nil || ref.UID != "" {
+		return time.Time{}, false
+	}
+	until, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, true
+	}
+	return until, true
 }
 
 // sameClaim reports whether claim is the one ref points at. A claim recreated

@@ -39,6 +39,17 @@ const (
 	// the namespace and name of the claim it serves.
 	LastClaim = "reclaimable.kubernetes.io/last-claim"
 
+	// ReserveFor is the StorageClass parameter (a duration) for which a
+	// released volume of the class stays reserved for its last claim's
+	// namespace and name. The provisioner validates it; the releaser acts on
+	// it.
+	ReserveFor = "reserveFor"
+
+	// ReservedUntil on a PersistentVolume is the RFC 3339 time until which
+	// the releaser keeps it reserved (spec.claimRef naming its last claim by
+	// namespace and name, without UID) for that claim to come back.
+	ReservedUntil = "reclaimable.kubernetes.io/reserved-until"
+
 	// ClaimsGate is the scheduling gate that holds a Pod until every claim
 	// it asks for by annotation exists. The podwatcher removes it, and only
 	// it; a pod created without it is scheduled as any other.

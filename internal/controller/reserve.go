@@ -1,0 +1,38 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// MaxReserveFor bounds a reservation: a volume is the pool's, and a week is
+// longer than any schedule that comes back to its cache.
+const MaxReserveFor = 7 * 24 * time.Hour
+
+// ParseReserveFor reads the reserveFor parameter of a StorageClass: a
+// duration from 0 (no reservation) to MaxReserveFor.
+func ParseReserveFor(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxReserveFor {
+		return 0, fmt.Errorf("parameter %q must be a duration between 0 and %s such as 10m, not %q", keys.ReserveFor, MaxReserveFor, s)
+	}
+	return d, nil
+}
+
+// ReserveFor is how long class keeps a released volume for its last claim:
+// 0 without the parameter. The provisioner reports an invalid value on the
+// class's claims.
+func ReserveFor(class *storagev1.StorageClass) (time.Duration, error) {
+	if class == nil {
+		return 0, nil
+	}
+	s, ok := class.Parameters[keys.ReserveFor]
+	if !ok {
+		return 0, nil
+	}
+	return ParseReserveFor(s)
+}
