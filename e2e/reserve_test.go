@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -18,8 +19,9 @@ import (
 
 // Claims that come back with the names of earlier ones, in another order,
 // each get their own volume back: the releaser reserves a released volume
-// for its last claim's namespace and name (reserveFor), and the pool does
-// not grow.
+// for its last claim's namespace and name (reserveFor). A claim of a new
+// name, with every member reserved, takes the oldest reservation: the pool
+// never grows.
 func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -95,25 +97,7 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	for _, n := range names {
 		first[n] = boundTo(n)
 	}
-	for _, n := range names {
-		if err := claims.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range names {
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			pv, err := client.CoreV1().PersistentVolumes().Get(ctx, first[n], metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			ref := pv.Spec.ClaimRef
-			return ref != nil && ref.UID == "" && ref.Name == n && ref.Namespace == ns && pv.Annotations[keys.ReservedUntil] != "", nil
-		}, fmt.Sprintf("volume %s to be reserved for %s", first[n], n))
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := claims.Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		}, "claim "+n+" to be gone")
-	}
+	deleteAndWaitReserved(t, claims, first, names)
 
 	again := []string{"job-d", "job-b", "job-a", "job-c"}
 	for _, n := range again {
@@ -123,6 +107,14 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 		if got := boundTo(n); got != first[n] {
 			t.Errorf("claim %s got volume %s, not its own %s", n, got, first[n])
 		}
+	}
+
+	// Every member reserved again: a claim of a new name takes one of them
+	// (the oldest reservation) rather than grow the pool.
+	deleteAndWaitReserved(t, claims, first, again)
+	create("job-e")
+	if got := boundTo("job-e"); got != first[again[0]] {
+		t.Errorf("claim job-e got volume %s, want %s, the oldest reservation", got, first[again[0]])
 	}
 	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -138,4 +130,29 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 		t.Errorf("the class has %d volumes, want %d: the pool grew", n, len(names))
 	}
 	inv.Check(t, 10*time.Second)
+}
+
+// deleteAndWaitReserved deletes the claims names in that order, one after
+// the other, and waits until each one's volume (in volumes) is reserved for
+// it and the claim is gone.
+func deleteAndWaitReserved(t *testing.T, claims typedcorev1.PersistentVolumeClaimInterface, volumes map[string]string, names []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range names {
+		if err := claims.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volumes[n], metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			ref := pv.Spec.ClaimRef
+			return ref != nil && ref.UID == "" && ref.Name == n && pv.Annotations[keys.ReservedUntil] != "", nil
+		}, fmt.Sprintf("volume %s to be reserved for %s", volumes[n], n))
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := claims.Get(ctx, n, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}, "claim "+n+" to be gone")
+	}
 }

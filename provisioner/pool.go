@@ -44,6 +44,10 @@ const (
 	// freeIfGone: Released; free once the API server confirms that the
 	// claim it names is gone.
 	freeIfGone
+	// reservedForOther: reserved by the releaser for another claim's name
+	// (reserveFor); taken only when no other member fits, so that a
+	// reservation never makes a claim wait or the pool grow.
+	reservedForOther
 )
 
 func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
@@ -62,8 +66,13 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 		return free
 	case ref.UID == "":
 		// Pre-bound by name: kept for a claim of that namespace and name.
-		if ref.Namespace == claim.Namespace && ref.Name == claim.Name {
+		// One the releaser reserved may go to another claim; one an
+		// administrator pre-bound may not.
+		switch {
+		case ref.Namespace == claim.Namespace && ref.Name == claim.Name:
 			return free
+		case pv.Annotations[keys.ReservedUntil] != "":
+			return reservedForOther
 		}
 		return inUse
 	case pv.Status.Phase == corev1.VolumeReleased:
@@ -127,11 +136,14 @@ func (s poolState) String() string {
 
 // candidates returns the members claim may take, best first, and the state
 // of the pool. Released members still need their claim confirmed gone.
+// Members reserved for other claims come last, the oldest reservation
+// first: they are taken only when nothing else fits, before the pool grows.
 func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
 	state := poolState{members: len(members), unfit: map[string]int{}}
-	var out []*corev1.PersistentVolume
+	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
-		if availabilityOf(pv, claim) == inUse {
+		a := availabilityOf(pv, claim)
+		if a == inUse {
 			state.inUse++
 			continue
 		}
@@ -139,10 +151,24 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 			state.unfit[reason]++
 			continue
 		}
+		if a == reservedForOther {
+			reserved = append(reserved, pv)
+			continue
+		}
 		out = append(out, pv)
 	}
 	rank(out, claim)
-	return out, state
+	until := func(pv *corev1.PersistentVolume) time.Time {
+		t, _ := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
+		return t
+	}
+	slices.SortStableFunc(reserved, func(a, b *corev1.PersistentVolume) int {
+		if c := until(a).Compare(until(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return append(out, reserved...), state
 }
 
 // rank orders the volumes claim may take: last used by a claim of the same

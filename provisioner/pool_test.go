@@ -139,6 +139,9 @@ func TestAvailability(t *testing.T) {
 		{"pre-bound to another name", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x"}
 		}), inUse},
+		{"reserved for this claim's name", volume("a", "1Gi", reservedFor("ns", "c", t0())), free},
+		{"reserved for another name", volume("a", "1Gi", reservedFor("ns", "x", t0())), reservedForOther},
+		{"reserved for the name in another namespace", volume("a", "1Gi", reservedFor("other", "c", t0())), reservedForOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,6 +222,15 @@ func mustParseSet(t *testing.T, s string) labels.Set {
 	return set
 }
 
+// reservedFor makes pv reserved by the releaser for the claim ns/name
+// until until, as it leaves a volume of a class with reserveFor.
+func reservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
+		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+	}
+}
+
 func TestCandidatesPreference(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	claim := claimFor("team", "cache", "1Gi")
@@ -227,6 +239,19 @@ func TestCandidatesPreference(t *testing.T) {
 		members []*corev1.PersistentVolume
 		want    []string
 	}{
+		{
+			name: "reserved for this claim first; reserved for others last, oldest reservation first; pre-bound by hand never",
+			members: []*corev1.PersistentVolume{
+				volume("reserved-later", "1Gi", reservedFor("team", "b", t0.Add(time.Hour))),
+				volume("reserved-sooner", "5Gi", reservedFor("team", "a", t0)),
+				volume("free", "1Gi", returned("else/x", t0)),
+				volume("by-hand", "1Gi", func(pv *corev1.PersistentVolume) {
+					pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team", Name: "z"}
+				}),
+				volume("own", "1Gi", reservedFor("team", "cache", t0)),
+			},
+			want: []string{"own", "free", "reserved-sooner", "reserved-later"},
+		},
 		{
 			name: "same namespace and name first, then same namespace, then the rest",
 			members: []*corev1.PersistentVolume{

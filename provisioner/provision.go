@@ -28,6 +28,9 @@ const (
 	reasonUnsupportedCapacity   = "UnsupportedCapacity"
 	reasonPoolExhausted         = "PoolExhausted"
 	reasonIssuedFromPool        = "IssuedFromPool"
+	// reasonReservationTaken, on the volume: a member reserved for another
+	// claim's name was issued because nothing else fit.
+	reasonReservationTaken = "ReservationTaken"
 	// reasonProvisioningFailed is the library's reason, for failures
 	// without one of their own.
 	reasonProvisioningFailed = "ProvisioningFailed"
@@ -152,6 +155,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			continue
 		}
 		last := lastClaim(pv)
+		takesReservation := availabilityOf(pv, claim) == reservedForOther
 		result, err := p.take(ctx, pv, claim, func(live *corev1.PersistentVolume) bool {
 			return misfit(live, claim, opts.SelectedNode, selector) == ""
 		})
@@ -165,6 +169,10 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv.Name)}
 		}
 		p.metrics.issued.WithLabelValues(class.Name).Inc()
+		if takesReservation {
+			p.recorder.Eventf(pv, corev1.EventTypeNormal, reasonReservationTaken,
+				"Reserved for claim %s, issued to claim %s/%s instead: no other free volume of class %s fits it", last, claim.Namespace, claim.Name, class.Name)
+		}
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
 			"Volume %s issued from the pool of class %s with the data of its last use (%s)", pv.Name, class.Name, describeLastUse(last, claim))
 		logger.V(2).Info("Issued a pool volume", "pv", pv.Name, "lastClaim", last)

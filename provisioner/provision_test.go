@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -275,5 +276,28 @@ func TestProvisionReportsEachFailureOnce(t *testing.T) {
 	}
 	if !reportedByProvision(&corev1.Event{Type: corev1.EventTypeWarning, Reason: "ProvisioningFailed", Message: strings.TrimPrefix(want, "Warning ProvisioningFailed ")}) {
 		t.Errorf("the library's copy of %q would be recorded too", want)
+	}
+}
+
+// A claim finds every free member reserved for other claims' names: it
+// takes the oldest reservation rather than grow the pool, never a volume an
+// administrator pre-bound, and the volume is no longer reserved.
+func TestProvisionTakesAReservationBeforeGrowing(t *testing.T) {
+	claim := claimFor("ns", "new-job", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{
+		volume("reserved-later", "1Gi", reservedFor("ns", "b", t0().Add(time.Hour))),
+		volume("reserved-sooner", "1Gi", reservedFor("ns", "a", t0())),
+		volume("by-hand", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "z"}
+		}),
+	}, claim)
+	_, _, err := f.provision(f.directoryClass(nil), claim)
+	wantIssued(t, err, "reserved-sooner")
+	got := f.server("reserved-sooner")
+	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || got.Annotations[keys.ReservedUntil] != "" {
+		t.Errorf("taken member: claimRef %+v, annotations %v; want the claim and no reservation", ref, got.Annotations)
+	}
+	if ev := f.events(); !hasEvent(ev, "Normal ReservationTaken Reserved for claim ns/a, issued to claim ns/new-job") {
+		t.Errorf("events = %q", ev)
 	}
 }

@@ -50,6 +50,8 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		}
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+		// Issued, the volume is no longer kept for anyone.
+		delete(updated.Annotations, keys.ReservedUntil)
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:

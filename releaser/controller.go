@@ -447,7 +447,7 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	until := now.Add(reserve)
 	if reserve > 0 {
 		updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name}
-		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -457,7 +457,7 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	c.metrics.releases.Inc()
 	if reserve > 0 {
 		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists",
-			ref.Namespace, ref.Name, until.UTC().Format(time.RFC3339), ref.Namespace, ref.Name, ref.UID)
+			ref.Namespace, ref.Name, until.UTC().Format(keys.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID)
 		c.queue.AddAfter(pv.Name, reserve)
 	} else {
 		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists", ref.Namespace, ref.Name, ref.UID)

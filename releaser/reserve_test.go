@@ -67,7 +67,7 @@ func TestSyncReservesAndEndsTheReservation(t *testing.T) {
 	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || ref.Namespace != "ns" || ref.Name != "data" {
 		t.Fatalf("claimRef after the release = %+v, want ns/data without UID", ref)
 	}
-	want := testNow.Add(10 * time.Minute).UTC().Format(time.RFC3339)
+	want := testNow.Add(10 * time.Minute).UTC().Format(keys.ReservedUntilFormat)
 	if until := got.Annotations[keys.ReservedUntil]; until != want || got.Labels[keys.VolumeManagedBy] != testID {
 		t.Fatalf("reserved until %q (labels %v), want %q and still associated", until, got.Labels, want)
 	}

@@ -45,10 +45,15 @@ const (
 	// it.
 	ReserveFor = "reserveFor"
 
-	// ReservedUntil on a PersistentVolume is the RFC 3339 time until which
-	// the releaser keeps it reserved (spec.claimRef naming its last claim by
-	// namespace and name, without UID) for that claim to come back.
+	// ReservedUntil on a PersistentVolume is the RFC 3339 time, in UTC with
+	// milliseconds (ReservedUntilFormat), until which the releaser keeps it
+	// reserved (spec.claimRef naming its last claim by namespace and name,
+	// without UID) for that claim to come back.
 	ReservedUntil = "reclaimable.kubernetes.io/reserved-until"
+
+	// ReservedUntilFormat writes ReservedUntil: RFC 3339 with milliseconds,
+	// so that reservations made within one second keep their order.
+	ReservedUntilFormat = "2006-01-02T15:04:05.000Z07:00"
 
 	// ClaimsGate is the scheduling gate that holds a Pod until every claim
 	// it asks for by annotation exists. The podwatcher removes it, and only
