@@ -11,22 +11,23 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// Claims that come back with the names of earlier ones, in another order,
-// each get their own volume back: the releaser reserves a released volume
-// for its last claim's namespace and name (reserveFor). A claim of a new
-// name, with every member reserved, takes the oldest reservation: the pool
-// never grows.
-func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
-	t.Parallel()
+// reserveCase is a class with reserveFor served by its own provisioner and
+// releaser, for the reservation tests.
+type reserveCase struct {
+	t     *testing.T
+	class string
+	inv   *framework.Invariants
+}
+
+func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *reserveCase {
+	t.Helper()
 	ctx := context.Background()
 	client := framework.Client()
-	ns := framework.Namespace(t)
 	id := framework.Name("reserve")
 	prov := "reserve.example.com/" + id
 	base := t.TempDir()
@@ -35,7 +36,7 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	class, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta:  metav1.ObjectMeta{Name: framework.Name("reserve"), Annotations: map[string]string{keys.ClassControllerID: id}},
 		Provisioner: prov, ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
-		Parameters: map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: "10m"},
+		Parameters: map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: reserveFor},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,8 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 			}
 		}
 	})
-	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: []string{ns}})
+	r := &reserveCase{t: t, class: class.Name}
+	r.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: namespaces})
 	for _, sub := range []string{"provisioner", "releaser"} {
 		args := []string{sub, "--controller-id=" + id, "--provisioner-name=" + prov}
 		if sub == "provisioner" {
@@ -59,100 +61,171 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 		}
 		framework.StartController(t, args...).WaitReady(t)
 	}
+	return r
+}
 
-	claims := client.CoreV1().PersistentVolumeClaims(ns)
-	create := func(name string) {
-		t.Helper()
-		_, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: &class.Name,
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			},
-		}, metav1.CreateOptions{})
+func (r *reserveCase) create(ns, name string) {
+	r.t.Helper()
+	_, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &r.class,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *reserveCase) boundTo(ns, name string) string {
+	r.t.Helper()
+	var volume string
+	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		c, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-	}
-	boundTo := func(name string) string {
-		t.Helper()
-		var volume string
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			c, err := claims.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			volume = c.Spec.VolumeName
-			return c.Status.Phase == corev1.ClaimBound, nil
-		}, "claim "+name+" to be Bound")
-		return volume
-	}
+		volume = c.Spec.VolumeName
+		return c.Status.Phase == corev1.ClaimBound, nil
+	}, fmt.Sprintf("claim %s/%s to be Bound", ns, name))
+	return volume
+}
 
+// deleteGone deletes a claim and waits until it is gone.
+func (r *reserveCase) deleteGone(ns, name string) {
+	r.t.Helper()
+	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
+	if err := claims.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := claims.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, fmt.Sprintf("claim %s/%s to be gone", ns, name))
+}
+
+// reservedFor waits until volume is reserved for ns/name.
+func (r *reserveCase) reservedFor(volume, ns, name string) {
+	r.t.Helper()
+	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ref := pv.Spec.ClaimRef
+		return ref != nil && ref.UID == "" && ref.Namespace == ns && ref.Name == name && pv.Annotations[keys.ReservedUntil] != "", nil
+	}, fmt.Sprintf("volume %s to be reserved for %s/%s", volume, ns, name))
+}
+
+// Claims that come back with the names of earlier ones, in another order,
+// each get their own volume back: the releaser reserves a released volume
+// for its last claim's namespace and name (reserveFor). A claim of a new
+// name, with every member reserved, takes the oldest reservation: the pool
+// never grows.
+func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	r := newReserveCase(t, "10m", ns)
 	names := []string{"job-a", "job-b", "job-c", "job-d"}
 	first := map[string]string{}
 	for _, n := range names {
-		create(n)
+		r.create(ns, n)
 	}
 	for _, n := range names {
-		first[n] = boundTo(n)
+		first[n] = r.boundTo(ns, n)
 	}
-	deleteAndWaitReserved(t, claims, first, names)
-
+	for _, n := range names {
+		r.deleteGone(ns, n)
+		r.reservedFor(first[n], ns, n)
+	}
 	again := []string{"job-d", "job-b", "job-a", "job-c"}
 	for _, n := range again {
-		create(n)
+		r.create(ns, n)
 	}
 	for _, n := range again {
-		if got := boundTo(n); got != first[n] {
+		if got := r.boundTo(ns, n); got != first[n] {
 			t.Errorf("claim %s got volume %s, not its own %s", n, got, first[n])
 		}
 	}
 
-	// Every member reserved again: a claim of a new name takes one of them
-	// (the oldest reservation) rather than grow the pool.
-	deleteAndWaitReserved(t, claims, first, again)
-	create("job-e")
-	if got := boundTo("job-e"); got != first[again[0]] {
+	// Every member reserved again, one after the other: a claim of a new
+	// name takes the oldest reservation rather than grow the pool.
+	for _, n := range again {
+		r.deleteGone(ns, n)
+		r.reservedFor(first[n], ns, n)
+	}
+	r.create(ns, "job-e")
+	if got := r.boundTo(ns, "job-e"); got != first[again[0]] {
 		t.Errorf("claim job-e got volume %s, want %s, the oldest reservation", got, first[again[0]])
 	}
-	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	pvs, err := framework.Client().CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, pv := range pvs.Items {
-		if pv.Spec.StorageClassName == class.Name {
+		if pv.Spec.StorageClassName == r.class {
 			n++
 		}
 	}
 	if n != len(names) {
 		t.Errorf("the class has %d volumes, want %d: the pool grew", n, len(names))
 	}
-	inv.Check(t, 10*time.Second)
+	r.inv.Check(t, 10*time.Second)
 }
 
-// deleteAndWaitReserved deletes the claims names in that order, one after
-// the other, and waits until each one's volume (in volumes) is reserved for
-// it and the claim is gone.
-func deleteAndWaitReserved(t *testing.T, claims typedcorev1.PersistentVolumeClaimInterface, volumes map[string]string, names []string) {
-	t.Helper()
-	ctx := context.Background()
-	for _, n := range names {
-		if err := claims.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+// Two claims of one name in two namespaces each get their own volume back:
+// a reservation names the namespace too.
+func TestReserveForKeepsNamespacesApart(t *testing.T) {
+	t.Parallel()
+	a, b := framework.Namespace(t), framework.Namespace(t)
+	r := newReserveCase(t, "10m", a, b)
+	r.create(a, "cache")
+	r.create(b, "cache")
+	va, vb := r.boundTo(a, "cache"), r.boundTo(b, "cache")
+	r.deleteGone(a, "cache")
+	r.reservedFor(va, a, "cache")
+	r.deleteGone(b, "cache")
+	r.reservedFor(vb, b, "cache")
+	r.create(b, "cache")
+	r.create(a, "cache")
+	if got := r.boundTo(b, "cache"); got != vb {
+		t.Errorf("claim %s/cache got volume %s, not its own %s", b, got, vb)
+	}
+	if got := r.boundTo(a, "cache"); got != va {
+		t.Errorf("claim %s/cache got volume %s, not its own %s", a, got, va)
+	}
+	r.inv.Check(t, 10*time.Second)
+}
+
+// A claim recreated about when its reservation ends gets exactly one
+// volume, and the volume exactly one claim, whoever wins: the claim taking
+// it, or the releaser ending the reservation. Repeated, the moments
+// straddle the end.
+func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	r := newReserveCase(t, "1s", ns)
+	r.create(ns, "job")
+	volume := r.boundTo(ns, "job")
+	for i := range 4 {
+		r.deleteGone(ns, "job")
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), volume, metav1.GetOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volumes[n], metav1.GetOptions{})
-			if err != nil {
-				return false, err
+		// The test's input is the moment of the create, not a wait for
+		// anything: from 200 ms before the reservation's end to 100 ms
+		// after, a step later each round.
+		if s := pv.Annotations[keys.ReservedUntil]; s != "" {
+			if until, err := time.Parse(time.RFC3339, s); err == nil {
+				<-time.After(time.Until(until.Add(time.Duration(i-2) * 100 * time.Millisecond)))
 			}
-			ref := pv.Spec.ClaimRef
-			return ref != nil && ref.UID == "" && ref.Name == n && pv.Annotations[keys.ReservedUntil] != "", nil
-		}, fmt.Sprintf("volume %s to be reserved for %s", volumes[n], n))
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := claims.Get(ctx, n, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		}, "claim "+n+" to be gone")
+		}
+		r.create(ns, "job")
+		volume = r.boundTo(ns, "job")
 	}
+	r.inv.Check(t, 10*time.Second)
 }
