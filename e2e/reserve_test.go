@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ import (
 // reserveCase is a class with reserveFor served by its own provisioner and
 // releaser, for the reservation tests.
 type reserveCase struct {
-	t     *testing.T
-	class string
-	inv   *framework.Invariants
+	t           *testing.T
+	class       string
+	inv         *framework.Invariants
+	provisioner *framework.Process
 }
 
 func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *reserveCase {
@@ -54,14 +56,26 @@ func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *rese
 	})
 	r := &reserveCase{t: t, class: class.Name}
 	r.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: namespaces})
-	for _, sub := range []string{"provisioner", "releaser"} {
-		args := []string{sub, "--controller-id=" + id, "--provisioner-name=" + prov}
-		if sub == "provisioner" {
-			args = append(args, "--directory-root="+base)
-		}
-		framework.StartController(t, args...).WaitReady(t)
-	}
+	r.provisioner = framework.StartController(t, "provisioner", "--controller-id="+id, "--provisioner-name="+prov, "--directory-root="+base)
+	r.provisioner.WaitReady(t)
+	framework.StartController(t, "releaser", "--controller-id="+id, "--provisioner-name="+prov).WaitReady(t)
 	return r
+}
+
+// issues reads the provisioner's issues_total of kind for the class.
+func (r *reserveCase) issues(kind string) string {
+	r.t.Helper()
+	_, body, err := r.provisioner.Get(context.Background(), r.provisioner.MetricsAddr, "/metrics")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	prefix := fmt.Sprintf(`reclaimable_provisioner_issues_total{class=%q,kind=%q} `, r.class, kind)
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			return strings.TrimPrefix(line, prefix)
+		}
+	}
+	return "0"
 }
 
 func (r *reserveCase) create(ns, name string) {
@@ -173,6 +187,10 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	if n != len(names) {
 		t.Errorf("the class has %d volumes, want %d: the pool grew", n, len(names))
 	}
+	// How often a job got its own cache back, from the metrics alone.
+	framework.Eventually(t, 10*time.Second, func(context.Context) (bool, error) {
+		return r.issues("same-claim") == "4" && r.issues("other-member") == "1" && r.issues("new-volume") == "4", nil
+	}, "issues_total: 4 new volumes, 4 same-claim hits, 1 other member")
 	r.inv.Check(t, 10*time.Second)
 }
 

@@ -92,6 +92,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	}
 	maps.Copy(pv.Annotations, backendAnnotations)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
 	return pv, lib.ProvisioningFinished, nil
 }

@@ -17,6 +17,8 @@ type metrics struct {
 	created   *prometheus.CounterVec
 	exhausted *prometheus.CounterVec
 	conflicts *prometheus.CounterVec
+	issues    *prometheus.CounterVec
+	members   *membersCollector
 	lib       libmetrics.Metrics
 }
 
@@ -36,13 +38,37 @@ func newMetrics() *metrics {
 			"Provisioning attempts refused because the pool had nothing to give and could not grow."),
 		conflicts: counter("pool_take_conflicts_total",
 			"Pool volumes another writer changed first while this provisioner tried to take them; the next one was tried."),
+		issues: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "issues_total",
+			Help: "Volumes given to claims, by class and kind: same-claim (the claim that used it last came back), other-member (a warm volume of the pool), new-volume."},
+			[]string{"class", "kind"}),
+		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
+			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released.",
+			[]string{"class", "state"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
+	}
+}
+
+// membersCollector reports the pool_members gauge from the volume cache at
+// each scrape; count is set once the cache exists.
+type membersCollector struct {
+	desc  *prometheus.Desc
+	count func() map[[2]string]int // {class, state} -> volumes
+}
+
+func (c *membersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.count == nil {
+		return
+	}
+	for k, n := range c.count() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])
 	}
 }
 
 func (m *metrics) register(r prometheus.Registerer) error {
 	return controller.Register(r,
-		m.issued, m.created, m.exhausted, m.conflicts,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

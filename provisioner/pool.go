@@ -286,3 +286,42 @@ func labelsFor(selector labels.Selector) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// issueKind says how a member went to a claim, for the issues metric: to
+// the claim that used it last (its namespace and name came back), to
+// another claim, or new.
+type issueKind string
+
+const (
+	issueSameClaim   issueKind = "same-claim"
+	issueOtherMember issueKind = "other-member"
+	issueNewVolume   issueKind = "new-volume"
+)
+
+// issuedNow reports whether cur, the update of a pool member old, gave it to
+// a claim, and how. Whoever wrote the claim's UID into the claimRef (this
+// provisioner, or the PV controller for a volume reserved by name) counts.
+func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
+	was, is := old.Spec.ClaimRef, cur.Spec.ClaimRef
+	if is == nil || is.UID == "" || (was != nil && was.UID != "") {
+		return "", false
+	}
+	if lastClaim(old) == is.Namespace+"/"+is.Name {
+		return issueSameClaim, true
+	}
+	return issueOtherMember, true
+}
+
+// memberState is what a pool member is doing, for the members gauge.
+func memberState(pv *corev1.PersistentVolume) string {
+	ref := pv.Spec.ClaimRef
+	switch {
+	case ref != nil && ref.UID == "" && pv.Annotations[keys.ReservedUntil] != "":
+		return "reserved"
+	case pv.Status.Phase == corev1.VolumeReleased:
+		return "released"
+	case ref != nil && ref.UID != "":
+		return "bound"
+	}
+	return "free"
+}

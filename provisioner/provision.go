@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes"
@@ -72,6 +73,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		waiting:  newWaitingClaims(),
 	}
 	p.useClock(clock.RealClock{})
+	m.members.count = p.memberStates
 	return p
 }
 
@@ -250,4 +252,26 @@ func indexByClaimUID(obj any) ([]string, error) {
 // claimKey is "<namespace>/<name>", as keys.LastClaim records it.
 func claimKey(claim *corev1.PersistentVolumeClaim) string {
 	return claim.Namespace + "/" + claim.Name
+}
+
+// isPoolVolume reports whether pv may be a member of one of this
+// provisioner's pools: one it made, or one labelled into a static pool.
+// Which class it serves is the class's business; the metrics need no more.
+func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
+	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
+		(pv.Annotations[keys.ProvisionedBy] == p.name || pv.Labels[PoolLabel] != "")
+}
+
+// memberStates counts the pool volumes in the cache by class and state.
+func (p *provisioner) memberStates() map[[2]string]int {
+	out := map[[2]string]int{}
+	for _, class := range p.volumes.ListIndexFuncValues(controller.VolumesByClass) {
+		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
+		for _, o := range objs {
+			if pv, ok := o.(*corev1.PersistentVolume); ok && p.isPoolVolume(pv) {
+				out[[2]string{class, memberState(pv)}]++
+			}
+		}
+	}
+	return out
 }

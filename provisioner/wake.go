@@ -31,6 +31,11 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	if cur != nil {
 		p.takes.observe(cur)
 	}
+	if old != nil && cur != nil && p.isPoolVolume(cur) {
+		if kind, ok := issuedNow(old, cur); ok {
+			p.metrics.issues.WithLabelValues(volumehelpers.GetPersistentVolumeClass(cur), string(kind)).Inc()
+		}
+	}
 	switch {
 	case cur == nil:
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))

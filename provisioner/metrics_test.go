@@ -1,0 +1,70 @@
+package provisioner
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reclaimable/reclaimable/internal/controllertest"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+func TestIssuedNow(t *testing.T) {
+	take := func(ns, name, uid string) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) {
+			bound(ns, name, uid)(pv)
+			pv.Annotations[keys.LastClaim] = ns + "/" + name // what a take writes
+		}
+	}
+	for _, tt := range []struct {
+		name     string
+		old, cur *corev1.PersistentVolume
+		want     issueKind
+		issued   bool
+	}{
+		{"reserved, its name came back", volume("a", "1Gi", reservedFor("ns", "job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueSameClaim, true},
+		{"released to the pool, same name again", volume("a", "1Gi", returned("ns/job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueSameClaim, true},
+		{"reserved, taken by another name", volume("a", "1Gi", reservedFor("ns", "job", t0())), volume("a", "1Gi", take("ns", "other", "u2")), issueOtherMember, true},
+		{"never used", volume("a", "1Gi"), volume("a", "1Gi", take("ns", "job", "u2")), issueOtherMember, true},
+		{"the same namespace's name elsewhere", volume("a", "1Gi", returned("other/job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueOtherMember, true},
+		{"already bound: a status update", volume("a", "1Gi", bound("ns", "job", "u2")), volume("a", "1Gi", bound("ns", "job", "u2")), "", false},
+		{"released, not issued", volume("a", "1Gi", bound("ns", "job", "u2")), volume("a", "1Gi", released("ns", "job", "u2", t0())), "", false},
+		{"freed", volume("a", "1Gi", returned("ns/job", t0())), volume("a", "1Gi"), "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := issuedNow(tt.old, tt.cur)
+			if got != tt.want || ok != tt.issued {
+				t.Errorf("issuedNow = %q, %v; want %q, %v", got, ok, tt.want, tt.issued)
+			}
+		})
+	}
+}
+
+// The gauge counts the pool's members by state from the cache, and an
+// update that gives a member to a claim counts its kind, whoever wrote it.
+func TestPoolMetrics(t *testing.T) {
+	f := newFixture(t, []*corev1.PersistentVolume{
+		volume("free", "1Gi"),
+		volume("reserved", "1Gi", reservedFor("ns", "job", t0())),
+		volume("bound", "1Gi", bound("ns", "x", "u1")),
+		volume("released", "1Gi", released("ns", "y", "u3", t0())),
+		volume("not-ours", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations = map[string]string{} }),
+	})
+	reg := prometheus.NewRegistry()
+	if err := f.p.metrics.register(reg); err != nil {
+		t.Fatal(err)
+	}
+	for state, want := range map[string]float64{"free": 1, "reserved": 1, "bound": 1, "released": 1} {
+		if got := controllertest.Metric(t, reg, "reclaimable_provisioner_pool_members", "class", "pool", "state", state); got != want {
+			t.Errorf("pool_members{state=%s} = %v, want %v", state, got, want)
+		}
+	}
+	old := volume("reserved", "1Gi", reservedFor("ns", "job", t0()))
+	cur := volume("reserved", "1Gi", bound("ns", "job", "u9"))
+	f.p.onVolume(old, cur)
+	if got := testutil.ToFloat64(f.p.metrics.issues.WithLabelValues("pool", string(issueSameClaim))); got != 1 {
+		t.Errorf("issues_total{kind=same-claim} = %v, want 1", got)
+	}
+}
