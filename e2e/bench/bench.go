@@ -59,6 +59,10 @@ type Config struct {
 	// each of SchedulingLevels; 0 skips it.
 	SchedulingCycles int
 	SchedulingLevels []int
+	// RecurringCycles of the recurring-workload run (claim names that come
+	// back, on a class with reserveFor ReserveFor); 0 skips it.
+	RecurringCycles int
+	ReserveFor      string
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -81,6 +85,9 @@ func (c *Config) Defaults() {
 	}
 	if c.ScaleSettle == 0 {
 		c.ScaleSettle = 65 * time.Second
+	}
+	if c.ReserveFor == "" {
+		c.ReserveFor = "10m"
 	}
 	if c.SchedulingCycles > 0 && len(c.SchedulingLevels) == 0 {
 		c.SchedulingLevels = []int{1, 10}
@@ -141,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
-		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels,
+		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -306,6 +313,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.SchedulingCycles > 0 {
 		r.Scheduling = b.scheduling(ctx, cfg.SchedulingCycles, cfg.SchedulingLevels, note)
 	}
+	if cfg.RecurringCycles > 0 {
+		b.logf("Recurring workload: %d claim names, %d in flight, %d cycles, reserveFor %s", recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
+		rec, err := b.recurring(ctx, recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
+		if err != nil {
+			note("recurring workload: %v", err)
+		}
+		r.Recurring = rec
+	}
 
 	if cfg.Failover {
 		b.logf("Failover: killing each leader, standbys waiting")
@@ -402,7 +417,7 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 	}
 	workers := b.cfg.Concurrency
-	for _, l := range append(slices.Clone(b.cfg.ThroughputLevels), b.cfg.SchedulingLevels...) {
+	for _, l := range slices.Concat(b.cfg.ThroughputLevels, b.cfg.SchedulingLevels) {
 		workers = max(workers, l)
 	}
 	for class, volume := range pools {

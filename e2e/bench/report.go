@@ -31,9 +31,11 @@ type Report struct {
 	// Scheduling is pod created -> scheduled, with and without the claims
 	// gate, against a floor that creates the claim first.
 	Scheduling []SchedulingRow `json:"scheduling,omitempty"`
-	Failover   *Failover       `json:"failover,omitempty"`
-	Scale      *Scale          `json:"scale,omitempty"`
-	Targets    []Target        `json:"targets"`
+	// Recurring is the recurring-workload run (reserveFor).
+	Recurring *Recurring `json:"recurring,omitempty"`
+	Failover  *Failover  `json:"failover,omitempty"`
+	Scale     *Scale     `json:"scale,omitempty"`
+	Targets   []Target   `json:"targets"`
 	// Notes say what went wrong or was left out; a report with notes is
 	// still a report.
 	Notes []string `json:"notes,omitempty"`
@@ -61,6 +63,7 @@ type Settings struct {
 	PodFloor          bool   `json:"pod_floor"`
 	SchedulingCycles  int    `json:"scheduling_cycles"`
 	SchedulingLevels  []int  `json:"scheduling_levels,omitempty"`
+	RecurringCycles   int    `json:"recurring_cycles"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -249,6 +252,16 @@ func (r *Report) Evaluate() {
 			add(name, ">= 90%", fmt.Sprintf("%.0f%% (%.1f cycles/min)", row.RateVsFloor, row.PerMinute), yes(row.RateVsFloor >= 90))
 		}
 	}
+	if rc := r.Recurring; rc != nil && rc.Cycles > 0 {
+		add("recurring claims that got their own volume back (of those whose volume was free)", ">= 95%", fmt.Sprintf("%.1f%%", rc.OwnPct), yes(rc.OwnPct >= 95))
+		add("recurring claims served warm from the pool", "100%", fmt.Sprintf("%.1f%%", rc.WarmPct), yes(rc.WarmPct == 100))
+		if s := step(StepBoundHit); s != nil && s.PodFloor != nil && s.PodFloor.N > 0 {
+			reference("recurring claim created -> Bound vs pod floor's bind, p50 / p99", fmt.Sprintf("%s / %s vs %s / %s",
+				fmtMs(rc.Bound.P50ms), fmtMs(rc.Bound.P99ms), fmtMs(s.PodFloor.P50ms), fmtMs(s.PodFloor.P99ms)))
+		}
+	} else if r.Settings.RecurringCycles > 0 {
+		add("recurring claims that got their own volume back", ">= 95%", "not measured", nil)
+	}
 	if r.Cost.Cycles > 0 {
 		add("requests per full cycle, events included", "<= 6", fmt.Sprintf("%.2f", r.Cost.PerCycle), yes(r.Cost.PerCycle <= 6))
 		add("failed writes in steady state", "0", fmt.Sprintf("%.0f", r.Cost.FailedWrites), yes(r.Cost.FailedWrites == 0))
@@ -430,6 +443,12 @@ func (r *Report) Markdown(w io.Writer) {
 			p("| %d | %s%s | %s | %s | %s | %s | %.1f | %s |\n", row.Concurrency, row.Variant, fail, fmtMs(row.Scheduled.P50ms), fmtMs(row.Scheduled.P95ms),
 				fmtMs(row.Scheduled.P99ms), ratio(row.P99VsFloor), row.PerMinute, vs)
 		}
+	}
+
+	if rc := r.Recurring; rc != nil {
+		p("\n### Recurring workload (%d claim names in random order, %d in flight, %d cycles, reserveFor %s)\n\n", rc.Names, rc.Concurrency, rc.Cycles, rc.ReserveFor)
+		p("| own previous volume (of those whose volume was free) | served warm from the pool | claim -> Bound p50 | p99 |\n|--:|--:|--:|--:|\n")
+		p("| %.1f%% | %.1f%% | %s | %s |\n", rc.OwnPct, rc.WarmPct, fmtMs(rc.Bound.P50ms), fmtMs(rc.Bound.P99ms))
 	}
 
 	if f := r.Failover; f != nil {
