@@ -56,9 +56,12 @@ func (c *Controller) syncPod(ctx context.Context, k key) error {
 			return nil
 		}
 		annotations = withoutJobVolumes(annotations, job.Annotations)
-		var rejections []rejection
-		jobRequests, rejections = parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
-		jobRejected = len(rejections) > 0
+		// Parsed again only for the gate: the Job's own sync makes its claims.
+		if hasGate(pod) {
+			var rejections []rejection
+			jobRequests, rejections = parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
+			jobRejected = len(rejections) > 0
+		}
 	}
 	requests, rejections := parseRequests(pod.Namespace, annotations, pod.Spec.Volumes)
 	err = c.ensureClaims(ctx, pod, owner{
