@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -163,21 +162,9 @@ func TestGateReleasesAJobsPods(t *testing.T) {
 	e.retainVolume()
 	e.startEventDriven()
 
-	annotations := pwAnnotations("cache", "true", e.template())
 	spec := pwPodSpec(pwClaimVolume("cache", "build-cache"))
 	spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}}
-	parallelism := int32(2)
-	job, err := e.client.BatchV1().Jobs(e.ns).Create(e.ctx, &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: annotations},
-		Spec: batchv1.JobSpec{
-			Parallelism: &parallelism,
-			Completions: &parallelism,
-			Template:    corev1.PodTemplateSpec{Spec: spec},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := e.job("build", pwAnnotations("cache", "true", e.template()), corev1.PodTemplateSpec{Spec: spec})
 	e.waitClaim("build-cache")
 	framework.Eventually(t, pwTimeout, func(ctx context.Context) (bool, error) {
 		pods, err := e.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})

@@ -142,6 +142,21 @@ func pwClaimVolume(name, claim string) corev1.Volume {
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
 }
 
+// job creates a Job of two pods from template, its claim annotations on
+// the Job itself.
+func (e *pwTest) job(name string, annotations map[string]string, template corev1.PodTemplateSpec) *batchv1.Job {
+	e.t.Helper()
+	parallelism := int32(2)
+	job, err := e.client.BatchV1().Jobs(e.ns).Create(e.ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec:       batchv1.JobSpec{Parallelism: &parallelism, Completions: &parallelism, Template: template},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
 // pod creates a pod that mounts claim as volume "cache".
 func (e *pwTest) pod(name, claim string, annotations map[string]string) *corev1.Pod {
 	e.t.Helper()
@@ -445,21 +460,10 @@ func TestPodwatcherJobClaim(t *testing.T) {
 	e.startEventDriven()
 
 	annotations := pwAnnotations("cache", "true", e.template())
-	parallelism := int32(2)
-	job, err := e.client.BatchV1().Jobs(e.ns).Create(e.ctx, &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: annotations},
-		Spec: batchv1.JobSpec{
-			Parallelism: &parallelism,
-			Completions: &parallelism,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
-				Spec:       pwPodSpec(pwClaimVolume("cache", "build-cache")),
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := e.job("build", annotations, corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
+		Spec:       pwPodSpec(pwClaimVolume("cache", "build-cache")),
+	})
 	claim := e.waitClaim("build-cache")
 	ref := claim.OwnerReferences
 	if len(ref) != 1 || ref[0].APIVersion != "batch/v1" || ref[0].Kind != "Job" || ref[0].Name != job.Name || ref[0].UID != job.UID ||
