@@ -21,6 +21,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 type fixture struct {
@@ -132,4 +133,13 @@ func hasEvent(events []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// reservedFor makes pv reserved by the releaser for the claim ns/name
+// until until, as it leaves a volume of a class with reserveFor.
+func reservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
+		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+	}
 }

@@ -222,15 +222,6 @@ func mustParseSet(t *testing.T, s string) labels.Set {
 	return set
 }
 
-// reservedFor makes pv reserved by the releaser for the claim ns/name
-// until until, as it leaves a volume of a class with reserveFor.
-func reservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) {
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
-		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
-	}
-}
-
 func TestCandidatesPreference(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	claim := claimFor("team", "cache", "1Gi")
