@@ -320,6 +320,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			note("recurring workload: %v", err)
 		}
 		r.Recurring = rec
+		for _, rf := range []string{cfg.ReserveFor, "0"} {
+			class := fmt.Sprintf("bench-one-off-%d", len(r.OneOff))
+			b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s", recurringConcurrency, cfg.RecurringCycles, rf)
+			o, err := b.oneOff(ctx, class, recurringNames, recurringConcurrency, cfg.RecurringCycles, rf)
+			if err != nil {
+				note("one-off claim names, reserveFor %s: %v", rf, err)
+			}
+			if o != nil {
+				r.OneOff = append(r.OneOff, *o)
+			}
+		}
 	}
 
 	if cfg.Failover {

@@ -49,19 +49,7 @@ const (
 // recurring runs cycles claims named from names at concurrency, each name
 // in flight at most once.
 func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, reserveFor string) (*Recurring, error) {
-	base := filepath.Join(filepath.Dir(b.base), "recurring")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
-	}
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	if _, err := b.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: recurringClass, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
-		Provisioner:       provisionerName,
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-		Parameters:        map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: reserveFor},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := b.recurringClass(ctx, recurringClass, reserveFor); err != nil {
 		return nil, err
 	}
 	var (
@@ -84,26 +72,20 @@ func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, r
 			}
 		}
 	}
-	// Warm-up, not measured: every name once, all at the same time, so that
-	// the pool has a volume for each name, as the run's premise wants.
-	var next atomic.Int64
-	if _, errs := runCount(ctx, names, names, &b.seq, func(ctx context.Context, _, _ int) (struct{}, error) {
-		n := int(next.Add(1) - 1)
-		t, err := b.claimCycle(ctx, b.ns, fmt.Sprintf("r-%d", n), recurringClass)
-		if err == nil {
-			mu.Lock()
-			last[n] = t.claim.volume
-			mu.Unlock()
-		}
-		return struct{}{}, err
-	}); len(errs) > 0 {
-		return nil, fmt.Errorf("warming the pool up: %w", errs[0])
+	// Warm-up, not measured: every name once, so that the pool has a volume
+	// for each name, as the run's premise wants.
+	if err := b.warmUp(ctx, recurringClass, names, func(n int, volume string) {
+		mu.Lock()
+		last[n] = volume
+		mu.Unlock()
+	}); err != nil {
+		return nil, err
 	}
 
 	_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, _ int) (struct{}, error) {
 		n := pick()
 		defer func() { mu.Lock(); delete(busy, n); mu.Unlock() }()
-		name := fmt.Sprintf("r-%d", n)
+		name := fmt.Sprintf("%s-%d", recurringClass, n)
 		mu.Lock()
 		prev := last[n]
 		mu.Unlock()
@@ -132,6 +114,94 @@ func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, r
 	if due > 0 {
 		r.OwnPct = 100 * float64(own) / float64(due)
 	}
+	if len(bound) > 0 {
+		r.WarmPct = 100 * float64(warm) / float64(len(bound))
+	}
+	if len(errs) > 0 {
+		return r, errs[0]
+	}
+	return r, nil
+}
+
+// recurringClass creates class, ours, with reserveFor.
+func (b *bench) recurringClass(ctx context.Context, class, reserveFor string) error {
+	base := filepath.Join(filepath.Dir(b.base), class)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	_, err := b.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+		Provisioner:       provisionerName,
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+		Parameters:        map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: reserveFor},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// warmUp runs one cycle for each of names claim names of class, all at the
+// same time, so that its pool has that many volumes; seen is told which
+// volume each name had.
+func (b *bench) warmUp(ctx context.Context, class string, names int, seen func(n int, volume string)) error {
+	var next atomic.Int64
+	if _, errs := runCount(ctx, names, names, &b.seq, func(ctx context.Context, _, _ int) (struct{}, error) {
+		n := int(next.Add(1) - 1)
+		t, err := b.claimCycle(ctx, b.ns, fmt.Sprintf("%s-%d", class, n), class)
+		if err == nil {
+			seen(n, t.claim.volume)
+		}
+		return struct{}{}, err
+	}); len(errs) > 0 {
+		return fmt.Errorf("warming the pool of %s up: %w", class, errs[0])
+	}
+	return nil
+}
+
+// OneOff is the one-off-names run's report for one reserveFor.
+type OneOff struct {
+	ReserveFor string `json:"reserve_for"`
+	Cycles     int    `json:"cycles"`
+	// WarmPct is the share of claims served by a volume that existed
+	// before them.
+	WarmPct float64 `json:"warm_pct"`
+	Bound   Summary `json:"claim_created_to_bound"`
+	Failed  int     `json:"failed,omitempty"`
+}
+
+// oneOff measures what a reservation costs a workload whose claim names
+// never come back: on a class with reserveFor whose pool a warm-up gave
+// names volumes, cycles claims of new names at concurrency. With a
+// reservation every free member is reserved for a name that does not come
+// back, so the provisioner hands each claim one; without, the PV controller
+// binds a free member itself.
+func (b *bench) oneOff(ctx context.Context, class string, names, concurrency, cycles int, reserveFor string) (*OneOff, error) {
+	if err := b.recurringClass(ctx, class, reserveFor); err != nil {
+		return nil, err
+	}
+	if err := b.warmUp(ctx, class, names, func(int, string) {}); err != nil {
+		return nil, err
+	}
+	var (
+		mu    sync.Mutex
+		warm  int
+		bound []time.Duration
+	)
+	_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
+		t, err := b.claimCycle(ctx, b.ns, fmt.Sprintf("%s-once-%d", class, seq), class)
+		if err != nil {
+			return struct{}{}, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if t.claim.hit {
+			warm++
+		}
+		bound = append(bound, t.claim.bound.Sub(t.claim.created))
+		return struct{}{}, nil
+	})
+	r := &OneOff{ReserveFor: reserveFor, Cycles: len(bound), Bound: Summarize(bound), Failed: len(errs)}
 	if len(bound) > 0 {
 		r.WarmPct = 100 * float64(warm) / float64(len(bound))
 	}

@@ -33,9 +33,12 @@ type Report struct {
 	Scheduling []SchedulingRow `json:"scheduling,omitempty"`
 	// Recurring is the recurring-workload run (reserveFor).
 	Recurring *Recurring `json:"recurring,omitempty"`
-	Failover  *Failover  `json:"failover,omitempty"`
-	Scale     *Scale     `json:"scale,omitempty"`
-	Targets   []Target   `json:"targets"`
+	// OneOff is what a reservation costs claims whose names never come
+	// back: the class of the recurring run, and the same without reserveFor.
+	OneOff   []OneOff  `json:"one_off,omitempty"`
+	Failover *Failover `json:"failover,omitempty"`
+	Scale    *Scale    `json:"scale,omitempty"`
+	Targets  []Target  `json:"targets"`
 	// Notes say what went wrong or was left out; a report with notes is
 	// still a report.
 	Notes []string `json:"notes,omitempty"`
@@ -449,6 +452,17 @@ func (r *Report) Markdown(w io.Writer) {
 		p("\n### Recurring workload (%d claim names in random order, %d in flight, %d cycles, reserveFor %s)\n\n", rc.Names, rc.Concurrency, rc.Cycles, rc.ReserveFor)
 		p("| own previous volume (of those whose volume was free) | served warm from the pool | claim -> Bound p50 | p99 |\n|--:|--:|--:|--:|\n")
 		p("| %.1f%% | %.1f%% | %s | %s |\n", rc.OwnPct, rc.WarmPct, fmtMs(rc.Bound.P50ms), fmtMs(rc.Bound.P99ms))
+	}
+	if len(r.OneOff) > 0 {
+		p("\n### One-off claim names (every claim a new name, %d in flight, on a pool of %d warm volumes)\n\n", recurringConcurrency, recurringNames)
+		p("| reserveFor | cycles | served warm from the pool | claim -> Bound p50 | p99 |\n|---|--:|--:|--:|--:|\n")
+		for _, o := range r.OneOff {
+			fail := ""
+			if o.Failed > 0 {
+				fail = fmt.Sprintf(" (%d failed)", o.Failed)
+			}
+			p("| %s | %d%s | %.1f%% | %s | %s |\n", o.ReserveFor, o.Cycles, fail, o.WarmPct, fmtMs(o.Bound.P50ms), fmtMs(o.Bound.P99ms))
+		}
 	}
 
 	if f := r.Failover; f != nil {

@@ -34,7 +34,7 @@ func main() {
 	flag.DurationVar(&cfg.ScaleSettle, "scale-settle", 65*time.Second, "how long the controllers run with the scale objects before their memory is read (longer than one periodic sweep)")
 	flag.BoolVar(&cfg.PodFloor, "pod-floor", true, "also run the pod floor (the floor's cycle with a pod, no controllers) and set latency and throughput against it; false skips it (about as long as the floor)")
 	flag.IntVar(&cfg.SchedulingCycles, "scheduling-cycles", 50, "cycles of each variant of the scheduling phase (pod created -> scheduled with and without the claims gate, and claim first) at concurrency 1 and 10; 0 skips it")
-	flag.IntVar(&cfg.RecurringCycles, "recurring-cycles", 300, "cycles of the recurring-workload run (20 claim names that come back in random order, 10 in flight, on a class with --reserve-for); 0 skips it")
+	flag.IntVar(&cfg.RecurringCycles, "recurring-cycles", 300, "cycles of the recurring-workload run (20 claim names that come back in random order, 10 in flight, on a class with --reserve-for), and of each one-off-names run (new names, with --reserve-for and with 0); 0 skips them")
 	flag.StringVar(&cfg.ReserveFor, "reserve-for", "10m", "reserveFor of the recurring-workload run's class")
 	flag.BoolVar(&cfg.Failover, "failover", true, "measure how long a killed leader's standby takes to act (about 17 s)")
 	flag.StringVar(&out, "out", "_output/bench.json", "where the JSON report is written")
