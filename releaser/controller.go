@@ -438,12 +438,7 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
 	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
 	delete(updated.Annotations, keys.ReservedUntil)
-	// Only a volume that stays associated can be reserved: the releaser
-	// must see it again to end the reservation.
-	reserve, err := controller.ReserveFor(class)
-	if err != nil || !keep {
-		reserve = 0
-	}
+	reserve := c.policy.reservation(class, keep)
 	until := now.Add(reserve)
 	if reserve > 0 {
 		updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name}

@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -139,6 +140,25 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 		return false, invalidClaimRef
 	}
 	return true, ""
+}
+
+// reservation is how long releasing a volume of class keeps it for its last
+// claim's namespace and name (the class's reserveFor), given whether the
+// volume stays associated. Only a volume that stays associated is reserved:
+// the releaser must see it again to end the reservation. Only our
+// provisioner's classes reserve: nothing else would hand a reserved volume
+// to a claim of another name when no other member is free, and the pool
+// would grow instead. An invalid value reserves nothing; the provisioner
+// reports it on the class's claims.
+func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Duration {
+	if !kept || class == nil || class.Provisioner != p.provisionerName {
+		return 0
+	}
+	d, err := controller.ReserveFor(class)
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // reservedUntil reports whether pv is a volume this releaser reserved for

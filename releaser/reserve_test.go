@@ -22,10 +22,39 @@ func reserved(until string) func(*corev1.PersistentVolume) {
 	}
 }
 
+// reservingClass is a class of our provisioner that names this controller
+// ID, with reserveFor.
 func reservingClass(reserveFor string) *storagev1.StorageClass {
 	c := class(testID)
+	c.Provisioner = testProvisioner
 	c.Parameters = map[string]string{keys.ReserveFor: reserveFor}
 	return c
+}
+
+func TestReservation(t *testing.T) {
+	foreign := reservingClass("10m")
+	foreign.Provisioner = "vendor/other"
+	for _, tt := range []struct {
+		name  string
+		class *storagev1.StorageClass
+		kept  bool
+		want  time.Duration
+	}{
+		{"our class with reserveFor", reservingClass("10m"), true, 10 * time.Minute},
+		{"association not kept: nobody would end it", reservingClass("10m"), false, 0},
+		{"no reserveFor", class(testID), true, 0},
+		{"zero", reservingClass("0s"), true, 0},
+		{"invalid value", reservingClass("soon"), true, 0},
+		{"beyond the maximum", reservingClass("200h"), true, 0},
+		{"another provisioner's class: nothing would hand it to another name", foreign, true, 0},
+		{"class not in the cache", nil, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := testPolicy.reservation(tt.class, tt.kept); got != tt.want {
+				t.Errorf("reservation = %s, want %s", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestReservedUntil(t *testing.T) {
