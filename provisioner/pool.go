@@ -16,6 +16,7 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -71,7 +72,7 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 		switch {
 		case ref.Namespace == claim.Namespace && ref.Name == claim.Name:
 			return free
-		case pv.Annotations[keys.ReservedUntil] != "":
+		case controller.Reserved(pv):
 			return reservedForOther
 		}
 		return inUse
@@ -316,7 +317,7 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 func memberState(pv *corev1.PersistentVolume) string {
 	ref := pv.Spec.ClaimRef
 	switch {
-	case ref != nil && ref.UID == "" && pv.Annotations[keys.ReservedUntil] != "":
+	case controller.Reserved(pv):
 		return "reserved"
 	case pv.Status.Phase == corev1.VolumeReleased:
 		return "released"

@@ -166,12 +166,10 @@ func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Durat
 // nobody bound it since), and until when. A reservation whose time cannot be
 // read ends at once: the volume is the pool's.
 func reservedUntil(pv *corev1.PersistentVolume, id string) (time.Time, bool) {
-	ref := pv.Spec.ClaimRef
-	s, annotated := pv.Annotations[keys.ReservedUntil]
-	if !annotated || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil || ref == nil || ref.UID != "" {
+	if !controller.Reserved(pv) || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
-	until, err := time.Parse(time.RFC3339, s)
+	until, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
 	if err != nil {
 		return time.Time{}, true
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -35,4 +36,16 @@ func ReserveFor(class *storagev1.StorageClass) (time.Duration, error) {
 		return 0, nil
 	}
 	return ParseReserveFor(s)
+}
+
+// Reserved reports whether pv is held by the releaser for its last claim's
+// namespace and name: a claimRef without UID and the reserved-until
+// annotation, whatever its value (the releaser ends a reservation whose time
+// it cannot read at once). A claimRef without UID and without the
+// annotation is an administrator's pre-binding, which only that claim may
+// take.
+func Reserved(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	_, annotated := pv.Annotations[keys.ReservedUntil]
+	return ref != nil && ref.UID == "" && annotated
 }
