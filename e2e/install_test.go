@@ -37,6 +37,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -735,8 +736,11 @@ spec:
 		return false, err
 	}, "the claim to be deleted once its pod is gone")
 
+	// The class has the default reuseScope, namespace: back in the pool,
+	// the volume names its last claim without UID and is held for ns.
 	phases := framework.VolumePhases(t, versions, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
-		return cur.Status.Phase == corev1.VolumeAvailable && cur.Spec.ClaimRef == nil
+		held, ok := controller.HeldFor(cur)
+		return cur.Status.Phase == corev1.VolumeAvailable && ok && held == ns && cur.Spec.ClaimRef.Name == claimName
 	})
 	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
 	if !slices.Contains(phases, corev1.VolumeReleased) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -17,28 +18,37 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// reserveCase is a class with reserveFor served by its own provisioner and
-// releaser, for the reservation tests.
-type reserveCase struct {
-	t           *testing.T
-	class       string
-	inv         *framework.Invariants
-	provisioner *framework.Process
+// poolCase is a class of the directory backend with extra parameters,
+// served by its own provisioner and releaser, for the reservation and
+// reuse-scope tests.
+type poolCase struct {
+	t                     *testing.T
+	class, id             string
+	provisionerName, base string
+	inv                   *framework.Invariants
+	provisioner, releaser *framework.Process
 }
 
-func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *reserveCase {
+func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *poolCase {
+	t.Helper()
+	return newPoolCase(t, map[string]string{keys.ReserveFor: reserveFor}, namespaces...)
+}
+
+func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
 	t.Helper()
 	ctx := context.Background()
 	client := framework.Client()
-	id := framework.Name("reserve")
-	prov := "reserve.example.com/" + id
+	id := framework.Name("pool")
+	prov := "pool.example.com/" + id
 	base := t.TempDir()
 	retain := corev1.PersistentVolumeReclaimRetain
 	immediate := storagev1.VolumeBindingImmediate
+	params := map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base}
+	maps.Copy(params, extra)
 	class, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: framework.Name("reserve"), Annotations: map[string]string{keys.ClassControllerID: id}},
+		ObjectMeta:  metav1.ObjectMeta{Name: framework.Name("pool"), Annotations: map[string]string{keys.ClassControllerID: id}},
 		Provisioner: prov, ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
-		Parameters: map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: reserveFor},
+		Parameters: params,
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,16 +64,28 @@ func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *rese
 			}
 		}
 	})
-	r := &reserveCase{t: t, class: class.Name}
-	r.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: namespaces})
-	r.provisioner = framework.StartController(t, "provisioner", "--controller-id="+id, "--provisioner-name="+prov, "--directory-root="+base)
-	r.provisioner.WaitReady(t)
-	framework.StartController(t, "releaser", "--controller-id="+id, "--provisioner-name="+prov).WaitReady(t)
+	r := &poolCase{t: t, class: class.Name, id: id, provisionerName: prov, base: base}
+	scope := framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: namespaces}
+	if params[keys.ReuseScope] != keys.ReuseScopeCluster {
+		scope.NamespaceScoped = scope.Classes
+	}
+	r.inv = framework.WatchInvariants(t, scope)
+	r.start()
 	return r
 }
 
+// start runs the class's provisioner and releaser, until stop or the test's
+// end.
+func (r *poolCase) start() {
+	r.t.Helper()
+	r.provisioner = framework.StartController(r.t, "provisioner", "--controller-id="+r.id, "--provisioner-name="+r.provisionerName, "--directory-root="+r.base)
+	r.releaser = framework.StartController(r.t, "releaser", "--controller-id="+r.id, "--provisioner-name="+r.provisionerName)
+	r.provisioner.WaitReady(r.t)
+	r.releaser.WaitReady(r.t)
+}
+
 // issues reads the provisioner's issues_total of kind for the class.
-func (r *reserveCase) issues(kind string) string {
+func (r *poolCase) issues(kind string) string {
 	r.t.Helper()
 	_, body, err := r.provisioner.Get(context.Background(), r.provisioner.MetricsAddr, "/metrics")
 	if err != nil {
@@ -78,7 +100,7 @@ func (r *reserveCase) issues(kind string) string {
 	return "0"
 }
 
-func (r *reserveCase) create(ns, name string) {
+func (r *poolCase) create(ns, name string) {
 	r.t.Helper()
 	_, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -93,7 +115,7 @@ func (r *reserveCase) create(ns, name string) {
 	}
 }
 
-func (r *reserveCase) boundTo(ns, name string) string {
+func (r *poolCase) boundTo(ns, name string) string {
 	r.t.Helper()
 	var volume string
 	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -108,7 +130,7 @@ func (r *reserveCase) boundTo(ns, name string) string {
 }
 
 // deleteGone deletes a claim and waits until it is gone.
-func (r *reserveCase) deleteGone(ns, name string) {
+func (r *poolCase) deleteGone(ns, name string) {
 	r.t.Helper()
 	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
 	if err := claims.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
@@ -121,7 +143,7 @@ func (r *reserveCase) deleteGone(ns, name string) {
 }
 
 // reservedFor waits until volume is reserved for ns/name.
-func (r *reserveCase) reservedFor(volume, ns, name string) {
+func (r *poolCase) reservedFor(volume, ns, name string) {
 	r.t.Helper()
 	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})

@@ -52,7 +52,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 
 	count, ok := p.reserve(class.Name, opts.PVName, params.maxVolumes)
 	if !ok {
-		return p.exhausted(claim, class, fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
+		return p.exhausted(claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
 			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes))
 	}
 	source, backendAnnotations, err := maker.create(opts.PVName)

@@ -42,8 +42,8 @@ func newMetrics() *metrics {
 			Help: "Volumes given to claims, by class and kind: same-claim (the claim that used it last came back), other-member (a warm volume of the pool), new-volume."},
 			[]string{"class", "kind"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
-			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released.",
-			[]string{"class", "state"}, nil)},
+			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
+			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 }
@@ -52,7 +52,7 @@ func newMetrics() *metrics {
 // each scrape; count is set once the cache exists.
 type membersCollector struct {
 	desc  *prometheus.Desc
-	count func() map[[2]string]int // {class, state} -> volumes
+	count func() map[[3]string]int // {class, state, namespace} -> volumes
 }
 
 func (c *membersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
@@ -62,7 +62,7 @@ func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for k, n := range c.count() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1])
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
 }
 

@@ -51,14 +51,21 @@ func TestPoolMetrics(t *testing.T) {
 		volume("bound", "1Gi", bound("ns", "x", "u1")),
 		volume("released", "1Gi", released("ns", "y", "u3", t0())),
 		volume("not-ours", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations = map[string]string{} }),
+		volume("held", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "tenant-a", Name: "old"}
+			pv.Annotations[keys.HeldForNamespace] = "tenant-a"
+		}),
 	})
 	reg := prometheus.NewRegistry()
 	if err := f.p.metrics.register(reg); err != nil {
 		t.Fatal(err)
 	}
-	for state, want := range map[string]float64{"free": 1, "reserved": 1, "bound": 1, "released": 1} {
-		if got := controllertest.Metric(t, reg, "reclaimable_provisioner_pool_members", "class", "pool", "state", state); got != want {
-			t.Errorf("pool_members{state=%s} = %v, want %v", state, got, want)
+	for _, tt := range []struct {
+		state, namespace string
+		want             float64
+	}{{"free", "", 1}, {"free", "tenant-a", 1}, {"reserved", "", 1}, {"bound", "", 1}, {"released", "", 1}} {
+		if got := controllertest.Metric(t, reg, "reclaimable_provisioner_pool_members", "class", "pool", "state", tt.state, "namespace", tt.namespace); got != tt.want {
+			t.Errorf("pool_members{state=%s,namespace=%q} = %v, want %v", tt.state, tt.namespace, got, tt.want)
 		}
 	}
 	old := volume("reserved", "1Gi", reservedFor("ns", "job", t0()))

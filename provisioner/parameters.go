@@ -57,6 +57,9 @@ type params struct {
 	// reserveFor keeps a released volume for its last claim's namespace and
 	// name this long (the releaser does); 0: not at all.
 	reserveFor time.Duration
+	// namespaced (reuseScope namespace, the default) issues a volume again
+	// only to claims of the namespace it was last bound in.
+	namespaced bool
 
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes  int                // 0: no limit
@@ -64,7 +67,7 @@ type params struct {
 }
 
 // commonParams may be set on a class of any backend.
-var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor}
+var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope}
 
 // parseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -104,6 +107,11 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 		}
 		p.reserveFor = d
 	}
+	namespaced, err := controller.ParseReuseScope(in[keys.ReuseScope])
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.namespaced = namespaced
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.forClass(class)
 	errs = append(errs, poolErrs...)

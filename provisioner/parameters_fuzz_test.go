@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 	storagev1 "k8s.io/api/storage/v1"
 )
 
@@ -21,6 +22,8 @@ func FuzzParseParameters(f *testing.F) {
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=nfs\nnfsServer=nfs.example.com\nnfsPath=/export\nmaxVolumes=50\ndirectoryMode=2775",
 		"backend=static\nselectorKeys=cache, team",
 		"backend=static\nreserveFor=10m",
+		"backend=static\nreuseScope=cluster",
+		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreuseScope=Namespace",
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreserveFor=-5s",
 		"backend=static\nbaseDir=/tmp",
 		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
@@ -44,6 +47,10 @@ func FuzzParseParameters(f *testing.F) {
 		}
 		if p.reserveFor < 0 || p.reserveFor > controller.MaxReserveFor {
 			t.Fatalf("accepted reserveFor %s", p.reserveFor)
+		}
+		// Only the exact word cluster shares a volume across namespaces.
+		if scope := in[keys.ReuseScope]; p.namespaced == (scope == keys.ReuseScopeCluster) || (scope != "" && scope != keys.ReuseScopeNamespace && scope != keys.ReuseScopeCluster) {
+			t.Fatalf("accepted reuseScope %q as namespaced=%v", scope, p.namespaced)
 		}
 		d, ok := p.pool.(*directoryClass)
 		if !ok {

@@ -36,28 +36,39 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "hostPath with defaults",
 			params: hostPathClass(nil),
-			want: &params{backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
+			want: &params{namespaced: true, backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
 				hostPath: "/mnt/caches", directoryMode: 0o777}},
 		},
 		{
 			name: "nfs with every option",
 			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
 				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
-			want: &params{backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
+			want: &params{namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
 				nfsServer: "nfs.example.com", nfsPath: "/export/caches", directoryMode: 0o775 | fs.ModeSetgid}},
 		},
 		{
 			name:   "reserveFor on any backend",
 			params: map[string]string{"backend": "static", "reserveFor": "10m"},
-			want:   &params{backend: "static", selectorKeys: sets.New[string](), reserveFor: 10 * time.Minute, pool: staticClass{name: "c"}},
+			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New[string](), reserveFor: 10 * time.Minute, pool: staticClass{name: "c"}},
 		},
+		{
+			name:   "reuseScope cluster",
+			params: map[string]string{"backend": "static", "reuseScope": "cluster"},
+			want:   &params{backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+		},
+		{
+			name:   "reuseScope namespace",
+			params: map[string]string{"backend": "static", "reuseScope": "namespace"},
+			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+		},
+		{name: "reuseScope unknown", params: hostPathClass(map[string]string{"reuseScope": "tenant"}), wantErr: []string{`parameter "reuseScope" must be "namespace"`, `or "cluster"`}},
 		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{name: "reserveFor negative", params: hostPathClass(map[string]string{"reserveFor": "-1m"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{name: "reserveFor over a week", params: hostPathClass(map[string]string{"reserveFor": "200h"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
-			want:   &params{backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
+			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
 		},
 		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
 		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},
@@ -119,7 +130,7 @@ func TestParseParameters(t *testing.T) {
 }
 
 func equalParams(a, b *params) bool {
-	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.reserveFor != b.reserveFor {
+	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.reserveFor != b.reserveFor || a.namespaced != b.namespaced {
 		return false
 	}
 	da, ok := a.pool.(*directoryClass)

@@ -49,9 +49,39 @@ const (
 	// (reserveFor); taken only when no other member fits, so that a
 	// reservation never makes a claim wait or the pool grow.
 	reservedForOther
+	// otherNamespace: free, but under reuseScope namespace for claims of
+	// the namespace it was last bound in, not this claim's.
+	otherNamespace
 )
 
-func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
+// availabilityOf says whether pv can be given to claim; namespaced is the
+// class's reuseScope namespace.
+func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool) availability {
+	a := availabilityByClaimRef(pv, claim)
+	if namespaced && a != inUse {
+		if ns := lastNamespace(pv); ns != "" && ns != claim.Namespace {
+			return otherNamespace
+		}
+	}
+	return a
+}
+
+// issuable reports whether a member of availability a may be issued to the
+// claim it was judged for.
+func issuable(a availability) bool { return a != inUse && a != otherNamespace }
+
+// lastNamespace is the namespace pv was last bound in: its claimRef's, or
+// with none, its last claim's; "" for a volume never bound, which belongs
+// to no namespace yet.
+func lastNamespace(pv *corev1.PersistentVolume) string {
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		return ref.Namespace
+	}
+	ns, _, _ := strings.Cut(pv.Annotations[keys.LastClaim], "/")
+	return ns
+}
+
+func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
 	if pv.DeletionTimestamp != nil {
 		return inUse
 	}
@@ -67,13 +97,16 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 		return free
 	case ref.UID == "":
 		// Pre-bound by name: kept for a claim of that namespace and name.
-		// One the releaser reserved may go to another claim; one an
-		// administrator pre-bound may not.
+		// One the releaser reserved or holds for a namespace may go to
+		// another claim; one an administrator pre-bound may not.
+		_, held := controller.HeldFor(pv)
 		switch {
 		case ref.Namespace == claim.Namespace && ref.Name == claim.Name:
 			return free
 		case controller.Reserved(pv):
 			return reservedForOther
+		case held:
+			return free
 		}
 		return inUse
 	case pv.Status.Phase == corev1.VolumeReleased:
@@ -117,13 +150,19 @@ func fitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
 type poolState struct {
 	members int
 	inUse   int
+	// otherNamespace counts free members held for other namespaces
+	// (reuseScope namespace).
+	otherNamespace int
 	// unfit counts free members that do not fit the claim, by reason.
 	unfit map[string]int
 }
 
 func (s poolState) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d volumes, %d in use, %d free", s.members, s.inUse, s.members-s.inUse)
+	fmt.Fprintf(&b, "%d volumes, %d in use, %d free", s.members, s.inUse, s.members-s.inUse-s.otherNamespace)
+	if s.otherNamespace > 0 {
+		fmt.Fprintf(&b, ", %d free for other namespaces only", s.otherNamespace)
+	}
 	if len(s.unfit) > 0 {
 		reasons := make([]string, 0, len(s.unfit))
 		for r, n := range s.unfit {
@@ -139,13 +178,17 @@ func (s poolState) String() string {
 // of the pool. Released members still need their claim confirmed gone.
 // Members reserved for other claims come last, the oldest reservation
 // first: they are taken only when nothing else fits, before the pool grows.
-func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
+func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
 	state := poolState{members: len(members), unfit: map[string]int{}}
 	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
-		a := availabilityOf(pv, claim)
-		if a == inUse {
+		a := availabilityOf(pv, claim, namespaced)
+		switch a {
+		case inUse:
 			state.inUse++
+			continue
+		case otherNamespace:
+			state.otherNamespace++
 			continue
 		}
 		if reason := misfit(pv, claim, node, selector); reason != "" {
@@ -313,16 +356,19 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 	return issueOtherMember, true
 }
 
-// memberState is what a pool member is doing, for the members gauge.
-func memberState(pv *corev1.PersistentVolume) string {
+// memberState is what a pool member is doing, for the members gauge, and
+// for a free or reserved one held for a namespace (reuseScope namespace),
+// that namespace.
+func memberState(pv *corev1.PersistentVolume) (state, namespace string) {
 	ref := pv.Spec.ClaimRef
+	namespace, _ = controller.HeldFor(pv)
 	switch {
 	case controller.Reserved(pv):
-		return "reserved"
+		return "reserved", namespace
 	case pv.Status.Phase == corev1.VolumeReleased:
-		return "released"
+		return "released", ""
 	case ref != nil && ref.UID != "":
-		return "bound"
+		return "bound", ""
 	}
-	return "free"
+	return "free", namespace
 }

@@ -118,35 +118,64 @@ func TestIsMember(t *testing.T) {
 func TestAvailability(t *testing.T) {
 	claim := claimFor("ns", "c", "1Gi")
 	now := time.Now()
+	heldFor := func(ns, name string) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: name}
+			pv.Annotations[keys.HeldForNamespace] = ns
+		}
+	}
+	lastIn := func(ns string) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastClaim] = ns + "/x" }
+	}
 	tests := []struct {
 		name string
 		pv   *corev1.PersistentVolume
 		want availability
+		// wantNamespaced under reuseScope namespace; want itself if unset.
+		wantNamespaced *availability
 	}{
-		{"Available without claim", volume("a", "1Gi"), free},
-		{"Pending, just created", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumePending }), free},
-		{"Released, claimRef just cleared", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }), free},
-		{"Failed", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), inUse},
-		{"Bound", volume("a", "1Gi", bound("ns", "other", "u1")), inUse},
-		{"Released", volume("a", "1Gi", released("ns", "old", "u0", now)), freeIfGone},
-		{"being deleted", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{Time: now} }), inUse},
+		{"Available without claim", volume("a", "1Gi"), free, nil},
+		{"Pending, just created", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumePending }), free, nil},
+		{"Released, claimRef just cleared", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }), free, nil},
+		{"Failed", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), inUse, nil},
+		{"Bound", volume("a", "1Gi", bound("ns", "other", "u1")), inUse, nil},
+		{"Released", volume("a", "1Gi", released("ns", "old", "u0", now)), freeIfGone, nil},
+		{"being deleted", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{Time: now} }), inUse, nil},
 		{"taken for another claim, not bound yet", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x", UID: "u2"}
-		}), inUse},
+		}), inUse, nil},
 		{"pre-bound to this claim's name", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c"}
-		}), free},
+		}), free, nil},
 		{"pre-bound to another name", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x"}
-		}), inUse},
-		{"reserved for this claim's name", volume("a", "1Gi", reservedFor("ns", "c", t0())), free},
-		{"reserved for another name", volume("a", "1Gi", reservedFor("ns", "x", t0())), reservedForOther},
-		{"reserved for the name in another namespace", volume("a", "1Gi", reservedFor("other", "c", t0())), reservedForOther},
+		}), inUse, nil},
+		{"reserved for this claim's name", volume("a", "1Gi", reservedFor("ns", "c", t0())), free, nil},
+		{"reserved for another name", volume("a", "1Gi", reservedFor("ns", "x", t0())), reservedForOther, nil},
+		{"reserved for the name in another namespace", volume("a", "1Gi", reservedFor("other", "c", t0())), reservedForOther, ptr.To(otherNamespace)},
+		{"held for this namespace", volume("a", "1Gi", heldFor("ns", "x")), free, nil},
+		{"held for another namespace", volume("a", "1Gi", heldFor("other", "x")), free, ptr.To(otherNamespace)},
+		{"held for this namespace under this claim's name", volume("a", "1Gi", heldFor("ns", "c")), free, nil},
+		{"held and reserved for another name of this namespace", volume("a", "1Gi", reservedFor("ns", "x", t0()), heldFor("ns", "x")), reservedForOther, nil},
+		{"free, last bound in this namespace", volume("a", "1Gi", lastIn("ns")), free, nil},
+		{"free, last bound in another namespace", volume("a", "1Gi", lastIn("other")), free, ptr.To(otherNamespace)},
+		{"Released from a claim of another namespace", volume("a", "1Gi", released("other", "old", "u0", now)), freeIfGone, ptr.To(otherNamespace)},
+		{"bound in another namespace", volume("a", "1Gi", bound("other", "x", "u1")), inUse, nil},
+		{"pre-bound by hand to a name in another namespace", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "other", Name: "x"}
+		}), inUse, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := availabilityOf(tt.pv, claim); got != tt.want {
-				t.Errorf("availabilityOf = %v, want %v", got, tt.want)
+			if got := availabilityOf(tt.pv, claim, false); got != tt.want {
+				t.Errorf("availabilityOf under reuseScope cluster = %v, want %v", got, tt.want)
+			}
+			want := tt.want
+			if tt.wantNamespaced != nil {
+				want = *tt.wantNamespaced
+			}
+			if got := availabilityOf(tt.pv, claim, true); got != want {
+				t.Errorf("availabilityOf under reuseScope namespace = %v, want %v", got, want)
 			}
 		})
 	}
@@ -298,7 +327,7 @@ func TestCandidatesPreference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := candidates(tt.members, claim, nil, nil)
+			got, _ := candidates(tt.members, claim, false, nil, nil)
 			var names []string
 			for _, pv := range got {
 				names = append(names, pv.Name)
@@ -318,7 +347,7 @@ func TestCandidatesState(t *testing.T) {
 			pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		}),
 	}
-	_, state := candidates(members, claimFor("ns", "c", "1Gi"), nil, nil)
+	_, state := candidates(members, claimFor("ns", "c", "1Gi"), true, nil, nil)
 	want := "3 volumes, 1 in use, 2 free (not fitting: 1 by access modes, 1 by capacity)"
 	if got := state.String(); got != want {
 		t.Errorf("state = %q, want %q", got, want)

@@ -28,7 +28,10 @@ const (
 	reasonUnsupportedAttributes = "UnsupportedVolumeAttributesClass"
 	reasonUnsupportedCapacity   = "UnsupportedCapacity"
 	reasonPoolExhausted         = "PoolExhausted"
-	reasonIssuedFromPool        = "IssuedFromPool"
+	// reasonOtherNamespaces: exhausted, with free volumes held for other
+	// namespaces (reuseScope namespace).
+	reasonOtherNamespaces = "FreeVolumesInOtherNamespaces"
+	reasonIssuedFromPool  = "IssuedFromPool"
 	// reasonReservationTaken, on the volume: a member reserved for another
 	// claim's name was issued because nothing else fit.
 	reasonReservationTaken = "ReservationTaken"
@@ -150,15 +153,15 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 	}()
 
-	cands, state := candidates(p.members(class.Name, params.pool), claim, opts.SelectedNode, selector)
+	cands, state := candidates(p.members(class.Name, params.pool), claim, params.namespaced, opts.SelectedNode, selector)
 	stale := p.takes.members()
 	for _, pv := range cands {
 		if stale[pv.Name] {
 			continue
 		}
 		last := lastClaim(pv)
-		takesReservation := availabilityOf(pv, claim) == reservedForOther
-		result, err := p.take(ctx, pv, claim, func(live *corev1.PersistentVolume) bool {
+		takesReservation := availabilityOf(pv, claim, params.namespaced) == reservedForOther
+		result, err := p.take(ctx, pv, claim, params.namespaced, func(live *corev1.PersistentVolume) bool {
 			return misfit(live, claim, opts.SelectedNode, selector) == ""
 		})
 		if err != nil {
@@ -187,7 +190,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			// A free volume exists elsewhere: let the scheduler pick another node.
 			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.backend, class.Name, opts.SelectedNode.Name, state)
 		}
-		return p.exhausted(claim, class, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
+		return p.exhausted(claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
 	}
 	return p.grow(ctx, opts, params, maker, selector, state)
 }
@@ -221,9 +224,16 @@ var errExhausted = errors.New("pool exhausted")
 
 // exhausted reports that the pool of class has nothing for claim and cannot
 // grow; the claim stays among those woken when a volume of the class is freed.
-func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
-	p.recorder.Event(claim, corev1.EventTypeWarning, reasonPoolExhausted, msg)
+	reason := reasonPoolExhausted
+	if state.otherNamespace > 0 {
+		// The one case an administrator may want to change the class for.
+		reason = reasonOtherNamespaces
+		msg = fmt.Sprintf("%s; %d free volumes were last bound in other namespaces and hold their data, and %s %q gives a volume only to claims of the namespace it was last bound in (%s %q would share them across namespaces, data included)",
+			msg, state.otherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster)
+	}
+	p.recorder.Event(claim, corev1.EventTypeWarning, reason, msg)
 	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s", errExhausted, msg)}
 }
 
@@ -262,14 +272,16 @@ func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
 		(pv.Annotations[keys.ProvisionedBy] == p.name || pv.Labels[PoolLabel] != "")
 }
 
-// memberStates counts the pool volumes in the cache by class and state.
-func (p *provisioner) memberStates() map[[2]string]int {
-	out := map[[2]string]int{}
+// memberStates counts the pool volumes in the cache by class, state and
+// the namespace a free one is held for.
+func (p *provisioner) memberStates() map[[3]string]int {
+	out := map[[3]string]int{}
 	for _, class := range p.volumes.ListIndexFuncValues(controller.VolumesByClass) {
 		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
 		for _, o := range objs {
 			if pv, ok := o.(*corev1.PersistentVolume); ok && p.isPoolVolume(pv) {
-				out[[2]string{class, memberState(pv)}]++
+				state, ns := memberState(pv)
+				out[[3]string{class, state, ns}]++
 			}
 		}
 	}

@@ -23,14 +23,24 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
+// Under reuseScope cluster the issue binds as the PV controller would. Under
+// namespace, should the claim end up on another volume, the PV controller
+// must unbind this one without clearing its claimRef (no bound-by-controller
+// mark), and the volume stays held for the claim's namespace.
 func TestProvisionIssuesPoolMember(t *testing.T) {
+	for _, scope := range []string{keys.ReuseScopeCluster, keys.ReuseScopeNamespace} {
+		t.Run(scope, func(t *testing.T) { testProvisionIssuesPoolMember(t, scope) })
+	}
+}
+
+func testProvisionIssuesPoolMember(t *testing.T, scope string) {
 	claim := claimFor("ns", "cache", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{
 		volume("smaller-free", "1Gi"),
 		volume("last-used-by-it", "2Gi", released("ns", "cache", "gone-uid", t0())),
 	}, claim)
 
-	_, state, err := f.provision(f.directoryClass(nil), claim)
+	_, state, err := f.provision(f.directoryClass(map[string]string{keys.ReuseScope: scope}), claim)
 	wantIssued(t, err, "last-used-by-it")
 	if state != lib.ProvisioningFinished {
 		t.Errorf("state = %v", state)
@@ -39,8 +49,13 @@ func TestProvisionIssuesPoolMember(t *testing.T) {
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || ref.Name != "cache" || ref.Namespace != "ns" || ref.Kind != "PersistentVolumeClaim" {
 		t.Errorf("claimRef = %+v, want the claim with its UID", ref)
 	}
-	if pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[annIssuedAt] == "" || pv.Annotations[volumehelpers.AnnBoundByController] != "yes" {
+	if pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[annIssuedAt] == "" {
 		t.Errorf("annotations = %v", pv.Annotations)
+	}
+	_, boundByController := pv.Annotations[volumehelpers.AnnBoundByController]
+	held, marked := pv.Annotations[keys.HeldForNamespace]
+	if namespaced := scope == keys.ReuseScopeNamespace; boundByController == namespaced || marked != namespaced || (marked && held != "ns") {
+		t.Errorf("annotations = %v, want bound-by-controller %v and held for ns %v", pv.Annotations, !namespaced, namespaced)
 	}
 	if f.server("smaller-free").Spec.ClaimRef != nil {
 		t.Error("a second volume was taken")

@@ -34,7 +34,7 @@ const (
 // take points pv at claim, if pv is still free and fits (fits re-checks a
 // fresher copy). Two claims never win the same member: the update carries
 // the resourceVersion the member had when it was judged free.
-func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
+func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
 	logger := klog.FromContext(ctx)
 	for retried := false; ; retried = true {
 		if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
@@ -47,6 +47,15 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		updated, _, err := volumehelpers.GetBindVolumeToClaim(pv, claim)
 		if err != nil {
 			return lost, err
+		}
+		if namespaced {
+			// Should the claim end up bound to another volume, the PV
+			// controller unbinds this one; without its bound-by-controller
+			// mark it keeps the claim's name instead of clearing the
+			// claimRef, which would let it bind any claim of any namespace,
+			// and the mark below keeps it free for this namespace.
+			delete(updated.Annotations, volumehelpers.AnnBoundByController)
+			metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.HeldForNamespace, claim.Namespace)
 		}
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
 		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
@@ -75,7 +84,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
 			p.takes.expect(claim.UID, pv.Name)
 			return boundMeanwhile, nil
-		case retried || availabilityOf(live, claim) == inUse || !fits(live):
+		case retried || !issuable(availabilityOf(live, claim, namespaced)) || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)
 			return lost, nil
 		}

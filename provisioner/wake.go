@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"github.com/reclaimable/reclaimable/internal/controller"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
@@ -49,5 +50,6 @@ func isFreed(pv *corev1.PersistentVolume) bool {
 	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed {
 		return false
 	}
-	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased
+	_, held := controller.HeldFor(pv)
+	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased || held || controller.Reserved(pv)
 }

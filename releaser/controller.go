@@ -210,6 +210,10 @@ func indexByReleased(obj any) ([]string, error) {
 // caches alone, so that events about other volumes cost nothing.
 func (c *Controller) wants(pv *corev1.PersistentVolume) bool {
 	if pv.Labels[keys.VolumeManagedBy] == c.policy.controllerID {
+		if pv.Status.Phase == corev1.VolumeAvailable {
+			fix, _, _ := c.policy.rescopeOf(pv, c.classOf(pv))
+			return fix != scopeFits
+		}
 		return pv.Status.Phase == corev1.VolumeReleased && pv.DeletionTimestamp == nil
 	}
 	_, ok := c.policy.associationRule(pv, c.classOf(pv), c.managedClaim(pv))
@@ -253,10 +257,18 @@ func (c *Controller) claimDeleted(obj any) {
 }
 
 // classChanged queues the volumes of a class that has just been given this
-// controller ID.
+// controller ID, or created again for our provisioner (its parameters, such
+// as reuseScope, can only change so).
 func (c *Controller) classChanged(old, obj any) {
 	class, ok := obj.(*storagev1.StorageClass)
-	if !ok || class.Annotations[keys.ClassControllerID] != c.policy.controllerID {
+	if !ok {
+		return
+	}
+	if old == nil && class.Provisioner == c.policy.provisionerName {
+		c.enqueueIndexed(controller.VolumesByClass, class.Name)
+		return
+	}
+	if class.Annotations[keys.ClassControllerID] != c.policy.controllerID {
 		return
 	}
 	if prev, ok := old.(*storagev1.StorageClass); ok && prev.Annotations[keys.ClassControllerID] == c.policy.controllerID {
@@ -338,6 +350,13 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		if pv, err = c.associate(ctx, pv, r); pv == nil || err != nil {
 			return err
 		}
+	}
+
+	switch fix, ns, name := c.policy.rescopeOf(pv, c.classOf(pv)); fix {
+	case scopeHold:
+		return c.hold(ctx, pv, ns, name)
+	case scopeLetGo:
+		return c.letGo(ctx, pv)
 	}
 
 	if until, reserved := reservedUntil(pv, c.policy.controllerID); reserved {
@@ -438,11 +457,18 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
 	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
 	delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, keys.HeldForNamespace)
 	reserve := c.policy.reservation(class, keep)
 	until := now.Add(reserve)
+	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
+	if reserve > 0 || heldFor != "" {
+		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
+	}
 	if reserve > 0 {
-		updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ref.Namespace, Name: ref.Name}
 		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
+	}
+	if heldFor != "" {
+		updated.Annotations[keys.HeldForNamespace] = heldFor
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -450,14 +476,18 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	}
 	c.writes.wrote(pv.Name, pv.ResourceVersion)
 	c.metrics.releases.Inc()
+	scope := ""
+	if heldFor != "" {
+		scope = fmt.Sprintf("; only claims of namespace %s may have it (%s: %s)", heldFor, keys.ReuseScope, keys.ReuseScopeNamespace)
+	}
 	if reserve > 0 {
-		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists",
-			ref.Namespace, ref.Name, until.UTC().Format(keys.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID)
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists%s",
+			ref.Namespace, ref.Name, until.UTC().Format(keys.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID, scope)
 		c.queue.AddAfter(pv.Name, reserve)
 	} else {
-		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists", ref.Namespace, ref.Name, ref.UID)
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists%s", ref.Namespace, ref.Name, ref.UID, scope)
 	}
-	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep, "reservedFor", reserve}
+	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep, "reservedFor", reserve, "heldForNamespace", heldFor}
 	if keep {
 		kv = append(kv, "rule", keptBy)
 	}
@@ -466,21 +496,74 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 }
 
 // endReservation makes a reserved volume an ordinary free member: it clears
-// the claimRef by name, unless a claim of that name took the volume
-// meanwhile, which the update's resourceVersion would tell.
+// the claimRef by name, or under reuseScope namespace keeps it as the
+// volume's hold, unless a claim of that name took the volume meanwhile,
+// which the update's resourceVersion would tell.
 func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVolume) error {
 	ref := pv.Spec.ClaimRef
+	_, kept := c.policy.keepsAssociation(pv, c.classOf(pv))
+	heldFor := c.policy.heldNamespace(c.classOf(pv), kept, ref.Namespace)
 	updated := pv.DeepCopy()
-	updated.Spec.ClaimRef = nil
 	delete(updated.Annotations, keys.ReservedUntil)
+	scope := "any claim"
+	if heldFor != "" {
+		updated.Annotations[keys.HeldForNamespace] = heldFor
+		scope = "any claim of namespace " + heldFor
+	} else {
+		updated.Spec.ClaimRef = nil
+		delete(updated.Annotations, keys.HeldForNamespace)
+	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return c.writeFailed(ctx, pv, errRelease, "end the reservation of", err)
 	}
 	c.writes.wrote(pv.Name, pv.ResourceVersion)
-	c.recorder.Eventf(res, corev1.EventTypeNormal, "ReservationExpired", "The reservation for claim %s/%s ended unused; the volume is free for any claim", ref.Namespace, ref.Name)
-	klog.FromContext(ctx).Info("Reservation ended", "claim", klog.KRef(ref.Namespace, ref.Name))
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "ReservationExpired", "The reservation for claim %s/%s ended unused; the volume is free for %s", ref.Namespace, ref.Name, scope)
+	klog.FromContext(ctx).Info("Reservation ended", "claim", klog.KRef(ref.Namespace, ref.Name), "heldForNamespace", heldFor)
 	return nil
+}
+
+// hold keeps a free volume of a namespace-scoped class for claims of ns
+// alone, naming its last claim ns/name by namespace and name so that the PV
+// controller binds it to no other claim.
+func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
+	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
+		updated.Spec.ClaimRef = byName(ns, name)
+		updated.Annotations[keys.HeldForNamespace] = ns
+	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
+}
+
+// letGo makes a held volume free for any claim, its class now saying
+// reuseScope cluster.
+func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) error {
+	ns, _ := controller.HeldFor(pv)
+	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
+		updated.Spec.ClaimRef = nil
+		delete(updated.Annotations, keys.HeldForNamespace)
+	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeCluster))
+}
+
+// rescope writes change to a free volume and reports it with an event. The
+// update carries the version in which the volume was seen free: if a claim
+// took it meanwhile, the write fails and nothing is lost.
+func (c *Controller) rescope(ctx context.Context, pv *corev1.PersistentVolume, verb string, change func(*corev1.PersistentVolume), reason, msg string) error {
+	updated := pv.DeepCopy()
+	change(updated)
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, verb, err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.recorder.Event(res, corev1.EventTypeNormal, reason, msg)
+	klog.FromContext(ctx).Info("Changed the hold of a free volume", "reason", reason, "claimRef", updated.Spec.ClaimRef)
+	return nil
+}
+
+// byName is a claimRef that names a claim by namespace and name, without
+// UID: the PV controller binds the volume to that claim, should it exist,
+// and to no other.
+func byName(ns, name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name}
 }
 
 // writeFailed handles a failed update of pv. A conflict means a newer

@@ -2,6 +2,7 @@ package releaser
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,6 +160,56 @@ func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Durat
 		return 0
 	}
 	return d
+}
+
+// heldNamespace is the namespace a volume of class released from a claim of
+// namespace ns stays held for (reuseScope namespace), or "" when any claim
+// may have it. Like a reservation, a hold needs the association kept: the
+// releaser must see the volume again to keep its hold in line with the
+// class.
+func (p policy) heldNamespace(class *storagev1.StorageClass, kept bool, ns string) string {
+	if !kept || !controller.NamespaceScoped(class, p.provisionerName) {
+		return ""
+	}
+	return ns
+}
+
+// rescope is what a free volume of ours needs so that its hold matches its
+// class's reuseScope.
+type rescope int
+
+const (
+	scopeFits rescope = iota
+	// scopeHold: a namespace-scoped volume free to any claim (freed before
+	// its class was scoped, or its claimRef cleared by hand) is held for the
+	// namespace of its last claim again.
+	scopeHold
+	// scopeLetGo: a hold the class no longer asks for (it was recreated
+	// with reuseScope cluster) is dropped, unless a reservation still runs;
+	// its end drops both.
+	scopeLetGo
+)
+
+// rescopeOf says whether pv, free, needs its hold changed, and for a hold,
+// the namespace and name of the last claim it names. class is pv's
+// StorageClass as the cache has it now.
+func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rescope, string, string) {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase != corev1.VolumeAvailable {
+		return scopeFits, "", ""
+	}
+	_, kept := p.keepsAssociation(pv, class)
+	_, held := controller.HeldFor(pv)
+	switch {
+	case pv.Spec.ClaimRef == nil && kept && controller.NamespaceScoped(class, p.provisionerName):
+		ns, name, ok := strings.Cut(pv.Annotations[keys.LastClaim], "/")
+		if !ok || ns == "" || name == "" {
+			return scopeFits, "", "" // never bound: belongs to no namespace yet
+		}
+		return scopeHold, ns, name
+	case held && pv.Labels[keys.VolumeManagedBy] == p.controllerID && !controller.Reserved(pv) && class != nil && !controller.NamespaceScoped(class, p.provisionerName):
+		return scopeLetGo, "", ""
+	}
+	return scopeFits, "", ""
 }
 
 // reservedUntil reports whether pv is a volume this releaser reserved for

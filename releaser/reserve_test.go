@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -84,41 +85,56 @@ func TestReservedUntil(t *testing.T) {
 }
 
 // With reserveFor, a released volume keeps its last claim's namespace and
-// name without UID, and the reservation ends when its time has come.
+// name without UID, and the reservation ends when its time has come: the
+// volume is then free for any claim, or under reuseScope namespace stays
+// held for its namespace.
 func TestSyncReservesAndEndsTheReservation(t *testing.T) {
-	f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), reservingClass("10m"))
-	if err := f.sync("pv-1"); err != nil {
-		t.Fatal(err)
-	}
-	wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
-	wantEvents(t, f.events(), "Normal Reserved")
-	got := f.stored("pv-1")
-	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || ref.Namespace != "ns" || ref.Name != "data" {
-		t.Fatalf("claimRef after the release = %+v, want ns/data without UID", ref)
-	}
-	want := testNow.Add(10 * time.Minute).UTC().Format(keys.ReservedUntilFormat)
-	if until := got.Annotations[keys.ReservedUntil]; until != want || got.Labels[keys.VolumeManagedBy] != testID {
-		t.Fatalf("reserved until %q (labels %v), want %q and still associated", until, got.Labels, want)
-	}
-	f.catchUp("pv-1")
+	for _, scope := range []string{keys.ReuseScopeCluster, keys.ReuseScopeNamespace} {
+		t.Run(scope, func(t *testing.T) {
+			class := reservingClass("10m")
+			class.Parameters[keys.ReuseScope] = scope
+			f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), class)
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
+			wantEvents(t, f.events(), "Normal Reserved")
+			got := f.stored("pv-1")
+			if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || ref.Namespace != "ns" || ref.Name != "data" {
+				t.Fatalf("claimRef after the release = %+v, want ns/data without UID", ref)
+			}
+			want := testNow.Add(10 * time.Minute).UTC().Format(keys.ReservedUntilFormat)
+			if until := got.Annotations[keys.ReservedUntil]; until != want || got.Labels[keys.VolumeManagedBy] != testID {
+				t.Fatalf("reserved until %q (labels %v), want %q and still associated", until, got.Labels, want)
+			}
+			f.catchUp("pv-1")
 
-	// The PV controller makes a pre-bound volume Available; within the
-	// reservation the releaser only looks again at its end.
-	f.change("pv-1", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeAvailable })
-	f.queued()
-	if err := f.sync("pv-1"); err != nil {
-		t.Fatal(err)
-	}
-	wantCalls(t, f.calls())
-	f.c.clock.(*testingclock.FakePassiveClock).SetTime(testNow.Add(10 * time.Minute))
-	if err := f.sync("pv-1"); err != nil {
-		t.Fatal(err)
-	}
-	wantCalls(t, f.calls(), "update persistentvolumes")
-	wantEvents(t, f.events(), "Normal ReservationExpired")
-	got = f.stored("pv-1")
-	if got.Spec.ClaimRef != nil || got.Annotations[keys.ReservedUntil] != "" || got.Annotations[keys.LastClaim] != "ns/data" {
-		t.Errorf("after the reservation: claimRef %+v, annotations %v; want free, last claim kept", got.Spec.ClaimRef, got.Annotations)
+			// The PV controller makes a pre-bound volume Available; within the
+			// reservation the releaser only looks again at its end.
+			f.change("pv-1", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeAvailable })
+			f.queued()
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, f.calls())
+			f.c.clock.(*testingclock.FakePassiveClock).SetTime(testNow.Add(10 * time.Minute))
+			if err := f.sync("pv-1"); err != nil {
+				t.Fatal(err)
+			}
+			wantCalls(t, f.calls(), "update persistentvolumes")
+			wantEvents(t, f.events(), "Normal ReservationExpired")
+			got = f.stored("pv-1")
+			if got.Annotations[keys.ReservedUntil] != "" || got.Annotations[keys.LastClaim] != "ns/data" {
+				t.Errorf("after the reservation: annotations %v; want no reservation, last claim kept", got.Annotations)
+			}
+			ns, held := controller.HeldFor(got)
+			switch {
+			case scope == keys.ReuseScopeCluster && got.Spec.ClaimRef != nil:
+				t.Errorf("after the reservation: claimRef %+v, want free for any claim", got.Spec.ClaimRef)
+			case scope == keys.ReuseScopeNamespace && (!held || ns != "ns" || got.Spec.ClaimRef.Name != "data"):
+				t.Errorf("after the reservation: claimRef %+v, annotations %v; want held for namespace ns", got.Spec.ClaimRef, got.Annotations)
+			}
+		})
 	}
 }
 

@@ -32,6 +32,10 @@ type Scope struct {
 	Classes []string
 	// Namespaces hold the claims and owners that are checked.
 	Namespaces []string
+	// NamespaceScoped are the classes of Classes with reuseScope namespace:
+	// a volume of theirs is bound only in the namespace it was bound in
+	// first.
+	NamespaceScoped []string
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
@@ -43,10 +47,12 @@ type Scope struct {
 //  4. every claim the podwatcher created is deleted once its owner is gone,
 //     and none before;
 //  5. no associated volume whose claim is gone stays Released;
-//  6. no claim is bound to a volume that does not fit it.
+//  6. no claim is bound to a volume that does not fit it;
+//  7. no volume of a namespace-scoped class (reuseScope namespace) is bound
+//     in a namespace other than the one it was last bound in.
 //
-// 1, 2 and 4 ("none before") are checked as the scenario runs, from watch
-// events confirmed against the API server; the rest at the end.
+// 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
+// watch events confirmed against the API server; the rest at the end.
 type Invariants struct {
 	scope   Scope
 	factory informers.SharedInformerFactory
@@ -56,6 +62,7 @@ type Invariants struct {
 	violations []string
 	markers    map[string][]string  // volume name -> files that must survive
 	boundTo    map[types.UID]string // claim UID -> the volume it was first seen Bound to
+	boundIn    map[string]string    // volume -> the namespace it was last seen Bound in
 }
 
 // WatchInvariants starts watching the cluster for scope. Call Check at the
@@ -69,6 +76,7 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		cancel:  cancel,
 		markers: map[string][]string{},
 		boundTo: map[types.UID]string{},
+		boundIn: map[string]string{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
@@ -143,6 +151,23 @@ func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
 	inv.mu.Unlock()
 	if seen && first != pv.Name {
 		inv.violate("invariant 1: claim %s/%s (uid %s) is bound to volume %s, and was bound to volume %s", ref.Namespace, ref.Name, ref.UID, pv.Name, first)
+	}
+	inv.checkNamespace(pv)
+}
+
+// checkNamespace (7): a volume of a namespace-scoped class, seen Bound in one
+// namespace, is never seen Bound in another.
+func (inv *Invariants) checkNamespace(pv *corev1.PersistentVolume) {
+	if !slices.Contains(inv.scope.NamespaceScoped, pv.Spec.StorageClassName) {
+		return
+	}
+	ns := pv.Spec.ClaimRef.Namespace
+	inv.mu.Lock()
+	last, seen := inv.boundIn[pv.Name]
+	inv.boundIn[pv.Name] = ns
+	inv.mu.Unlock()
+	if seen && last != ns {
+		inv.violate("invariant 7: volume %s of namespace-scoped class %s is bound in namespace %s, and was last bound in %s", pv.Name, pv.Spec.StorageClassName, ns, last)
 	}
 }
 

@@ -55,6 +55,22 @@ const (
 	// so that reservations made within one second keep their order.
 	ReservedUntilFormat = "2006-01-02T15:04:05.000Z07:00"
 
+	// ReuseScope is the StorageClass parameter that says which claims a
+	// volume of the class may be issued to after its first binding:
+	// ReuseScopeNamespace (the default), claims of the namespace it was last
+	// bound in, or ReuseScopeCluster, any claim.
+	ReuseScope          = "reuseScope"
+	ReuseScopeNamespace = "namespace"
+	ReuseScopeCluster   = "cluster"
+
+	// HeldForNamespace on a PersistentVolume names the namespace whose claims
+	// alone may have it. The releaser sets it, with spec.claimRef naming the
+	// last claim by namespace and name and without UID, when it returns a
+	// volume of a namespace-scoped class to the pool: the PV controller binds
+	// such a volume to no claim but the one named, and the provisioner issues
+	// it to claims of that namespace only.
+	HeldForNamespace = "reclaimable.kubernetes.io/held-for-namespace"
+
 	// ClaimsGate is the scheduling gate that holds a Pod until every claim
 	// it asks for by annotation exists. The podwatcher removes it, and only
 	// it; a pod created without it is scheduled as any other.
