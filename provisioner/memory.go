@@ -28,6 +28,11 @@ type takes struct {
 	mu      sync.Mutex
 	clock   clock.PassiveClock
 	byClaim map[types.UID]take
+	// trying names the members a worker of this process is taking now:
+	// the others pass them over rather than race for them. Workers rank
+	// members alike, so without it every claim in flight tries the same
+	// member, and all but one pay a conflict and a read for it.
+	trying map[string]bool
 }
 
 type take struct {
@@ -36,13 +41,31 @@ type take struct {
 }
 
 func newTakes(clk clock.PassiveClock) *takes {
-	return &takes{clock: clk, byClaim: map[types.UID]take{}}
+	return &takes{clock: clk, byClaim: map[types.UID]take{}, trying: map[string]bool{}}
 }
 
 func (t *takes) expect(claim types.UID, pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byClaim[claim] = take{pv: pv, at: t.clock.Now()}
+}
+
+// try marks pv as being taken by the caller, unless another worker is
+// taking it; done unmarks it.
+func (t *takes) try(pv string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.trying[pv] {
+		return false
+	}
+	t.trying[pv] = true
+	return true
+}
+
+func (t *takes) done(pv string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.trying, pv)
 }
 
 // issuedTo names the member taken for claim, or "".

@@ -96,3 +96,22 @@ func TestWaitingClaims(t *testing.T) {
 		t.Errorf("the gone claim is remembered: %v", w.byClass["pool"])
 	}
 }
+
+// A member one worker is taking is passed over by the others until it is
+// done with it.
+func TestTakesTrying(t *testing.T) {
+	tk := newTakes(testingclock.NewFakePassiveClock(time.Now()))
+	if !tk.try("pv-1") {
+		t.Fatal("first try refused")
+	}
+	if tk.try("pv-1") {
+		t.Error("a member being taken was offered to a second worker")
+	}
+	if !tk.try("pv-2") {
+		t.Error("another member refused")
+	}
+	tk.done("pv-1")
+	if !tk.try("pv-1") {
+		t.Error("a member was not offered again once its take was done")
+	}
+}

@@ -156,7 +156,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	cands, state := candidates(p.members(class.Name, params.pool), claim, params.namespaced, opts.SelectedNode, selector)
 	stale := p.takes.members()
 	for _, pv := range cands {
-		if stale[pv.Name] {
+		if stale[pv.Name] || !p.takes.try(pv.Name) {
 			continue
 		}
 		last := lastClaim(pv)
@@ -164,6 +164,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		result, err := p.take(ctx, pv, claim, params.namespaced, func(live *corev1.PersistentVolume) bool {
 			return misfit(live, claim, opts.SelectedNode, selector) == ""
 		})
+		p.takes.done(pv.Name)
 		if err != nil {
 			return nil, lib.ProvisioningFinished, err
 		}

@@ -316,3 +316,15 @@ func TestProvisionTakesAReservationBeforeGrowing(t *testing.T) {
 		t.Errorf("events = %q", ev)
 	}
 }
+
+// A claim passes over the member another worker is taking and gets the
+// next, rather than race for it and pay a conflict.
+func TestProvisionPassesOverAMemberBeingTaken(t *testing.T) {
+	claim := claimFor("ns", "c", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{volume("best", "1Gi"), volume("next", "2Gi")}, claim)
+	if !f.p.takes.try("best") {
+		t.Fatal("try refused")
+	}
+	_, _, err := f.provision(f.directoryClass(nil), claim)
+	wantIssued(t, err, "next")
+}
