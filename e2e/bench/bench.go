@@ -320,12 +320,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			note("recurring workload: %v", err)
 		}
 		r.Recurring = rec
-		for _, rf := range []string{cfg.ReserveFor, "0"} {
+		for _, run := range [][2]string{{cfg.ReserveFor, keys.ReuseScopeCluster}, {"0", keys.ReuseScopeCluster}, {"0", keys.ReuseScopeNamespace}} {
+			rf, scope := run[0], run[1]
 			class := fmt.Sprintf("bench-one-off-%d", len(r.OneOff))
-			b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s", recurringConcurrency, cfg.RecurringCycles, rf)
-			o, err := b.oneOff(ctx, class, recurringNames, recurringConcurrency, cfg.RecurringCycles, rf)
+			b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s, reuseScope %s", recurringConcurrency, cfg.RecurringCycles, rf, scope)
+			o, err := b.oneOff(ctx, class, recurringNames, recurringConcurrency, cfg.RecurringCycles, rf, scope)
 			if err != nil {
-				note("one-off claim names, reserveFor %s: %v", rf, err)
+				note("one-off claim names, reserveFor %s, reuseScope %s: %v", rf, scope, err)
 			}
 			if o != nil {
 				r.OneOff = append(r.OneOff, *o)

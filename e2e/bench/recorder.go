@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // claimRecord is what the benchmark saw happen to one claim (one UID) and
@@ -20,8 +21,12 @@ type claimRecord struct {
 	namespace, name string
 	uid             types.UID
 	created         time.Time
-	bound           time.Time
-	volume          string
+	// handedOff is when the PV controller handed the claim to an external
+	// provisioner (it found no volume to bind), issued when a volume's
+	// claimRef first named the claim with its UID.
+	handedOff, issued time.Time
+	bound             time.Time
+	volume            string
 	// hit: the volume existed before the claim (a pool volume); a miss is
 	// a volume created for it.
 	hit      bool
@@ -132,6 +137,9 @@ func (r *recorder) claim(obj any, deleted bool) {
 		key := c.Namespace + "/" + c.Name
 		r.byName[key] = append(r.byName[key], rec)
 	}
+	if _, ok := c.Annotations[volumehelpers.AnnStorageProvisioner]; ok && rec.handedOff.IsZero() {
+		rec.handedOff = now
+	}
 	if deleted {
 		if rec.gone.IsZero() {
 			rec.gone = now
@@ -168,6 +176,9 @@ func (r *recorder) volume(obj any) {
 			}
 		}
 		v.lastClaim = ref.UID
+		if c := r.claims[ref.UID]; c != nil && c.issued.IsZero() {
+			c.issued = now
+		}
 	}
 	if pv.Status.Phase != v.phase {
 		v.phase = pv.Status.Phase

@@ -49,7 +49,7 @@ const (
 // recurring runs cycles claims named from names at concurrency, each name
 // in flight at most once.
 func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, reserveFor string) (*Recurring, error) {
-	if err := b.recurringClass(ctx, recurringClass, reserveFor); err != nil {
+	if err := b.recurringClass(ctx, recurringClass, map[string]string{keys.ReserveFor: reserveFor}); err != nil {
 		return nil, err
 	}
 	var (
@@ -123,20 +123,25 @@ func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, r
 	return r, nil
 }
 
-// recurringClass creates class, ours, with reserveFor.
-func (b *bench) recurringClass(ctx context.Context, class, reserveFor string) error {
+// recurringClass creates class, ours, with the directory backend and extra
+// parameters.
+func (b *bench) recurringClass(ctx context.Context, class string, extra map[string]string) error {
 	base := filepath.Join(filepath.Dir(b.base), class)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return err
 	}
 	retain := corev1.PersistentVolumeReclaimRetain
 	immediate := storagev1.VolumeBindingImmediate
+	params := map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base}
+	for k, v := range extra {
+		params[k] = v
+	}
 	_, err := b.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
 		Provisioner:       provisionerName,
 		ReclaimPolicy:     &retain,
 		VolumeBindingMode: &immediate,
-		Parameters:        map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, keys.ReserveFor: reserveFor},
+		Parameters:        params,
 	}, metav1.CreateOptions{})
 	return err
 }
@@ -159,34 +164,45 @@ func (b *bench) warmUp(ctx context.Context, class string, names int, seen func(n
 	return nil
 }
 
-// OneOff is the one-off-names run's report for one reserveFor.
+// OneOff is the one-off-names run's report for one reserveFor and
+// reuseScope.
 type OneOff struct {
 	ReserveFor string `json:"reserve_for"`
+	ReuseScope string `json:"reuse_scope"`
 	Cycles     int    `json:"cycles"`
 	// WarmPct is the share of claims served by a volume that existed
 	// before them.
 	WarmPct float64 `json:"warm_pct"`
 	Bound   Summary `json:"claim_created_to_bound"`
-	Failed  int     `json:"failed,omitempty"`
+	// The claims that went through the provisioner, by step: created ->
+	// handed to the provisioner by the PV controller -> volume issued ->
+	// Bound.
+	HandedOff int     `json:"handed_off"`
+	ToHandOff Summary `json:"created_to_handed_off"`
+	ToIssue   Summary `json:"handed_off_to_issued"`
+	ToBind    Summary `json:"issued_to_bound"`
+	Failed    int     `json:"failed,omitempty"`
 }
 
-// oneOff measures what a reservation costs a workload whose claim names
-// never come back: on a class with reserveFor whose pool a warm-up gave
-// names volumes, cycles claims of new names at concurrency. With a
-// reservation every free member is reserved for a name that does not come
-// back, so the provisioner hands each claim one; without, the PV controller
-// binds a free member itself.
-func (b *bench) oneOff(ctx context.Context, class string, names, concurrency, cycles int, reserveFor string) (*OneOff, error) {
-	if err := b.recurringClass(ctx, class, reserveFor); err != nil {
+// oneOff measures what a reservation or a namespace scope costs a workload
+// whose claim names never come back: on a class with reserveFor and
+// reuseScope whose pool a warm-up gave names volumes, cycles claims of new
+// names at concurrency. With a reservation or reuseScope namespace every
+// free member names a claim that does not come back, so the provisioner
+// hands each claim one; with neither, the PV controller binds a free member
+// itself.
+func (b *bench) oneOff(ctx context.Context, class string, names, concurrency, cycles int, reserveFor, scope string) (*OneOff, error) {
+	if err := b.recurringClass(ctx, class, map[string]string{keys.ReserveFor: reserveFor, keys.ReuseScope: scope}); err != nil {
 		return nil, err
 	}
 	if err := b.warmUp(ctx, class, names, func(int, string) {}); err != nil {
 		return nil, err
 	}
 	var (
-		mu    sync.Mutex
-		warm  int
-		bound []time.Duration
+		mu                  sync.Mutex
+		warm                int
+		bound               []time.Duration
+		toHand, toIss, toBd []time.Duration
 	)
 	_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
 		t, err := b.claimCycle(ctx, b.ns, fmt.Sprintf("%s-once-%d", class, seq), class)
@@ -199,9 +215,15 @@ func (b *bench) oneOff(ctx context.Context, class string, names, concurrency, cy
 			warm++
 		}
 		bound = append(bound, t.claim.bound.Sub(t.claim.created))
+		if c := t.claim; !c.handedOff.IsZero() && !c.issued.IsZero() {
+			toHand = append(toHand, c.handedOff.Sub(c.created))
+			toIss = append(toIss, c.issued.Sub(c.handedOff))
+			toBd = append(toBd, c.bound.Sub(c.issued))
+		}
 		return struct{}{}, nil
 	})
-	r := &OneOff{ReserveFor: reserveFor, Cycles: len(bound), Bound: Summarize(bound), Failed: len(errs)}
+	r := &OneOff{ReserveFor: reserveFor, ReuseScope: scope, Cycles: len(bound), Bound: Summarize(bound), Failed: len(errs),
+		HandedOff: len(toHand), ToHandOff: Summarize(toHand), ToIssue: Summarize(toIss), ToBind: Summarize(toBd)}
 	if len(bound) > 0 {
 		r.WarmPct = 100 * float64(warm) / float64(len(bound))
 	}

@@ -455,13 +455,14 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	if len(r.OneOff) > 0 {
 		p("\n### One-off claim names (every claim a new name, %d in flight, on a pool of %d warm volumes)\n\n", recurringConcurrency, recurringNames)
-		p("| reserveFor | cycles | served warm from the pool | claim -> Bound p50 | p99 |\n|---|--:|--:|--:|--:|\n")
+		p("| reserveFor | reuseScope | cycles | served warm from the pool | claim -> Bound p50 | p99 | through the provisioner | of which created -> handed off p50 | handed off -> issued p50 | issued -> Bound p50 |\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, o := range r.OneOff {
 			fail := ""
 			if o.Failed > 0 {
 				fail = fmt.Sprintf(" (%d failed)", o.Failed)
 			}
-			p("| %s | %d%s | %.1f%% | %s | %s |\n", o.ReserveFor, o.Cycles, fail, o.WarmPct, fmtMs(o.Bound.P50ms), fmtMs(o.Bound.P99ms))
+			p("| %s | %s | %d%s | %.1f%% | %s | %s | %d | %s | %s | %s |\n", o.ReserveFor, o.ReuseScope, o.Cycles, fail, o.WarmPct, fmtMs(o.Bound.P50ms), fmtMs(o.Bound.P99ms),
+				o.HandedOff, fmtMs(o.ToHandOff.P50ms), fmtMs(o.ToIssue.P50ms), fmtMs(o.ToBind.P50ms))
 		}
 	}
 
