@@ -66,6 +66,17 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 	return a
 }
 
+// poolRules are the class's parameters that decide who may have a member.
+type poolRules struct {
+	// namespaced: reuseScope namespace.
+	namespaced bool
+	// reserving: reserveFor above 0.
+	reserving bool
+}
+
+// maxTime sorts after any reservation's end.
+var maxTime = time.Unix(1<<62, 0)
+
 // issuable reports whether a member of availability a may be issued to the
 // claim it was judged for.
 func issuable(a availability) bool { return a != inUse && a != otherNamespace }
@@ -178,11 +189,14 @@ func (s poolState) String() string {
 // of the pool. Released members still need their claim confirmed gone.
 // Members reserved for other claims come last, the oldest reservation
 // first: they are taken only when nothing else fits, before the pool grows.
-func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
+//
+// Under reserveFor a member still Released for a claim of another name is
+// about to be reserved for that name: it counts as the newest reservation.
+func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, rules poolRules, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
 	state := poolState{members: len(members), unfit: map[string]int{}}
 	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
-		a := availabilityOf(pv, claim, namespaced)
+		a := availabilityOf(pv, claim, rules.namespaced)
 		switch a {
 		case inUse:
 			state.inUse++
@@ -195,7 +209,7 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 			state.unfit[reason]++
 			continue
 		}
-		if a == reservedForOther {
+		if a == reservedForOther || (rules.reserving && a == freeIfGone && lastClaim(pv) != claimKey(claim)) {
 			reserved = append(reserved, pv)
 			continue
 		}
@@ -203,6 +217,9 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 	}
 	rank(out, claim)
 	until := func(pv *corev1.PersistentVolume) time.Time {
+		if pv.Status.Phase == corev1.VolumeReleased {
+			return maxTime
+		}
 		t, _ := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
 		return t
 	}
@@ -239,11 +256,23 @@ func rank(pvs []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) {
 		if c := qa.Cmp(qb); c != 0 {
 			return c
 		}
+		// A member still Released costs a read of its claim and races the
+		// releaser, which is returning it at that moment.
+		if c := cmp.Compare(stillReleased(a), stillReleased(b)); c != 0 {
+			return c
+		}
 		if c := releasedAt(b).Compare(releasedAt(a)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
+}
+
+func stillReleased(pv *corev1.PersistentVolume) int {
+	if pv.Status.Phase == corev1.VolumeReleased {
+		return 1
+	}
+	return 0
 }
 
 // lastClaim is "<namespace>/<name>" of the claim pv was last issued to. A

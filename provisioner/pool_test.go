@@ -256,9 +256,21 @@ func TestCandidatesPreference(t *testing.T) {
 	claim := claimFor("team", "cache", "1Gi")
 	tests := []struct {
 		name    string
+		rules   poolRules
 		members []*corev1.PersistentVolume
 		want    []string
 	}{
+		{
+			name:  "under reserveFor, a member still Released for another name is the newest reservation; for this name, its own",
+			rules: poolRules{reserving: true},
+			members: []*corev1.PersistentVolume{
+				volume("just-released", "1Gi", released("team", "b", "u", t0.Add(2*time.Hour))),
+				volume("reserved", "1Gi", reservedFor("team", "a", t0)),
+				volume("free", "1Gi", returned("else/x", t0)),
+				volume("own-released", "1Gi", released("team", "cache", "u2", t0)),
+			},
+			want: []string{"own-released", "free", "reserved", "just-released"},
+		},
 		{
 			name: "reserved for this claim first; reserved for others last, oldest reservation first; pre-bound by hand never",
 			members: []*corev1.PersistentVolume{
@@ -299,14 +311,15 @@ func TestCandidatesPreference(t *testing.T) {
 			want: []string{"small", "medium", "big"},
 		},
 		{
-			name: "then the most recently released, whichever way it was released",
+			name: "then one back in the pool before one still Released, then the most recently released",
 			members: []*corev1.PersistentVolume{
 				volume("old", "1Gi", returned("x/a", t0)),
 				volume("newest", "1Gi", released("x", "b", "u", t0.Add(2*time.Hour))),
 				volume("newer", "1Gi", returned("x/c", t0.Add(time.Hour))),
 				volume("never-used", "1Gi"),
+				volume("released-before", "1Gi", released("x", "d", "u2", t0.Add(-time.Hour))),
 			},
-			want: []string{"newest", "newer", "old", "never-used"},
+			want: []string{"newer", "old", "never-used", "newest", "released-before"},
 		},
 		{
 			name: "then by name",
@@ -327,7 +340,7 @@ func TestCandidatesPreference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := candidates(tt.members, claim, false, nil, nil)
+			got, _ := candidates(tt.members, claim, tt.rules, nil, nil)
 			var names []string
 			for _, pv := range got {
 				names = append(names, pv.Name)
@@ -347,7 +360,7 @@ func TestCandidatesState(t *testing.T) {
 			pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		}),
 	}
-	_, state := candidates(members, claimFor("ns", "c", "1Gi"), true, nil, nil)
+	_, state := candidates(members, claimFor("ns", "c", "1Gi"), poolRules{namespaced: true}, nil, nil)
 	want := "3 volumes, 1 in use, 2 free (not fitting: 1 by access modes, 1 by capacity)"
 	if got := state.String(); got != want {
 		t.Errorf("state = %q, want %q", got, want)
