@@ -167,14 +167,18 @@ func TestReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	filled := r.boundTo(a, "cache")
 	file := r.fill(filled)
 	r.deleteGone(a, "cache")
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, filled, metav1.GetOptions{})
-		return err == nil && pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.ClaimRef == nil, err
-	}, fmt.Sprintf("volume %s to be free for any claim", filled))
+	// Reserved for a/cache (the default reserveFor), not held for a: a
+	// claim of b takes the reservation rather than grow the pool.
+	r.reservedFor(filled, a, "cache")
+	if pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), filled, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if _, held := controller.HeldFor(pv); held {
+		t.Errorf("volume %s is held for a namespace under reuseScope cluster: %v", filled, pv.Annotations)
+	}
 
 	r.create(b, "cache")
 	if got := r.boundTo(b, "cache"); got != filled {
-		t.Errorf("claim %s/cache got volume %s, want %s, the pool's only free one", b, got, filled)
+		t.Errorf("claim %s/cache got volume %s, want %s, the pool's only member", b, got, filled)
 	} else if !r.holds(got, file) {
 		t.Errorf("volume %s reached namespace %s without its data", got, b)
 	}

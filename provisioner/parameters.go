@@ -55,7 +55,8 @@ type params struct {
 	selectorKeys sets.Set[string]
 
 	// reserveFor keeps a released volume for its last claim's namespace and
-	// name this long (the releaser does); 0: not at all.
+	// name this long (the releaser does); 0: not at all. Default:
+	// controller.DefaultReserveFor.
 	reserveFor time.Duration
 	// namespaced (reuseScope namespace, the default) issues a volume again
 	// only to claims of the namespace it was last bound in.
@@ -100,6 +101,7 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 	if class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRecycle {
 		errs = append(errs, errors.New("reclaimPolicy Recycle is not supported; use Retain to keep volumes in the pool or Delete to remove them"))
 	}
+	p.reserveFor = controller.DefaultReserveFor
 	if s, ok := in[keys.ReserveFor]; ok {
 		d, err := controller.ParseReserveFor(s)
 		if err != nil {

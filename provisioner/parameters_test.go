@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,14 +37,14 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "hostPath with defaults",
 			params: hostPathClass(nil),
-			want: &params{namespaced: true, backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
+			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
 				hostPath: "/mnt/caches", directoryMode: 0o777}},
 		},
 		{
 			name: "nfs with every option",
 			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
 				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
-			want: &params{namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
+			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
 				nfsServer: "nfs.example.com", nfsPath: "/export/caches", directoryMode: 0o775 | fs.ModeSetgid}},
 		},
 		{
@@ -54,12 +55,12 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "reuseScope cluster",
 			params: map[string]string{"backend": "static", "reuseScope": "cluster"},
-			want:   &params{backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: controller.DefaultReserveFor, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
 		},
 		{
 			name:   "reuseScope namespace",
 			params: map[string]string{"backend": "static", "reuseScope": "namespace"},
-			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
 		},
 		{name: "reuseScope unknown", params: hostPathClass(map[string]string{"reuseScope": "tenant"}), wantErr: []string{`parameter "reuseScope" must be "namespace"`, `or "cluster"`}},
 		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
@@ -68,7 +69,7 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
-			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
 		},
 		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
 		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},

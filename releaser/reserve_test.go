@@ -43,7 +43,8 @@ func TestReservation(t *testing.T) {
 	}{
 		{"our class with reserveFor", reservingClass("10m"), true, 10 * time.Minute},
 		{"association not kept: nobody would end it", reservingClass("10m"), false, 0},
-		{"no reserveFor", class(testID), true, 0},
+		{"no reserveFor on our class: the default", scopedClass(""), true, controller.DefaultReserveFor},
+		{"no reserveFor on another provisioner's class", class(testID), true, 0},
 		{"zero", reservingClass("0s"), true, 0},
 		{"invalid value", reservingClass("soon"), true, 0},
 		{"beyond the maximum", reservingClass("200h"), true, 0},

@@ -15,8 +15,9 @@ import (
 func scopedClass(scope string) *storagev1.StorageClass {
 	c := class(testID)
 	c.Provisioner = testProvisioner
+	c.Parameters = map[string]string{}
 	if scope != "" {
-		c.Parameters = map[string]string{keys.ReuseScope: scope}
+		c.Parameters[keys.ReuseScope] = scope
 	}
 	return c
 }
@@ -100,7 +101,9 @@ func TestRescopeOf(t *testing.T) {
 // UID, so that the PV controller binds it to no claim of another namespace,
 // and carries the namespace for the provisioner.
 func TestSyncReleaseHoldsForTheNamespace(t *testing.T) {
-	f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), scopedClass(""))
+	class := scopedClass("")
+	class.Parameters[keys.ReserveFor] = "0"
+	f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), class)
 	if err := f.sync("pv-1"); err != nil {
 		t.Fatal(err)
 	}
