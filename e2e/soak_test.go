@@ -65,7 +65,7 @@ func TestSoakChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	class := createDirectoryClass(t, "soak", id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
-	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}})
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}})
 
 	args := []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
 		"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"}
