@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,36 +35,25 @@ func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *pool
 
 func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
 	t.Helper()
-	ctx := context.Background()
 	client := framework.Client()
 	id := framework.Name("pool")
 	prov := "pool.example.com/" + id
 	base := t.TempDir()
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	params := map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base}
+	params := map[string]string{"baseDir": base, "hostPath": base}
 	maps.Copy(params, extra)
-	class, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: framework.Name("pool"), Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner: prov, ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
-		Parameters: params,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	class := createDirectoryClass(t, "pool", id, prov, params)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = client.StorageV1().StorageClasses().Delete(ctx, class.Name, metav1.DeleteOptions{})
 		if pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
 			for _, pv := range pvs.Items {
-				if pv.Spec.StorageClassName == class.Name {
+				if pv.Spec.StorageClassName == class {
 					_ = client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
 				}
 			}
 		}
 	})
-	r := &poolCase{t: t, class: class.Name, id: id, provisionerName: prov, base: base}
-	scope := framework.Scope{ControllerID: id, Classes: []string{class.Name}, Namespaces: namespaces}
+	r := &poolCase{t: t, class: class, id: id, provisionerName: prov, base: base}
+	scope := framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: namespaces}
 	if params[keys.ReuseScope] != keys.ReuseScopeCluster {
 		scope.NamespaceScoped = scope.Classes
 	}
