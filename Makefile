@@ -9,7 +9,7 @@ CLUSTER   ?= _output/cluster
 E2E_FLAGS ?=
 UNIT_PKGS  = $(shell $(GO) list ./... | grep -v '/e2e$$')
 
-.PHONY: all build test unit fuzz e2e soak lint bench demo cluster-up cluster-down clean
+.PHONY: all build test unit fuzz e2e soak lint bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
@@ -30,7 +30,7 @@ fuzz:
 	$(GO) test ./podwatcher/ -run '^$$' -fuzz '^FuzzParseRequests$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./provisioner/ -run '^$$' -fuzz '^FuzzParseParameters$$' -fuzztime $(FUZZTIME)
 
-e2e:
+e2e: node-deps
 	$(GO) test -count=1 -timeout 45m $(E2E_FLAGS) ./e2e/
 
 ## soak: the chaos soak alone, long (SOAK_DURATION, SOAK_WORKERS)
@@ -44,6 +44,15 @@ lint:
 	$(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./etcd
 
+## node-deps: the one system package the real node needs to build (runc's
+## seccomp support), installed when missing and when run as root; without
+## root the node's tests say why they cannot run
+node-deps:
+	@if [ ! -e /usr/include/seccomp.h ] && [ "$$(id -u)" = 0 ]; then \
+		echo "Installing libseccomp-dev (runc's seccomp support, for the real node)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libseccomp-dev >/dev/null; \
+	fi
+
 ## bench: latency, throughput, API cost and memory of the full cycle on a local control plane (BENCH_FLAGS=...)
 bench:
 	$(GO) run ./e2e/cmd/bench $(BENCH_FLAGS)
@@ -53,7 +62,7 @@ demo:
 	$(GO) run ./e2e/cmd/demo $(if $(KEEP),--keep)
 
 ## cluster-up / cluster-down: a local control plane to explore with kubectl
-cluster-up:
+cluster-up: node-deps
 	@$(GO) run ./e2e/cmd/localcluster up --dir $(CLUSTER)
 
 cluster-down:

@@ -66,6 +66,12 @@ func ToolsDir() string {
 // $RECLAIMABLE_E2E_CACHE, else the user cache directory, keyed by the
 // versions and by the tools module's go.mod and go.sum.
 func BinDir() (string, error) {
+	return cacheDir(fmt.Sprintf("k8s-%s_etcd-%s_kwok-%s", KubernetesVersion, EtcdVersion, KwokVersion))
+}
+
+// cacheDir is the directory of one set of binaries in the cache, named
+// after prefix and the tools module, which pins the sources of Kubernetes.
+func cacheDir(prefix string) (string, error) {
 	root := os.Getenv("RECLAIMABLE_E2E_CACHE")
 	if root == "" {
 		dir, err := os.UserCacheDir()
@@ -82,58 +88,64 @@ func BinDir() (string, error) {
 		}
 		h.Write(b)
 	}
-	key := fmt.Sprintf("k8s-%s_etcd-%s_kwok-%s_%s", KubernetesVersion, EtcdVersion, KwokVersion, hex.EncodeToString(h.Sum(nil))[:12])
-	return filepath.Join(root, key), nil
+	return filepath.Join(root, prefix+"_"+hex.EncodeToString(h.Sum(nil))[:12]), nil
 }
 
-// EnsureBinaries returns the cache directory holding every binary, building
-// what is missing. Concurrent callers on one machine wait for one build.
+// EnsureBinaries returns the cache directory holding every binary of the
+// control plane, building what is missing. Concurrent callers on one machine
+// wait for one build.
 func EnsureBinaries(ctx context.Context, log io.Writer) (string, error) {
 	dir, err := BinDir()
 	if err != nil {
 		return "", err
 	}
-	if complete(dir) {
-		return dir, nil
+	files := append([]string{Etcd, Kwok, kwokStages}, kubeCommands...)
+	what := fmt.Sprintf("the local control plane (Kubernetes %s, etcd %s, kwok %s)", KubernetesVersion, EtcdVersion, KwokVersion)
+	return dir, ensureCached(ctx, dir, files, what, log, build)
+}
+
+// ensureCached builds files into dir with build unless dir already holds
+// them all. The build goes to a temporary directory renamed into place, so
+// a killed build leaves no half-filled cache, and a lock file makes
+// concurrent callers wait for one build.
+func ensureCached(ctx context.Context, dir string, files []string, what string, log io.Writer, build func(context.Context, string, io.Writer) error) error {
+	if complete(dir, files) {
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
+		return err
 	}
 	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer lock.Close()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", fmt.Errorf("locking %s: %w", lock.Name(), err)
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 	// Another process may have built it while this one waited for the lock.
-	if complete(dir) {
-		return dir, nil
+	if complete(dir, files) {
+		return nil
 	}
 
-	fmt.Fprintf(log, "Building the local control plane (Kubernetes %s, etcd %s, kwok %s) into %s; this happens once per machine and takes several minutes.\n",
-		KubernetesVersion, EtcdVersion, KwokVersion, dir)
+	fmt.Fprintf(log, "Building %s into %s; this happens once per machine and takes several minutes.\n", what, dir)
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".partial-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	if err := build(ctx, tmp, log); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return "", err
+		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
+	return os.Rename(tmp, dir)
 }
 
-func complete(dir string) bool {
-	for _, f := range append([]string{Etcd, Kwok, kwokStages}, kubeCommands...) {
+func complete(dir string, files []string) bool {
+	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return false
 		}
@@ -142,17 +154,7 @@ func complete(dir string) bool {
 }
 
 func build(ctx context.Context, out string, log io.Writer) error {
-	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
-	minor, _, _ = strings.Cut(minor, ".")
-	var ldflags []string
-	for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
-		ldflags = append(ldflags,
-			"-X", pkg+".gitVersion="+KubernetesVersion,
-			"-X", pkg+".gitMajor="+major,
-			"-X", pkg+".gitMinor="+minor,
-			"-X", pkg+".gitTreeState=clean")
-	}
-	args := []string{"build", "-ldflags", "-s -w " + strings.Join(ldflags, " "), "-o", out + string(filepath.Separator), "./etcd"}
+	args := []string{"build", "-ldflags", kubernetesLDFlags(), "-o", out + string(filepath.Separator), "./etcd"}
 	for _, c := range kubeCommands {
 		args = append(args, "k8s.io/kubernetes/cmd/"+c)
 	}
@@ -197,4 +199,20 @@ func goCommand(ctx context.Context, dir string, log io.Writer, env []string, arg
 	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, log, log
 	cmd.Env = append(os.Environ(), env...)
 	return cmd.Run()
+}
+
+// kubernetesLDFlags stamp the Kubernetes version into a binary built from
+// the module proxy, as its release build does: components and nodes report it.
+func kubernetesLDFlags() string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	flags := []string{"-s", "-w"}
+	for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+		flags = append(flags,
+			"-X", pkg+".gitVersion="+KubernetesVersion,
+			"-X", pkg+".gitMajor="+major,
+			"-X", pkg+".gitMinor="+minor,
+			"-X", pkg+".gitTreeState=clean")
+	}
+	return strings.Join(flags, " ")
 }

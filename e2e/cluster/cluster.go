@@ -58,6 +58,7 @@ type Cluster struct {
 
 	opts  Options
 	procs []*process
+	nodes []*Node
 	pki   *pki
 	ports map[string]int
 }
@@ -148,8 +149,13 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// Stop stops every component, in reverse start order.
+// Stop stops the real nodes, then every component, in reverse start order.
 func (c *Cluster) Stop() {
+	for _, n := range c.nodes {
+		if err := n.Stop(); err != nil {
+			fmt.Fprintf(c.opts.Log, "Stopping real node %s: %v\n", n.Name, err)
+		}
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(10 * time.Second)
 	}
@@ -205,7 +211,11 @@ func (c *Cluster) components() []*process {
 			"--service-account-key-file="+pki("sa.pub"),
 			"--service-account-signing-key-file="+pki("sa.key"),
 			"--service-cluster-ip-range=10.96.0.0/16",
-			"--authorization-mode=RBAC",
+			// Node: the real node's kubelet acts as system:node:<name>.
+			"--authorization-mode=Node,RBAC",
+			// The real node's name resolves nowhere: dial its address.
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			"--kubelet-client-certificate="+pki("apiserver-kubelet-client.crt"), "--kubelet-client-key="+pki("apiserver-kubelet-client.key"),
 			// MutatingAdmissionPolicy is beta and off by default in v1.34:
 			// the claims-gate component needs it.
 			"--feature-gates=MutatingAdmissionPolicy=true",

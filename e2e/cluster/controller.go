@@ -74,7 +74,7 @@ func (c *Controller) Start() error {
 		attr.Pdeathsig = syscall.SIGKILL
 	}
 	started := time.Now()
-	cmd, done, err := startLogged(c.Binary, c.Args, c.LogPath, attr)
+	cmd, done, err := startLogged(c.Binary, c.Args, nil, c.LogPath, attr)
 	if err != nil {
 		return fmt.Errorf("starting reclaimable %s: %w", c.Args[0], err)
 	}

@@ -20,6 +20,7 @@ type process struct {
 	path string
 	args []string
 	log  string
+	env  []string // added to this process's environment
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -30,7 +31,7 @@ func (p *process) start(dieWithParent bool) error {
 		// A test binary that crashes must not leave a control plane behind.
 		attr.Pdeathsig = syscall.SIGKILL
 	}
-	cmd, done, err := startLogged(p.path, p.args, p.log, attr)
+	cmd, done, err := startLogged(p.path, p.args, p.env, p.log, attr)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
@@ -41,7 +42,7 @@ func (p *process) start(dieWithParent bool) error {
 // startLogged starts path with args, its output appended to the file at
 // log, and returns a channel closed once the process has exited and been
 // reaped, so that its exit is known without blocking on Wait.
-func startLogged(path string, args []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
+func startLogged(path string, args, env []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
 	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
@@ -49,6 +50,9 @@ func startLogged(path string, args []string, log string, attr *syscall.SysProcAt
 	defer logFile.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err

@@ -31,7 +31,11 @@ import (
 var (
 	current *cluster.Cluster
 	binary  string
-	keep    = flag.Bool("keep-cluster", false, "leave the control plane running after the tests (its directory is printed)")
+	// realNode is the real node, nil when it did not start; then
+	// realNodeErr says why.
+	realNode    *cluster.Node
+	realNodeErr error
+	keep        = flag.Bool("keep-cluster", false, "leave the control plane running after the tests (its directory is printed)")
 )
 
 // Main starts a control plane, builds the reclaimable binary, runs the
@@ -57,6 +61,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	realNode, realNodeErr = startRealNode(ctx)
 	code := m.Run()
 	if *keep {
 		fmt.Fprintf(os.Stderr, "Control plane left running: export KUBECONFIG=%s\n", current.Kubeconfig)
@@ -69,6 +74,39 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "Control plane logs kept in %s\n", filepath.Join(dir, "cluster", "logs"))
 	}
 	return code
+}
+
+// RealNodeName is the real node's name in every test run.
+const RealNodeName = "real-node"
+
+// startRealNode starts the real node unless the machine cannot run one and
+// the run says it knows (cluster.NoRealNodeEnv); then it returns nil and
+// the reason, and the tests that need the node say it.
+func startRealNode(ctx context.Context) (*cluster.Node, error) {
+	if err := cluster.NodeUnsupported(); err != nil {
+		return nil, err
+	}
+	n, err := current.StartNode(ctx, RealNodeName)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "The real node did not start: %v\n", err)
+	}
+	return n, err
+}
+
+// RealNode is the real node, for a test that runs pods on it. Where it
+// did not start, the test fails with the reason, or, when the machine
+// cannot run one and cluster.NoRealNodeEnv gives a reason to go without,
+// is skipped with both reasons.
+func RealNode(t testing.TB) *cluster.Node {
+	t.Helper()
+	if realNode != nil {
+		return realNode
+	}
+	if why := os.Getenv(cluster.NoRealNodeEnv); why != "" && cluster.NodeUnsupported() != nil {
+		t.Skipf("no real node: %v; %s=%q", realNodeErr, cluster.NoRealNodeEnv, why)
+	}
+	t.Fatalf("no real node: %v (on a machine that cannot run one, set %s to the reason to skip the tests that need it)", realNodeErr, cluster.NoRealNodeEnv)
+	return nil
 }
 
 // RepoRoot is the root of the reclaimable module.

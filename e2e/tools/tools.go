@@ -1,6 +1,7 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands built for the local control plane.
+// Package tools pins the Kubernetes commands built for the local control
+// plane and its real node.
 package tools
 
 import (
@@ -8,4 +9,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

@@ -1,0 +1,435 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// The real node carries this taint and label, so that only pods meant for
+// it (tolerating the taint) land there; the fake nodes take the rest.
+const (
+	RealNodeTaint = "e2e.reclaimable/real-node"
+	RealNodeLabel = "e2e.reclaimable/real-node"
+)
+
+// NoRealNodeEnv, set to a reason, turns the tests that need a real node
+// into reported skips on a machine where it cannot start (not root, no
+// overlayfs). Unset, such a machine fails them with the reason.
+const NoRealNodeEnv = "RECLAIMABLE_E2E_NO_REAL_NODE"
+
+// Node is a real node beside the fake ones: a kubelet and containerd of
+// its own running pods with runc, its state under one directory.
+type Node struct {
+	Name string
+	// IP is the node's InternalIP: the address of the machine's interface
+	// that holds the default route (the kubelet refuses a loopback one).
+	IP string
+	// Dir holds everything the node makes: containerd's root and state,
+	// the kubelet's root, pod logs, CNI state, configuration and logs.
+	Dir string
+
+	cluster *Cluster
+	procs   []*process
+}
+
+// NodeUnsupported says why a real node cannot start on this machine, or
+// returns nil when it can.
+func NodeUnsupported() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("a real node needs root (mounts, cgroups, network namespaces); this process runs as uid %d", os.Geteuid())
+	}
+	b, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(b), "\toverlay\n") {
+		return errors.New("a real node needs the overlay filesystem (containerd's snapshotter), which this kernel does not offer")
+	}
+	return nil
+}
+
+// StartNode starts the real node name and waits until it is Ready. It
+// first cleans whatever killed earlier nodes left on the machine.
+func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err error) {
+	if err := NodeUnsupported(); err != nil {
+		return nil, err
+	}
+	binDir, err := EnsureNodeBinaries(ctx, c.opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	ip, err := defaultRouteIP()
+	if err != nil {
+		return nil, fmt.Errorf("choosing the real node's address: %w", err)
+	}
+	n := &Node{Name: name, IP: ip, Dir: filepath.Join(c.Dir, "nodes", name), cluster: c}
+	if err := cleanAbandonedNodes(); err != nil {
+		return nil, err
+	}
+	if err := cleanNode(n.Dir); err != nil {
+		return nil, fmt.Errorf("cleaning what an earlier node left in %s: %w", n.Dir, err)
+	}
+	for _, sub := range []string{"logs", "images", "cni/net.d"} {
+		if err := os.MkdirAll(filepath.Join(n.Dir, sub), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			n.Stop()
+		}
+	}()
+	start := time.Now()
+	if err := n.record(); err != nil {
+		return nil, err
+	}
+	if err := makeCgroupRoot(n.cgroupRoot()); err != nil {
+		return nil, err
+	}
+	if err := n.buildImages(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.writeCredentials(); err != nil {
+		return nil, err
+	}
+	if err := n.writeConfigs(binDir); err != nil {
+		return nil, err
+	}
+
+	env := []string{"PATH=" + binDir + ":" + os.Getenv("PATH")}
+	containerd := &process{name: Containerd, path: filepath.Join(binDir, Containerd), args: []string{"--config", n.path("containerd.toml")}, log: n.logPath(Containerd), env: env}
+	if err := n.startProcess(containerd); err != nil {
+		return nil, err
+	}
+	if err := n.waitContainerd(ctx, binDir, containerd); err != nil {
+		return nil, err
+	}
+	for _, img := range nodeImages {
+		if err := n.ctr(ctx, binDir, "images", "import", n.path("images", img.file)); err != nil {
+			return nil, fmt.Errorf("importing %s: %w", img.ref, err)
+		}
+	}
+	kubelet := &process{name: Kubelet, path: filepath.Join(binDir, Kubelet), log: n.logPath(Kubelet), env: env, args: []string{
+		"--config=" + n.path("kubelet.yaml"),
+		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
+		"--root-dir=" + n.path("kubelet"),
+		"--hostname-override=" + name,
+		"--node-ip=" + ip,
+		"--node-labels=" + RealNodeLabel + "=true",
+		"--register-with-taints=" + RealNodeTaint + "=true:NoSchedule",
+		"--v=2",
+	}}
+	if err := n.startProcess(kubelet); err != nil {
+		return nil, err
+	}
+	if err := n.waitReady(ctx, kubelet); err != nil {
+		return nil, err
+	}
+	c.nodes = append(c.nodes, n)
+	fmt.Fprintf(c.opts.Log, "Real node %s Ready in %s (kubelet %s, containerd %s, address %s)\n", name, time.Since(start).Round(10*time.Millisecond), KubernetesVersion, ContainerdVersion, ip)
+	return n, nil
+}
+
+// Stop stops the kubelet, every pod container and containerd, and removes
+// what they left on the machine: mounts, cgroups, shim sockets, the
+// kernel settings the kubelet changed.
+func (n *Node) Stop() error {
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		n.procs[i].stop(10 * time.Second)
+	}
+	return cleanNode(n.Dir)
+}
+
+// LogPath is where the kubelet or containerd of the node writes its log.
+func (n *Node) LogPath(component string) string { return n.logPath(component) }
+
+func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.Dir}, elem...)...) }
+
+func (n *Node) logPath(component string) string { return n.path("logs", component+".log") }
+
+// cgroupRoot is the node's own cgroup, named after its directory, so that
+// two nodes on one machine never share one.
+func (n *Node) cgroupRoot() string { return nodeCgroupRoot(n.Dir) }
+
+func nodeCgroupRoot(dir string) string { return "/reclaimable-node-" + dirHash(dir) }
+
+// nodeBridge is the node's pod bridge, within the 15 bytes of a link name.
+func nodeBridge(dir string) string { return "rcl" + dirHash(dir) }
+
+func dirHash(dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return hex.EncodeToString(sum[:])[:10]
+}
+
+func (n *Node) startProcess(p *process) error {
+	if err := p.start(!n.cluster.opts.Detach); err != nil {
+		return err
+	}
+	n.procs = append(n.procs, p)
+	return writePIDs(n.Dir, n.procs)
+}
+
+func (n *Node) containerdSocket() string { return n.path("containerd", "containerd.sock") }
+
+func (n *Node) ctr(ctx context.Context, binDir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, Ctr), append([]string{"--address", n.containerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (n *Node) waitContainerd(ctx context.Context, binDir string, p *process) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, errors.New("containerd exited")
+		}
+		last = n.ctr(ctx, binDir, "version")
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd not serving (%v): %w\n%s", last, err, p.tail())
+	}
+	return nil
+}
+
+func (n *Node) waitReady(ctx context.Context, kubelet *process) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if kubelet.exited() {
+			return false, errors.New("the kubelet exited")
+		}
+		node, err := n.cluster.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				last = fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("real node %s not Ready (%s): %w\n%s", n.Name, last, err, kubelet.tail())
+	}
+	return nil
+}
+
+// buildImages builds the consumer and pause programs from this work tree,
+// static, and writes their image archives.
+func (n *Node) buildImages(ctx context.Context) error {
+	for _, img := range nodeImages {
+		bin := n.path("images", img.program)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./e2e/cmd/"+img.program)
+		cmd.Dir = filepath.Join(ToolsDir(), "..", "..")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", img.program, err, out)
+		}
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			return err
+		}
+		if err := writeImage(n.path("images", img.file), img.ref, img.program, b); err != nil {
+			return fmt.Errorf("writing the image %s: %w", img.ref, err)
+		}
+	}
+	return nil
+}
+
+// writeCredentials issues the kubelet's client certificate (the Node
+// authorizer knows it as system:node:<name>) and its serving certificate.
+func (n *Node) writeCredentials() error {
+	p := n.cluster.pki
+	client, serving := "node-"+n.Name, "node-"+n.Name+"-serving"
+	if err := p.issue(client, "system:node:"+n.Name, []string{"system:nodes"}, false, nil, nil); err != nil {
+		return err
+	}
+	if err := p.issue(serving, "system:node:"+n.Name, nil, true, []string{n.Name}, []net.IP{net.ParseIP(n.IP)}); err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: n.cluster.Config.Host, CertificateAuthority: p.path("ca.crt")}
+	cfg.AuthInfos[n.Name] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(client + ".crt"), ClientKey: p.path(client + ".key")}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: n.Name}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, n.path("kubelet.kubeconfig"))
+}
+
+func (n *Node) writeConfigs(binDir string) error {
+	kubeletPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	healthzPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	p := n.cluster.pki
+	files := map[string]string{
+		"containerd.toml": fmt.Sprintf(containerdConfig,
+			n.path("containerd", "root"), n.path("containerd", "state"), n.containerdSocket(),
+			PauseImage, filepath.Join(binDir, Runc), n.path("runc"), filepath.Join(binDir, cniDir), n.path("cni", "net.d")),
+		"cni/net.d/10-reclaimable.conflist": fmt.Sprintf(cniConfig, nodeBridge(n.Dir), n.path("cni", "ipam")),
+		"kubelet.yaml": fmt.Sprintf(kubeletConfig,
+			n.IP, kubeletPort, healthzPort, p.path("ca.crt"),
+			p.path("node-"+n.Name+"-serving.crt"), p.path("node-"+n.Name+"-serving.key"),
+			n.cgroupRoot(), "unix://"+n.containerdSocket(), n.path("pod-logs"), n.path("volume-plugins")),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(n.path(name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// containerd: its own root, state, socket and runc state, and the pods'
+// network namespaces under its state rather than in /var/run/netns; no
+// configuration imported from the machine and no NRI; the CRI's sandbox
+// image pinned to the imported pause image. restrict_oom_score_adj: a
+// container may not lower its OOM score below containerd's, which machines
+// without CAP_SYS_RESOURCE refuse to any process.
+const containerdConfig = `version = 3
+root = %q
+state = %q
+imports = []
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = %q
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = 'overlayfs'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = %q
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    tolerate_missing_hugetlb_controller = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = 'runc'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = %q
+          Root = %q
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = [%q]
+      conf_dir = %q
+      max_conf_num = 1
+
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = '127.0.0.1'
+    stream_server_port = '0'
+`
+
+// The pod network: a bridge of the node's own with an address for each
+// pod and nothing else: no gateway, no forwarding, no masquerading, no
+// iptables rule, which is all the node's tests need (and all a machine
+// without other network should get). The kernel may lack the dummy link
+// type, which would touch less still; veth and bridge are everywhere.
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "reclaimable-node",
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": false,
+    "ipMasq": false,
+    "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]]}
+  }]
+}
+`
+
+// The kubelet: its API on the node address with client certificates of
+// the cluster's CA (the API server's kubelet client) and no further
+// authorization; cgroupfs under the node's own cgroup; cgroup v1 and swap
+// tolerated; no OOM score below 0 (see containerdConfig); eviction
+// thresholds low enough that a busy disk does not evict test pods.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %q}
+authorization: {mode: AlwaysAllow}
+tlsCertFile: %q
+tlsPrivateKeyFile: %q
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+containerRuntimeEndpoint: %q
+podLogsDir: %q
+volumePluginDir: %q
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+rotateCertificates: false
+serverTLSBootstrap: false
+`
+
+// defaultRouteIP is the IPv4 address of the interface that holds the
+// default route.
+func defaultRouteIP() (string, error) {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 2 || fields[1] != "00000000" {
+			continue
+		}
+		iface, err := net.InterfaceByName(fields[0])
+		if err != nil {
+			return "", err
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			return "", err
+		}
+		for _, a := range addrs {
+			if ipnet, ok := a.(*net.IPNet); ok && ipnet.IP.To4() != nil && !ipnet.IP.IsLoopback() {
+				return ipnet.IP.String(), nil
+			}
+		}
+		return "", fmt.Errorf("interface %s of the default route has no IPv4 address", fields[0])
+	}
+	return "", errors.New("no default route: the kubelet needs a node address that is not loopback")
+}

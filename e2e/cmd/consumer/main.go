@@ -1,0 +1,113 @@
+// Command consumer is the workload of the real node's tests: a static
+// program, imported into the node's containerd as an image, that writes,
+// reads and checks files in a volume and prints what it found, so that a
+// test can tell from a pod's log what the pod saw.
+//
+//	consumer write  FILE TEXT   create FILE (not there before) holding TEXT
+//	consumer append FILE TEXT   FILE must exist: print it, then append TEXT
+//	consumer read   FILE        print FILE
+//	consumer expect FILE TEXT   FILE must hold exactly TEXT
+//	consumer sleep  DURATION    wait, for pods that must stay running
+//
+// A file it creates is writable by its group, as a cache shared by the
+// pods of one team is. Every line it prints starts with the uid it runs as. It exits non-zero,
+// with the reason on stderr and in the termination message, when a step
+// fails.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "uid=%d error: %v\n", os.Getuid(), err)
+		_ = os.WriteFile("/dev/termination-log", []byte(err.Error()), 0o644)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: consumer write|append|read|expect|sleep ARGS")
+	}
+	cmd, args := args[0], args[1:]
+	need := map[string]int{"write": 2, "append": 2, "read": 1, "expect": 2, "sleep": 1}[cmd]
+	if need == 0 {
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	if len(args) != need {
+		return fmt.Errorf("%s takes %d arguments, got %d", cmd, need, len(args))
+	}
+	switch cmd {
+	case "write":
+		if err := writeTo(args[0], os.O_CREATE|os.O_EXCL, args[1]); err != nil {
+			return err
+		}
+		report("wrote %s: %s", args[0], strconv.Quote(args[1]))
+	case "append":
+		b, err := os.ReadFile(args[0])
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s is not there: the volume came without its data", args[0])
+		} else if err != nil {
+			return err
+		}
+		report("read %s: %s", args[0], strconv.Quote(string(b)))
+		if err := writeTo(args[0], os.O_APPEND, args[1]); err != nil {
+			return err
+		}
+		report("appended %s: %s", args[0], strconv.Quote(args[1]))
+	case "read":
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		report("read %s: %s", args[0], strconv.Quote(string(b)))
+	case "expect":
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return err
+		}
+		if string(b) != args[1] {
+			return fmt.Errorf("%s holds %q, want %q", args[0], b, args[1])
+		}
+		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
+	case "sleep":
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return err
+		}
+		report("sleeping %s", d)
+		time.Sleep(d)
+	}
+	return nil
+}
+
+// writeTo opens path for writing with flag added and writes text. A file
+// it creates is group-writable whatever the umask.
+func writeTo(path string, flag int, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|flag, 0o664)
+	if err != nil {
+		return err
+	}
+	if flag&os.O_CREATE != 0 {
+		if err := f.Chmod(0o664); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func report(format string, args ...any) {
+	fmt.Printf("uid=%d %s\n", os.Getuid(), fmt.Sprintf(format, args...))
+}
