@@ -1,8 +1,9 @@
 // Command localcluster starts and stops the local control plane the
-// end-to-end tests use, for people who want to explore it with kubectl.
+// end-to-end tests use, with its real node, for people who want to explore
+// it with kubectl.
 //
 //	localcluster up   [--dir DIR]   start it and print the KUBECONFIG to use
-//	localcluster down [--dir DIR]   stop it; nothing is left running
+//	localcluster down [--dir DIR]   stop it; nothing is left running or mounted
 package main
 
 import (
@@ -33,7 +34,7 @@ func main() {
 	}
 
 	if os.Args[1] == "down" {
-		if err := cluster.StopDir(abs, 10*time.Second); err != nil {
+		if err := cluster.Down(abs, 10*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -42,8 +43,15 @@ func main() {
 	}
 
 	if _, err := os.Stat(filepath.Join(abs, "pids")); err == nil {
-		fmt.Fprintf(os.Stderr, "a cluster is already recorded in %s; run 'make cluster-down' first\n", abs)
-		os.Exit(1)
+		if cluster.Running(abs) {
+			fmt.Fprintf(os.Stderr, "a cluster is already running in %s; run 'make cluster-down' first\n", abs)
+			os.Exit(1)
+		}
+		// An earlier start was killed: clean what it left first.
+		if err := cluster.Down(abs, 10*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "cleaning the killed cluster in %s: %v\n", abs, err)
+			os.Exit(1)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -51,6 +59,16 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if err := cluster.NodeUnsupported(); err != nil {
+		fmt.Fprintf(os.Stderr, "No real node: %v. Pods run on the fake node only.\n", err)
+	} else if n, err := c.StartNode(ctx, "real-node"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		c.Stop()
+		os.Exit(1)
+	} else {
+		fmt.Fprintf(os.Stderr, "Real node %s: taint %s:NoSchedule, images %s and %s (imagePullPolicy: Never), logs in %s\n",
+			n.Name, cluster.RealNodeTaint, cluster.ConsumerImage, cluster.PauseImage, filepath.Dir(n.LogPath(cluster.Kubelet)))
 	}
 	fmt.Printf("export KUBECONFIG=%s\nexport PATH=%s:$PATH   # kubectl %s\n", c.Kubeconfig, c.BinDir, cluster.KubernetesVersion)
 }
