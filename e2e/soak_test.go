@@ -56,19 +56,8 @@ func TestSoakChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	ctx := context.Background()
 
-	id := framework.Name("soak")
-	provisioner := "soak.reclaimable/" + id
-	ns := framework.Namespace(t)
-	root := t.TempDir()
-	base := filepath.Join(root, "pool")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	class := createDirectoryClass(t, "soak", id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
-	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}})
-
-	args := []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
-		"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"}
+	c := newCycleCase(t, "soak")
+	id, ns, class, inv, args := c.id, c.ns, c.class, c.inv, c.args
 	replicas := []*framework.Process{framework.StartController(t, args...), framework.StartController(t, args...)}
 	for _, p := range replicas {
 		p.WaitReady(t)
@@ -197,6 +186,34 @@ func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Inv
 			return err
 		}
 		stats.cycles.Add(1)
+	}
+}
+
+// cycleCase is a namespace and a class of the directory backend (source
+// hostPath, namespace reuse scope) watched by the invariant checker, and
+// the arguments of a reclaimable process that runs the whole cycle for them.
+type cycleCase struct {
+	id, ns, class string
+	inv           *framework.Invariants
+	args          []string
+}
+
+func newCycleCase(t *testing.T, prefix string) *cycleCase {
+	t.Helper()
+	id := framework.Name(prefix)
+	provisioner := prefix + ".reclaimable/" + id
+	ns := framework.Namespace(t)
+	root := t.TempDir()
+	base := filepath.Join(root, "pool")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	class := createDirectoryClass(t, prefix, id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
+	return &cycleCase{
+		id: id, ns: ns, class: class,
+		inv: framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}}),
+		args: []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
+			"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"},
 	}
 }
 
