@@ -79,6 +79,15 @@ func Claim(ctx context.Context, client kubernetes.Interface, ns, name, resourceV
 	return New[*corev1.PersistentVolumeClaim](w, "claim "+ns+"/"+name), nil
 }
 
+// Pod follows the pod ns/name as Claim follows a claim.
+func Pod(ctx context.Context, client kubernetes.Interface, ns, name, resourceVersion string) (*Follower[*corev1.Pod], error) {
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, byName(name, resourceVersion))
+	if err != nil {
+		return nil, fmt.Errorf("watching pod %s/%s: %w", ns, name, err)
+	}
+	return New[*corev1.Pod](w, "pod "+ns+"/"+name), nil
+}
+
 func byName(name, resourceVersion string) metav1.ListOptions {
 	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: resourceVersion}
 }
@@ -196,4 +205,10 @@ func ClaimPhase(phase corev1.PersistentVolumeClaimPhase) func(Event[*corev1.Pers
 	return func(ev Event[*corev1.PersistentVolumeClaim]) bool {
 		return Exists(ev) && ev.Object.Status.Phase == phase
 	}
+}
+
+// PodFinished is true of a version of the pod that ran to its end,
+// Succeeded or Failed.
+func PodFinished(ev Event[*corev1.Pod]) bool {
+	return Exists(ev) && (ev.Object.Status.Phase == corev1.PodSucceeded || ev.Object.Status.Phase == corev1.PodFailed)
 }

@@ -4,6 +4,12 @@
 // claim created, the volume provisioned and written to, the pod and claim
 // gone, the volume Released then Available again, and a second pod's claim
 // getting the same volume with the data still there.
+//
+// The pods run on the real node: the first one's container writes into the
+// volume, the second one's, as another user, reads it, and the timeline
+// shows their own log lines. Where the machine cannot run the real node
+// (or RECLAIMABLE_E2E_NO_REAL_NODE says not to), the pods go to the fake
+// node and the demo writes and reads the file itself, and says so.
 package main
 
 import (
@@ -13,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +28,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
@@ -67,7 +76,7 @@ func run(ctx context.Context, keep bool) error {
 		}
 	}
 
-	fmt.Println("Building reclaimable and starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)...")
+	fmt.Println("Building reclaimable and starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and a real node (kubelet, containerd, runc)...")
 	binary, err := framework.BuildBinary(ctx, work)
 	if err != nil {
 		return err
@@ -76,14 +85,29 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
+	node, why, err := startNode(ctx, c)
+	if err != nil {
+		c.Stop()
+		return err
+	}
+	if node == nil {
+		fmt.Printf("No real node (%s): the pods run on the fake node (kwok), and the demo writes and reads their file itself.\n", why)
+	}
 	var controllers *cluster.Controller
 	defer func() {
 		if keep {
 			if controllers != nil {
 				fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
 					"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
-					"The volumes' directories are under %s. Stop everything with:\n  make cluster-down\n",
+					"The volumes' directories are under %s.\n",
 					controllers.Pid(), controllers.LogPath, c.Kubeconfig, c.BinDir, filepath.Join(work, "share"))
+				if node != nil {
+					fmt.Printf("Run your own pod on the real node (the consumer image prints what it finds; see the README):\n"+
+						"  kubectl run mine --image=%s --image-pull-policy=Never --restart=Never \\\n"+
+						"    --overrides='{\"spec\":{\"nodeSelector\":{%q:\"true\"},\"tolerations\":[{\"key\":%q,\"operator\":\"Exists\"}]}}' -- write /hello world\n"+
+						"  kubectl logs mine\n", cluster.ConsumerImage, cluster.RealNodeLabel, cluster.RealNodeTaint)
+				}
+				fmt.Println("Stop everything with:\n  make cluster-down")
 			}
 			return
 		}
@@ -121,9 +145,13 @@ func run(ctx context.Context, keep bool) error {
 	tl := &timeline{start: time.Now(), last: time.Now()}
 	client, ns := c.Client, "default"
 
+	content := "objects compiled by build-1 at " + time.Now().UTC().Format(time.RFC3339)
 	pod, err := examplePod("build-1")
 	if err != nil {
 		return err
+	}
+	if node != nil {
+		onRealNode(pod, 1000, "write", "/cache/cache.txt", content)
 	}
 	claimName := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	// Each object is followed on a watch started before the step that
@@ -134,9 +162,15 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	defer claim.Stop()
+	pod1, err := follow.Pod(ctx, client, ns, pod.Name, "")
+	if err != nil {
+		return err
+	}
+	defer pod1.Stop()
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	created := time.Now()
 	tl.step("pod build-1 created, asking for claim %s by annotation", claimName)
 	ev, err := waitFor(ctx, claim, "to be created", follow.Exists)
 	if err != nil {
@@ -153,16 +187,21 @@ func run(ctx context.Context, keep bool) error {
 	if ev, err = waitFor(ctx, claim, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
 		return err
 	}
-	tl.stepAt(ev.At, "claim Bound, pod scheduled on the fake node")
-
-	// No kubelet mounts anything here: the consumer's write goes straight
-	// into the volume's directory.
 	data := filepath.Join(share, volume, "cache.txt")
-	content := "objects compiled by build-1 at " + time.Now().Format(time.RFC3339)
-	if err := os.WriteFile(data, []byte(content), 0o644); err != nil {
-		return err
+	if node != nil {
+		tl.stepAt(ev.At, "claim Bound")
+		if err := podRan(ctx, tl, client, pod1, created, "wrote /cache/cache.txt: "+strconv.Quote(content)); err != nil {
+			return err
+		}
+	} else {
+		tl.stepAt(ev.At, "claim Bound, pod scheduled on the fake node")
+		// No kubelet mounts anything on the fake node: the consumer's
+		// write goes straight into the volume's directory.
+		if err := os.WriteFile(data, []byte(content), 0o644); err != nil {
+			return err
+		}
+		tl.step("build-1 writes %s into the volume", filepath.Base(data))
 	}
-	tl.step("build-1 writes %s into the volume", filepath.Base(data))
 
 	pv, err := follow.Volume(ctx, client, volume, "")
 	if err != nil {
@@ -191,16 +230,29 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
+	if node != nil {
+		onRealNode(pod2, 2000, "read", "/cache/cache.txt")
+	}
 	claim2Name := pod2.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	claim2, err := follow.Claim(ctx, client, ns, claim2Name, "")
 	if err != nil {
 		return err
 	}
 	defer claim2.Stop()
+	pod2Events, err := follow.Pod(ctx, client, ns, pod2.Name, "")
+	if err != nil {
+		return err
+	}
+	defer pod2Events.Stop()
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	tl.step("pod build-2 created, asking for claim %s", claim2Name)
+	created = time.Now()
+	if node != nil {
+		tl.step("pod build-2 created, running as another user (uid 2000), asking for claim %s", claim2Name)
+	} else {
+		tl.step("pod build-2 created, asking for claim %s", claim2Name)
+	}
 	if ev, err = waitFor(ctx, claim2, "to be created", follow.Exists); err != nil {
 		return err
 	}
@@ -213,6 +265,13 @@ func run(ctx context.Context, keep bool) error {
 		return fmt.Errorf("claim %s got volume %s, not the pool's %s", claim2Name, bound.Spec.VolumeName, volume)
 	}
 	tl.stepAt(ev.At, "claim %s Bound to the same volume %s", claim2Name, volume)
+	if node != nil {
+		if err := podRan(ctx, tl, client, pod2Events, created, "read /cache/cache.txt: "+strconv.Quote(content)); err != nil {
+			return err
+		}
+		fmt.Println("\nOne volume, and its data, served two containers one after the other; the second found what the first wrote. Nothing was wiped.")
+		return nil
+	}
 	got, err := os.ReadFile(filepath.Join(share, bound.Spec.VolumeName, "cache.txt"))
 	if err != nil {
 		return fmt.Errorf("the data did not survive: %w", err)
@@ -222,6 +281,54 @@ func run(ctx context.Context, keep bool) error {
 	}
 	tl.step("build-2 finds %s: %q", filepath.Base(data), got)
 	fmt.Println("\nOne volume, and its data, served two pods one after the other; nothing was wiped.")
+	return nil
+}
+
+// startNode starts the real node, or says why there is none: the machine
+// cannot run it, or RECLAIMABLE_E2E_NO_REAL_NODE asks to go without.
+func startNode(ctx context.Context, c *cluster.Cluster) (*cluster.Node, string, error) {
+	if why := os.Getenv(cluster.NoRealNodeEnv); why != "" {
+		return nil, cluster.NoRealNodeEnv + "=" + strconv.Quote(why), nil
+	}
+	if err := cluster.NodeUnsupported(); err != nil {
+		return nil, err.Error(), nil
+	}
+	n, err := c.StartNode(ctx, "real-node")
+	return n, "", err
+}
+
+// onRealNode turns the example pod into one for the real node: the
+// consumer image (nothing is pulled) run as uid with args.
+func onRealNode(pod *corev1.Pod, uid int64, args ...string) {
+	pod.Spec.SecurityContext.RunAsUser = &uid
+	pod.Spec.NodeSelector = map[string]string{cluster.RealNodeLabel: "true"}
+	pod.Spec.Tolerations = []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	main := &pod.Spec.Containers[0]
+	main.Image, main.ImagePullPolicy = cluster.ConsumerImage, corev1.PullNever
+	main.Command, main.Args = nil, args
+}
+
+// podRan waits for the pod to finish, prints how long it took since it was
+// created and its log line, which must report what it did.
+func podRan(ctx context.Context, tl *timeline, client kubernetes.Interface, pod *follow.Follower[*corev1.Pod], created time.Time, did string) error {
+	ev, err := waitFor(ctx, pod, "to finish", follow.PodFinished)
+	if err != nil {
+		return err
+	}
+	p := ev.Object
+	b, err := client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the log of pod %s: %w", p.Name, err)
+	}
+	log := strings.TrimSpace(string(b))
+	if p.Status.Phase != corev1.PodSucceeded {
+		return fmt.Errorf("pod %s %s: %s", p.Name, p.Status.Phase, log)
+	}
+	if !strings.Contains(log, " "+did) {
+		return fmt.Errorf("pod %s's log does not say it %s: %q", p.Name, did, log)
+	}
+	tl.stepAt(ev.At, "pod %s Succeeded on %s, %s after it was created; its log:", p.Name, p.Spec.NodeName, ev.At.Sub(created).Round(10*time.Millisecond))
+	fmt.Printf("  %8s  %9s    %s\n", "", "", log)
 	return nil
 }
 
