@@ -3,16 +3,18 @@
 // reads and checks files in a volume and prints what it found, so that a
 // test can tell from a pod's log what the pod saw.
 //
-//	consumer write  FILE TEXT   create FILE (not there before) holding TEXT
-//	consumer append FILE TEXT   FILE must exist: print it, then append TEXT
-//	consumer read   FILE        print FILE
-//	consumer expect FILE TEXT   FILE must hold exactly TEXT
-//	consumer sleep  DURATION    wait, for pods that must stay running
+//	consumer write  FILE TEXT          create FILE (not there before) holding TEXT
+//	consumer append FILE TEXT          FILE must exist: print it, then append TEXT
+//	consumer add    FILE TEXT          append TEXT, creating FILE if need be, then print FILE
+//	consumer await  TRIGGER FILE TEXT  once TRIGGER exists, add TEXT to FILE
+//	consumer read   FILE               print FILE
+//	consumer expect FILE TEXT          FILE must hold exactly TEXT
+//	consumer sleep  DURATION           wait, for pods that must stay running
 //
 // A file it creates is writable by its group, as a cache shared by the
-// pods of one team is. Every line it prints starts with the uid it runs as. It exits non-zero,
-// with the reason on stderr and in the termination message, when a step
-// fails.
+// pods of one team is. Every line it prints starts with the uid it runs
+// as. It exits non-zero, with the reason on stderr and in the termination
+// message, when a step fails; await gives up after ten minutes.
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -34,10 +37,10 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: consumer write|append|read|expect|sleep ARGS")
+		return errors.New("usage: consumer write|append|add|await|read|expect|sleep ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "read": 1, "expect": 2, "sleep": 1}[cmd]
+	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1}[cmd]
 	if need == 0 {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -62,6 +65,23 @@ func run(args []string) error {
 			return err
 		}
 		report("appended %s: %s", args[0], strconv.Quote(args[1]))
+	case "await":
+		report("waiting for %s", args[0])
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			if _, err := os.Stat(args[0]); err == nil {
+				break
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s did not appear in ten minutes", args[0])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return add(args[1], args[2])
+	case "add":
+		return add(args[0], args[1])
 	case "read":
 		b, err := os.ReadFile(args[0])
 		if err != nil {
@@ -88,6 +108,20 @@ func run(args []string) error {
 	return nil
 }
 
+// add appends text to path, creating it if need be, and prints the file as
+// it is then.
+func add(path, text string) error {
+	if err := writeTo(path, os.O_CREATE|os.O_APPEND, text); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	report("added %s to %s, which now holds: %s", strconv.Quote(text), path, strconv.Quote(string(b)))
+	return nil
+}
+
 // writeTo opens path for writing with flag added and writes text. A file
 // it creates is group-writable whatever the umask.
 func writeTo(path string, flag int, text string) error {
@@ -95,7 +129,9 @@ func writeTo(path string, flag int, text string) error {
 	if err != nil {
 		return err
 	}
-	if flag&os.O_CREATE != 0 {
+	// Only the owner may change the mode: a file another pod created
+	// keeps the mode it was given.
+	if fi, err := f.Stat(); err == nil && flag&os.O_CREATE != 0 && fi.Sys().(*syscall.Stat_t).Uid == uint32(os.Getuid()) {
 		if err := f.Chmod(0o664); err != nil {
 			f.Close()
 			return err
