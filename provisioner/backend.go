@@ -4,9 +4,11 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // A backend is where the volumes of a class come from. The Provision flow
@@ -44,20 +46,42 @@ type volumeMaker interface {
 	// refuse says why no volume of the backend can serve claim (an event
 	// reason and the message), or returns "" and nil.
 	refuse(claim *corev1.PersistentVolumeClaim) (string, error)
-	// create makes the storage of the volume name, and returns the source
-	// that points a PersistentVolume at it and the annotations that let
-	// delete find it without the class. It is idempotent: a retry for the
+	// create makes the storage of v. It is idempotent: a retry for the
 	// same name reuses what an earlier attempt made.
-	create(name string) (corev1.PersistentVolumeSource, map[string]string, error)
+	create(ctx context.Context, v newVolume) (madeVolume, error)
+}
+
+// newVolume is a volume a backend is asked to make.
+type newVolume struct {
+	name  string
+	claim *corev1.PersistentVolumeClaim
+	// node is the node the scheduler selected for a claim that waits for
+	// its first consumer, else nil.
+	node *corev1.Node
+}
+
+// madeVolume is what a backend made.
+type madeVolume struct {
+	// source points a PersistentVolume at the storage.
+	source corev1.PersistentVolumeSource
+	// annotations let delete find the storage without the class.
+	annotations map[string]string
+	// nodeAffinity, for storage that some nodes alone reach, replaces the
+	// class's allowedTopologies.
+	nodeAffinity *corev1.VolumeNodeAffinity
 }
 
 // newBackends registers every backend by the name a class gives it.
-// provisionerName is the provisioner's own name; directoryRoot the directory
-// the directory backend must stay inside.
-func newBackends(provisionerName, directoryRoot string) map[string]backend {
+// provisionerName is the provisioner's own name; client runs the local
+// backend's lifecycle pods.
+func newBackends(provisionerName string, client kubernetes.Interface, cfg Config) map[string]backend {
 	return map[string]backend{
-		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: directoryRoot}},
+		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}},
 		backendStatic:    staticBackend{},
+		backendLocal: &localBackend{provisioner: provisionerName, pods: lifecyclePods{
+			client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
+			timeout: cfg.LifecycleTimeout, interval: 100 * time.Millisecond,
+		}},
 	}
 }
 

@@ -13,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -36,6 +38,11 @@ type Config struct {
 	// Workers is the number of claims provisioned, and of volumes deleted,
 	// in parallel.
 	Workers int
+	// LifecycleNamespace, LifecycleImage and LifecycleTimeout shape the
+	// pods that make and remove the local backend's directories on nodes.
+	LifecycleNamespace string
+	LifecycleImage     string
+	LifecycleTimeout   time.Duration
 }
 
 // AddFlags registers the flags of the provisioner on fs.
@@ -43,6 +50,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DirectoryRoot, "directory-root", "/var/lib/reclaimable",
 		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
 	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")
+	fs.StringVar(&c.LifecycleNamespace, "lifecycle-namespace", "reclaimable-lifecycle",
+		"Namespace of the pods that make and remove the directories of local-backend volumes on their nodes; the provisioner creates and deletes pods there only.")
+	fs.StringVar(&c.LifecycleImage, "lifecycle-image", "",
+		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused.")
+	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
+		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
 }
 
 func (c *Config) validate() error {
@@ -52,6 +65,12 @@ func (c *Config) validate() error {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, errors.New("--provisioner-workers must be at least 1"))
+	}
+	if c.LifecycleTimeout <= 0 {
+		errs = append(errs, errors.New("--lifecycle-timeout must be positive"))
+	}
+	if msgs := validation.IsDNS1123Label(c.LifecycleNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--lifecycle-namespace %q: %s", c.LifecycleNamespace, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
 }
@@ -86,7 +105,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	}
 	claims := &claimInformer{SharedIndexInformer: factory.Core().V1().PersistentVolumeClaims().Informer()}
 
-	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg.DirectoryRoot)
+	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg)
 	p.requeue = claims.requeue
 	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {

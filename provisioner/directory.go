@@ -73,7 +73,7 @@ type directoryClass struct {
 
 func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
 	in := class.Parameters
-	c := &directoryClass{provisioner: b.provisioner, dirs: b.dirs, directoryMode: defaultDirectoryMode}
+	c := &directoryClass{provisioner: b.provisioner, dirs: b.dirs}
 	var errs []error
 	c.baseDir = in[paramBaseDir]
 	switch {
@@ -112,14 +112,26 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 		errs = append(errs, fmt.Errorf("parameter %q must be %q or %q, not %q", paramSource, sourceHostPath, sourceNFS, c.source))
 	}
 
-	if s, ok := in[paramDirectoryMode]; ok {
-		n, err := strconv.ParseUint(s, 8, 32)
-		if err != nil || n > 0o7777 {
-			errs = append(errs, fmt.Errorf("parameter %q must be an octal mode such as 0775, not %q", paramDirectoryMode, s))
-		}
-		c.directoryMode = fs.FileMode(n&0o777) | unixModeBits(n)
+	mode, err := directoryMode(in)
+	if err != nil {
+		errs = append(errs, err)
 	}
+	c.directoryMode = mode
 	return c, errs
+}
+
+// directoryMode is the mode of new volume directories that in (a class's
+// parameters) sets, or the default.
+func directoryMode(in map[string]string) (fs.FileMode, error) {
+	s, ok := in[paramDirectoryMode]
+	if !ok {
+		return defaultDirectoryMode, nil
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n > 0o7777 {
+		return defaultDirectoryMode, fmt.Errorf("parameter %q must be an octal mode such as 0775, not %q", paramDirectoryMode, s)
+	}
+	return fs.FileMode(n&0o777) | unixModeBits(n), nil
 }
 
 // isMember: a directory pool is what this provisioner created for the class.
@@ -141,11 +153,11 @@ func (c *directoryClass) refuse(claim *corev1.PersistentVolumeClaim) (string, er
 	return "", nil
 }
 
-func (c *directoryClass) create(name string) (corev1.PersistentVolumeSource, map[string]string, error) {
-	if err := c.dirs.create(c.baseDir, name, c.directoryMode); err != nil {
-		return corev1.PersistentVolumeSource{}, nil, err
+func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, error) {
+	if err := c.dirs.create(c.baseDir, v.name, c.directoryMode); err != nil {
+		return madeVolume{}, err
 	}
-	return c.volumeSource(name), map[string]string{annBaseDir: c.baseDir, annDirectory: name}, nil
+	return madeVolume{source: c.volumeSource(v.name), annotations: map[string]string{annBaseDir: c.baseDir, annDirectory: v.name}}, nil
 }
 
 // delete removes the directory of pv, after checking that the annotations

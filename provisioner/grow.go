@@ -55,10 +55,13 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		return p.exhausted(claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
 			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes))
 	}
-	source, backendAnnotations, err := maker.create(opts.PVName)
+	made, err := maker.create(ctx, newVolume{name: opts.PVName, claim: claim, node: opts.SelectedNode})
 	if err != nil {
 		p.pending.unreserve(opts.PVName)
 		return nil, lib.ProvisioningFinished, err
+	}
+	if made.nodeAffinity != nil {
+		affinity = made.nodeAffinity
 	}
 
 	policy := corev1.PersistentVolumeReclaimRetain
@@ -87,10 +90,10 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 			StorageClassName:              class.Name,
 			MountOptions:                  class.MountOptions,
 			NodeAffinity:                  affinity,
-			PersistentVolumeSource:        source,
+			PersistentVolumeSource:        made.source,
 		},
 	}
-	maps.Copy(pv.Annotations, backendAnnotations)
+	maps.Copy(pv.Annotations, made.annotations)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)

@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"io/fs"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +27,9 @@ func FuzzParseParameters(f *testing.F) {
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreuseScope=Namespace",
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreserveFor=-5s",
 		"backend=static\nbaseDir=/tmp",
+		"backend=local\nnodePath=/var/lib/caches\ndirectoryMode=0775\nmaxVolumes=3",
+		"backend=local\nnodePath=/var/lib/../../etc",
+		"backend=local\nnodePath=/",
 		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
 		"backend=\nselectorKeys=,,,",
 		"backend=directory\nbaseDir=/var/lib/reclaimable\x00/x\nsource=hostPath\nhostPath=relative",
@@ -38,7 +42,10 @@ func FuzzParseParameters(f *testing.F) {
 			k, v, _ := strings.Cut(line, "=")
 			in[k] = v
 		}
-		p, err := parseParameters(&storagev1.StorageClass{Parameters: in}, newBackends(testProvisioner, root))
+		// Every class binds on first use, which the local backend needs and
+		// the others ignore.
+		wffc := storagev1.VolumeBindingWaitForFirstConsumer
+		p, err := parseParameters(&storagev1.StorageClass{Parameters: in, VolumeBindingMode: &wffc}, newBackends(testProvisioner, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}))
 		if err != nil {
 			return
 		}
@@ -51,6 +58,12 @@ func FuzzParseParameters(f *testing.F) {
 		// Only the exact word cluster shares a volume across namespaces.
 		if scope := in[keys.ReuseScope]; p.namespaced == (scope == keys.ReuseScopeCluster) || (scope != "" && scope != keys.ReuseScopeNamespace && scope != keys.ReuseScopeCluster) {
 			t.Fatalf("accepted reuseScope %q as namespaced=%v", scope, p.namespaced)
+		}
+		if l, ok := p.pool.(*localClass); ok {
+			if !path.IsAbs(l.nodePath) || path.Clean(l.nodePath) != l.nodePath || l.nodePath == "/" {
+				t.Fatalf("accepted nodePath %q", l.nodePath)
+			}
+			return
 		}
 		d, ok := p.pool.(*directoryClass)
 		if !ok {

@@ -31,6 +31,7 @@ func TestParseParameters(t *testing.T) {
 		name    string
 		params  map[string]string
 		policy  corev1.PersistentVolumeReclaimPolicy
+		wffc    bool // volumeBindingMode WaitForFirstConsumer
 		want    *params
 		wantErr []string // substrings, all expected
 	}{
@@ -62,6 +63,17 @@ func TestParseParameters(t *testing.T) {
 			params: map[string]string{"backend": "static", "reuseScope": "namespace"},
 			want:   &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
 		},
+		{
+			name:   "local",
+			params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "directoryMode": "0775", "maxVolumes": "10"}, wffc: true,
+			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10,
+				pool: &localClass{nodePath: "/var/lib/caches", directoryMode: 0o775}},
+		},
+		{name: "local binds at once", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches"}, wantErr: []string{"needs volumeBindingMode WaitForFirstConsumer"}},
+		{name: "local nodePath relative", params: map[string]string{"backend": "local", "nodePath": "caches"}, wffc: true, wantErr: []string{`"nodePath" must be an absolute path`}},
+		{name: "local nodePath root", params: map[string]string{"backend": "local", "nodePath": "/"}, wffc: true, wantErr: []string{`"nodePath" must be an absolute path in clean form below /`}},
+		{name: "local nodePath unclean", params: map[string]string{"backend": "local", "nodePath": "/var/lib/../../etc"}, wffc: true, wantErr: []string{`"nodePath"`}},
+		{name: "local parameter of another backend", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "baseDir": "/x"}, wffc: true, wantErr: []string{`"baseDir"`}},
 		{name: "reuseScope unknown", params: hostPathClass(map[string]string{"reuseScope": "tenant"}), wantErr: []string{`parameter "reuseScope" must be "namespace"`, `or "cluster"`}},
 		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{name: "reserveFor negative", params: hostPathClass(map[string]string{"reserveFor": "-1m"}), wantErr: []string{`"reserveFor" must be a duration`}},
@@ -108,7 +120,10 @@ func TestParseParameters(t *testing.T) {
 			if tt.policy != "" {
 				class.ReclaimPolicy = ptr.To(tt.policy)
 			}
-			got, err := parseParameters(class, newBackends(testProvisioner, root))
+			if tt.wffc {
+				class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+			}
+			got, err := parseParameters(class, newBackends(testProvisioner, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -133,6 +148,10 @@ func TestParseParameters(t *testing.T) {
 func equalParams(a, b *params) bool {
 	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.reserveFor != b.reserveFor || a.namespaced != b.namespaced {
 		return false
+	}
+	if la, ok := a.pool.(*localClass); ok {
+		lb, ok := b.pool.(*localClass)
+		return ok && la.nodePath == lb.nodePath && la.directoryMode == lb.directoryMode
 	}
 	da, ok := a.pool.(*directoryClass)
 	if !ok {

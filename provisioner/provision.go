@@ -27,6 +27,7 @@ const (
 	reasonUnsupportedVolumeMode = "UnsupportedVolumeMode"
 	reasonUnsupportedAttributes = "UnsupportedVolumeAttributesClass"
 	reasonUnsupportedCapacity   = "UnsupportedCapacity"
+	reasonUnsupportedAccessMode = "UnsupportedAccessMode"
 	reasonPoolExhausted         = "PoolExhausted"
 	// reasonOtherNamespaces: exhausted, with free volumes held for other
 	// namespaces (reuseScope namespace).
@@ -68,10 +69,10 @@ type provisioner struct {
 }
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
-	recorder record.EventRecorder, m *metrics, directoryRoot string) *provisioner {
+	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
 	p := &provisioner{
 		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
-		backends: newBackends(name, directoryRoot),
+		backends: newBackends(name, client, cfg),
 		requeue:  func(*corev1.PersistentVolumeClaim) {},
 		waiting:  newWaitingClaims(),
 	}

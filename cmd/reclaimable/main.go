@@ -34,6 +34,7 @@ Commands:
   provisioner   issue volumes from the retained pool, grow it through a backend, delete what it created
   releaser      return Released volumes of this installation to the pool
   all           run the three controllers in one process
+  lifecycle     create|delete: the work of a lifecycle pod of the local backend on its node (run by the provisioner, not by hand)
 
 Run "reclaimable <command> --help" for the flags of a command.
 `
@@ -67,6 +68,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	}
+
+	if args[0] == "lifecycle" {
+		return lifecycle(args[1:], stdout, stderr)
 	}
 
 	cmd, args := args[0], args[1:]
@@ -145,5 +150,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	logger.Info("Stopped")
+	return 0
+}
+
+// lifecycle makes or removes a local volume's directory under the pod's
+// mount of its node's directory of volumes; the pod's environment names it.
+func lifecycle(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintf(stderr, "usage: reclaimable lifecycle %s|%s (with %s and %s set)\n", provisioner.LifecycleCreate, provisioner.LifecycleDelete, provisioner.EnvVolumeName, provisioner.EnvVolumeMode)
+		return 2
+	}
+	if err := provisioner.RunLifecycle(args[0], provisioner.LifecycleMount, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "lifecycle %s of %s: %v\n", args[0], os.Getenv(provisioner.EnvVolumePath), err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "lifecycle %s of %s: done\n", args[0], os.Getenv(provisioner.EnvVolumePath))
 	return 0
 }

@@ -1,0 +1,231 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// Lifecycle pods make and remove the directories of node-local volumes on
+// the node that holds them: the provisioner cannot reach a node's disk. A
+// pod runs the reclaimable image's "lifecycle" command with the node's
+// directory of volumes mounted at LifecycleMount; what it works on comes
+// from its environment, never from a claim unchecked.
+
+// The lifecycle operations.
+const (
+	LifecycleCreate = "create"
+	LifecycleDelete = "delete"
+)
+
+// LifecycleMount is where a lifecycle pod sees the class's nodePath.
+const LifecycleMount = "/pool"
+
+// The environment of a lifecycle pod.
+const (
+	EnvVolumeName = "RECLAIMABLE_VOLUME_NAME" // the volume's name, its directory's name
+	EnvVolumePath = "RECLAIMABLE_VOLUME_PATH" // the directory's path on the node
+	EnvVolumeMode = "RECLAIMABLE_VOLUME_MODE" // octal, as the class's directoryMode
+	EnvVolumeSize = "RECLAIMABLE_VOLUME_SIZE" // the claim's request, a quantity
+)
+
+// labelLifecycle marks lifecycle pods with their operation.
+const labelLifecycle = "reclaimable.kubernetes.io/lifecycle"
+
+// RunLifecycle carries out op on the volume directory that env names, in
+// base (the pod's mount of the node's directory of volumes). Both are
+// idempotent: create reuses a directory an earlier pod made, delete of a
+// directory that is gone succeeds.
+func RunLifecycle(op, base string, env func(string) string) error {
+	name := env(EnvVolumeName)
+	dirs := directories{root: base}
+	switch op {
+	case LifecycleCreate:
+		mode, err := directoryMode(map[string]string{paramDirectoryMode: env(EnvVolumeMode)})
+		if err != nil {
+			return fmt.Errorf("%s: %w", EnvVolumeMode, err)
+		}
+		return dirs.create(base, name, mode)
+	case LifecycleDelete:
+		return dirs.remove(base, name)
+	}
+	return fmt.Errorf("unknown lifecycle operation %q: %q or %q", op, LifecycleCreate, LifecycleDelete)
+}
+
+// lifecyclePods runs lifecycle pods in a namespace of their own.
+type lifecyclePods struct {
+	client    kubernetes.Interface
+	namespace string
+	image     string
+	// timeout bounds how long one pod may take, from creation to its end.
+	timeout time.Duration
+	// interval is how often a running pod is looked at.
+	interval time.Duration
+}
+
+// lifecycleJob is one operation on one volume's directory on one node.
+type lifecycleJob struct {
+	op, node, nodePath, volume string
+	mode                       fs.FileMode
+	size                       string
+}
+
+// podName names the pod of job after its operation and volume, so that a
+// retry, or a provisioner restarted meanwhile, finds the pod an earlier
+// attempt started instead of starting a second one.
+func (j lifecycleJob) podName() string { return j.op + "-" + j.volume }
+
+// pod is the lifecycle pod of job.
+func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
+	typ := corev1.HostPathDirectory
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      j.podName(),
+			Namespace: l.namespace,
+			Labels:    map[string]string{labelLifecycle: j.op, "app.kubernetes.io/managed-by": "reclaimable"},
+		},
+		Spec: corev1.PodSpec{
+			// Bound to the node already: the directory is there, whatever
+			// the scheduler would think of the node.
+			NodeName:      j.node,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name:            "lifecycle",
+				Image:           l.image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Args:            []string{"lifecycle", j.op},
+				Env: []corev1.EnvVar{
+					{Name: EnvVolumeName, Value: j.volume},
+					{Name: EnvVolumePath, Value: path.Join(j.nodePath, j.volume)},
+					{Name: EnvVolumeMode, Value: octalMode(j.mode)},
+					{Name: EnvVolumeSize, Value: j.size},
+				},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "pool", MountPath: LifecycleMount}},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				SecurityContext: &corev1.SecurityContext{
+					RunAsUser:                ptr.To[int64](0),
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "FOWNER", "DAC_OVERRIDE", "FSETID"}},
+				},
+			}},
+			Volumes: []corev1.Volume{{Name: "pool", VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: j.nodePath, Type: &typ},
+			}}},
+		},
+	}
+}
+
+// run runs job's pod to its end and removes it, whatever the end: success,
+// failure (the error carries the pod's termination message) or the
+// deadline.
+func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
+	logger := klog.FromContext(ctx).WithValues("op", j.op, "node", j.node, "pv", j.volume)
+	pods := l.client.CoreV1().Pods(l.namespace)
+	pod, err := pods.Create(ctx, l.pod(j), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// An earlier attempt's pod: its end is this attempt's end.
+		pod, err = pods.Get(ctx, j.podName(), metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("starting the %s pod %s/%s on node %s: %w", j.op, l.namespace, j.podName(), j.node, err)
+	}
+	defer l.remove(ctx, pod)
+
+	// The deadline counts from the pod's creation, also for a pod an
+	// earlier attempt started.
+	started := pod.CreationTimestamp.Time
+	if started.IsZero() {
+		started = time.Now()
+	}
+	deadline := started.Add(l.timeout)
+	waitCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var last *corev1.Pod
+	err = wait.PollUntilContextCancel(waitCtx, l.interval, true, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return p.UID == pod.UID && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed), nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("the %s pod %s/%s on node %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.node, l.timeout, podState(last))
+	}
+	if last.Status.Phase == corev1.PodFailed {
+		return fmt.Errorf("the %s pod %s/%s on node %s failed: %s", j.op, l.namespace, pod.Name, j.node, terminationMessage(last))
+	}
+	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))
+	return nil
+}
+
+// remove deletes the pod, precondition on its UID so that a pod of the same
+// name started since is left alone; it outlives ctx's cancellation.
+func (l lifecyclePods) remove(ctx context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := l.client.CoreV1().Pods(l.namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		GracePeriodSeconds: ptr.To[int64](0),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Removing a lifecycle pod", "pod", klog.KObj(pod))
+	}
+}
+
+// podState says where a pod that did not finish stands, for an event.
+func podState(p *corev1.Pod) string {
+	if p == nil {
+		return "never seen"
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return fmt.Sprintf("%s, container waiting: %s %s", p.Status.Phase, w.Reason, w.Message)
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+// terminationMessage is what the failed pod's container said, or its exit.
+func terminationMessage(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			if t.Message != "" {
+				return t.Message
+			}
+			return fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason)
+		}
+	}
+	return errors.New("no container status").Error()
+}
+
+// octalMode writes mode as the directoryMode parameter takes it.
+func octalMode(m fs.FileMode) string {
+	n := uint64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		n |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		n |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		n |= 0o1000
+	}
+	return "0" + strconv.FormatUint(n, 8)
+}

@@ -1,0 +1,173 @@
+package provisioner
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestRunLifecycle(t *testing.T) {
+	base := t.TempDir()
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	create := env(map[string]string{EnvVolumeName: "pvc-1", EnvVolumeMode: "2775"})
+	for range 2 { // a second create, after a retry, reuses the directory
+		if err := RunLifecycle(LifecycleCreate, base, create); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(base, "pvc-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fs.ModeDir | fs.ModeSetgid | 0o775; fi.Mode() != want {
+		t.Errorf("mode %v, want %v", fi.Mode(), want)
+	}
+	if err := os.WriteFile(filepath.Join(base, "pvc-1", "data"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remove := env(map[string]string{EnvVolumeName: "pvc-1"})
+	for range 2 { // a directory already gone is no error
+		if err := RunLifecycle(LifecycleDelete, base, remove); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(base, "pvc-1")); !os.IsNotExist(err) {
+		t.Errorf("directory still there after delete: %v", err)
+	}
+
+	for _, tt := range []struct {
+		name, op string
+		vars     map[string]string
+		want     string
+	}{
+		{"name climbs out", LifecycleCreate, map[string]string{EnvVolumeName: "../etc", EnvVolumeMode: "0777"}, "cannot name a volume directory"},
+		{"name empty", LifecycleDelete, map[string]string{}, "cannot name a volume directory"},
+		{"mode not octal", LifecycleCreate, map[string]string{EnvVolumeName: "pvc-2", EnvVolumeMode: "rwx"}, EnvVolumeMode},
+		{"unknown operation", "resize", map[string]string{EnvVolumeName: "pvc-2"}, "unknown lifecycle operation"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := RunLifecycle(tt.op, base, env(tt.vars))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestOctalMode(t *testing.T) {
+	for _, s := range []string{"0777", "0775", "02775", "01777", "04755", "0700"} {
+		m, err := directoryMode(map[string]string{paramDirectoryMode: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := octalMode(m); got != s {
+			t.Errorf("octalMode(directoryMode(%s)) = %s", s, got)
+		}
+	}
+}
+
+// finish plays the kubelet: once the lifecycle pod exists, it ends it in
+// phase with message.
+func finish(t *testing.T, client *fake.Clientset, name string, phase corev1.PodPhase, message string) {
+	t.Helper()
+	go func() {
+		ctx := context.Background()
+		for {
+			p, err := client.CoreV1().Pods("lifecycle").Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				p.Status.Phase = phase
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "lifecycle", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: message},
+				}}}
+				if _, err := client.CoreV1().Pods("lifecycle").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err == nil {
+					return
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+}
+
+func TestLifecyclePodsRun(t *testing.T) {
+	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
+	newPods := func(timeout time.Duration) (lifecyclePods, *fake.Clientset) {
+		client := fake.NewClientset()
+		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, interval: time.Millisecond}, client
+	}
+	noPodLeft := func(t *testing.T, client *fake.Clientset) {
+		t.Helper()
+		pods, err := client.CoreV1().Pods("lifecycle").List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(pods.Items) != 0 {
+			t.Errorf("lifecycle pods left: %v %v", pods, err)
+		}
+	}
+
+	t.Run("succeeds", func(t *testing.T) {
+		l, client := newPods(time.Minute)
+		finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
+		if err := l.run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		noPodLeft(t, client)
+	})
+	t.Run("fails with the pod's message", func(t *testing.T) {
+		l, client := newPods(time.Minute)
+		finish(t, client, "create-pvc-1", corev1.PodFailed, "no space left on device")
+		err := l.run(context.Background(), job)
+		if err == nil || !strings.Contains(err.Error(), "failed: no space left on device") || !strings.Contains(err.Error(), "node n1") {
+			t.Fatalf("error %v, want the pod's termination message and node", err)
+		}
+		noPodLeft(t, client)
+	})
+	t.Run("deadline", func(t *testing.T) {
+		l, client := newPods(50 * time.Millisecond)
+		err := l.run(context.Background(), job)
+		if err == nil || !strings.Contains(err.Error(), "did not finish within 50ms") {
+			t.Fatalf("error %v, want the deadline", err)
+		}
+		noPodLeft(t, client)
+	})
+	t.Run("an earlier attempt's pod is waited for, not doubled", func(t *testing.T) {
+		l, client := newPods(time.Minute)
+		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
+		if err := l.run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		noPodLeft(t, client)
+	})
+}
+
+func TestLifecyclePod(t *testing.T) {
+	l := lifecyclePods{namespace: "lifecycle", image: "reclaimable:test"}
+	p := l.pod(lifecycleJob{op: LifecycleDelete, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775 | fs.ModeSetgid, size: "1Gi"})
+	if p.Spec.NodeName != "n1" || p.Namespace != "lifecycle" || p.Name != "delete-pvc-1" {
+		t.Errorf("pod %s/%s on %q", p.Namespace, p.Name, p.Spec.NodeName)
+	}
+	if hp := p.Spec.Volumes[0].HostPath; hp == nil || hp.Path != "/var/lib/caches" {
+		t.Errorf("pod mounts %v, want the node path", p.Spec.Volumes[0])
+	}
+	env := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	want := map[string]string{EnvVolumeName: "pvc-1", EnvVolumePath: "/var/lib/caches/pvc-1", EnvVolumeMode: "02775", EnvVolumeSize: "1Gi"}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	if args := strings.Join(p.Spec.Containers[0].Args, " "); args != "lifecycle delete" {
+		t.Errorf("args %q", args)
+	}
+}

@@ -1,0 +1,149 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The local backend makes each volume a directory on the disk of the node
+// the scheduler chose for the claim's first consumer, through a lifecycle
+// pod on that node, and pins the volume to that node: each node has a pool
+// of its own within the class. It removes a directory, again through a
+// pod, only for a volume with reclaim policy Delete.
+
+const (
+	backendLocal  = "local"
+	paramNodePath = "nodePath"
+	// annNode records the node that holds a local volume's directory, for
+	// delete.
+	annNode = "reclaimable.kubernetes.io/node"
+	// annNodePath records the class's nodePath, for delete.
+	annNodePath = "reclaimable.kubernetes.io/node-path"
+)
+
+type localBackend struct {
+	provisioner string
+	pods        lifecyclePods
+}
+
+func (*localBackend) parameters() []string {
+	return []string{paramNodePath, paramDirectoryMode, paramMaxVolumes, paramMaxCapacity}
+}
+
+// localClass is a validated local-backend class.
+type localClass struct {
+	*localBackend
+	nodePath      string
+	directoryMode fs.FileMode
+}
+
+func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+	c := &localClass{localBackend: b, nodePath: class.Parameters[paramNodePath]}
+	var errs []error
+	if !isCleanAbs(c.nodePath, path.IsAbs, path.Clean) || c.nodePath == "/" {
+		errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form below /, not %q", paramNodePath, c.nodePath))
+	}
+	mode, err := directoryMode(class.Parameters)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.directoryMode = mode
+	// A volume is made on the node its first consumer runs on: the node
+	// must be known when it is made.
+	if class.VolumeBindingMode == nil || *class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
+		errs = append(errs, fmt.Errorf("the %s backend needs volumeBindingMode %s: a volume is made on the node of its first consumer", backendLocal, storagev1.VolumeBindingWaitForFirstConsumer))
+	}
+	if b.pods.image == "" {
+		errs = append(errs, fmt.Errorf("the %s backend runs lifecycle pods, and the provisioner was started without --lifecycle-image", backendLocal))
+	}
+	return c, errs
+}
+
+// isMember: a local pool is what this provisioner created for the class.
+func (c *localClass) isMember(pv *corev1.PersistentVolume) bool {
+	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+}
+
+func (c *localClass) selectorKeys() []string { return nil }
+
+func (c *localClass) maker() (volumeMaker, string) { return c, "" }
+
+// refuse: a directory on one node serves one node's pods, as a filesystem.
+func (c *localClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
+	for _, m := range claim.Spec.AccessModes {
+		if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
+			return reasonUnsupportedAccessMode, fmt.Errorf("a %s volume is on one node and serves %s or %s, not %s; ask for one of those, or use a class of the directory backend on a share", backendLocal, corev1.ReadWriteOnce, corev1.ReadWriteOncePod, m)
+		}
+	}
+	if volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &corev1.PersistentVolumeSpec{}) {
+		return reasonUnsupportedVolumeMode, fmt.Errorf("the %s backend makes filesystem volumes only, and no free block volume fits", backendLocal)
+	}
+	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
+		return reasonUnsupportedAttributes, fmt.Errorf("the %s backend has no volume attributes classes, and no free volume of that class fits", backendLocal)
+	}
+	return "", nil
+}
+
+func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error) {
+	if v.node == nil {
+		return madeVolume{}, fmt.Errorf("claim %s has no node selected: the %s backend makes a volume on the node of its first consumer", claimKey(v.claim), backendLocal)
+	}
+	if err := checkDirName(v.name); err != nil {
+		return madeVolume{}, err
+	}
+	size := v.claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, nodePath: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String()}
+	if err := c.pods.run(ctx, job); err != nil {
+		// Whatever the create pod made before it failed goes.
+		job.op = LifecycleDelete
+		if derr := c.pods.run(ctx, job); derr != nil {
+			err = errors.Join(err, fmt.Errorf("and removing what it may have made: %w", derr))
+		}
+		return madeVolume{}, err
+	}
+	typ := corev1.HostPathDirectory
+	hostname := v.node.Labels[corev1.LabelHostname]
+	if hostname == "" {
+		hostname = v.node.Name
+	}
+	return madeVolume{
+		source:      corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(c.nodePath, v.name), Type: &typ}},
+		annotations: map[string]string{annNode: v.node.Name, annNodePath: c.nodePath, annDirectory: v.name},
+		nodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{hostname}}},
+		}}}},
+	}, nil
+}
+
+// delete removes pv's directory through a delete pod on its node, after
+// checking that the annotations and the source agree on which directory
+// that is. A node that is gone cannot run the pod: the volume stays, with
+// the error as a Warning, for an administrator to clean the disk and
+// delete the object.
+func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+	name, node, nodePath := pv.Annotations[annDirectory], pv.Annotations[annNode], pv.Annotations[annNodePath]
+	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
+		return fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
+	}
+	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
+	}
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, nodePath: nodePath, volume: name}); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)
+	return nil
+}
