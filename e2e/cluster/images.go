@@ -21,19 +21,24 @@ const (
 	ConsumerImage = "reclaimable.local/consumer:e2e"
 	// PauseImage holds each pod's namespaces (containerd's sandbox image).
 	PauseImage = "reclaimable.local/pause:e2e"
+	// ReclaimableImage runs cmd/reclaimable as /reclaimable: the image of
+	// the local backend's lifecycle pods.
+	ReclaimableImage = "reclaimable.local/reclaimable:e2e"
 )
 
 // imageArchive is an image's archive in the node cache, and the program
 // that makes up its single layer.
 type imageArchive struct {
 	ref     string
-	program string // package under e2e/cmd
-	file    string // the archive's name in the cache
+	program string // the binary's name, its entrypoint /program
+	pkg     string // its package in this module
+	file    string // the archive's name
 }
 
 var nodeImages = []imageArchive{
-	{ref: ConsumerImage, program: "consumer", file: "consumer-image.tar"},
-	{ref: PauseImage, program: "pause", file: "pause-image.tar"},
+	{ref: ConsumerImage, program: "consumer", pkg: "./e2e/cmd/consumer", file: "consumer-image.tar"},
+	{ref: PauseImage, program: "pause", pkg: "./e2e/cmd/pause", file: "pause-image.tar"},
+	{ref: ReclaimableImage, program: "reclaimable", pkg: "./cmd/reclaimable", file: "reclaimable-image.tar"},
 }
 
 // writeImage writes an OCI image layout, as one tar file, whose single

@@ -236,12 +236,12 @@ func (n *Node) waitReady(ctx context.Context, kubelet *process) error {
 	return nil
 }
 
-// buildImages builds the consumer and pause programs from this work tree,
-// static, and writes their image archives.
+// buildImages builds the images' programs from this work tree, static, and
+// writes their archives.
 func (n *Node) buildImages(ctx context.Context) error {
 	for _, img := range nodeImages {
 		bin := n.path("images", img.program)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./e2e/cmd/"+img.program)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, img.pkg)
 		cmd.Dir = filepath.Join(ToolsDir(), "..", "..")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

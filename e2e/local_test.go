@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// localCase is a class of the local backend whose volumes are directories
+// on the real node, the namespace its pods run in, the namespace of its
+// lifecycle pods, and the controllers serving them.
+type localCase struct {
+	ns, helpers, class, nodePath string
+	inv                          *framework.Invariants
+}
+
+func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *localCase {
+	t.Helper()
+	framework.RealNode(t)
+	t.Parallel()
+	c := &localCase{ns: framework.Namespace(t), helpers: framework.Namespace(t)}
+	id := framework.Name("local")
+	provisioner := "local.reclaimable/" + id
+	c.nodePath = filepath.Join(t.TempDir(), "pool")
+	if err := os.MkdirAll(c.nodePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.class = framework.Name("local")
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: c.class, Annotations: map[string]string{keys.ClassControllerID: id}},
+		Provisioner:       provisioner,
+		ReclaimPolicy:     &policy,
+		VolumeBindingMode: &wait,
+		Parameters:        map[string]string{"backend": "local", "nodePath": c.nodePath},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), c.class, metav1.DeleteOptions{})
+	})
+	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}})
+	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
+		"--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
+		"--cleanup-interval=5s", "--release-interval=5s").WaitReady(t)
+	return c
+}
+
+// noHelperLeft waits until no lifecycle pod is left.
+func (c *localCase) noHelperLeft(t *testing.T) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := framework.Client().CoreV1().Pods(c.helpers).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, err
+	}, "no lifecycle pod to be left in "+c.helpers)
+}
+
+// onTheNode checks that volume is a directory in the class's nodePath,
+// pinned to the real node.
+func (c *localCase) onTheNode(t *testing.T, pv *corev1.PersistentVolume) {
+	t.Helper()
+	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != filepath.Join(c.nodePath, pv.Name) {
+		t.Fatalf("volume %s has source %v, want the directory %s on the node", pv.Name, pv.Spec.PersistentVolumeSource, filepath.Join(c.nodePath, pv.Name))
+	}
+	terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || !strings.Contains(fmt.Sprint(terms[0].MatchExpressions[0].Values), framework.RealNodeName) {
+		t.Fatalf("volume %s has node affinity %v, want the real node alone", pv.Name, terms)
+	}
+	if fi, err := os.Stat(pv.Spec.HostPath.Path); err != nil || !fi.IsDir() {
+		t.Fatalf("the directory of volume %s is not on the node: %v", pv.Name, err)
+	}
+}
+
+// TestNodeLocalPoolServesTheNextPodOnItsNode: a claim of a local class gets
+// a new directory made by a create pod on the real node; its pod writes; the
+// volume returns to the pool; the next pod of the workload is scheduled to
+// the same node, gets the same volume and reads the data. No lifecycle pod
+// is left.
+func TestNodeLocalPoolServesTheNextPodOnItsNode(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain)
+	const claim = "local-cache"
+	first := "written on the node by uid 1000\n"
+	log := runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", first))
+	if want := fmt.Sprintf("wrote /cache/log: %q", first); !strings.Contains(log, want) {
+		t.Fatalf("writer's log %q lacks %q", log, want)
+	}
+	volume := boundVolume(t, c.ns, claim)
+	c.onTheNode(t, volume)
+	c.noHelperLeft(t)
+	deletePod(t, c.ns, "writer", claim)
+	waitInPool(t, volume.Name)
+
+	log = runToCompletion(t, c.ns, nodePod("reader", claim, c.class, 2000, "append", "/cache/log", "read\n"))
+	if want := fmt.Sprintf("read /cache/log: %q", first); !strings.Contains(log, want) {
+		t.Errorf("reader's log %q lacks %q", log, want)
+	}
+	if got := boundVolume(t, c.ns, claim); got.Name != volume.Name {
+		t.Errorf("the second pod's claim got volume %s, want %s from the node's pool", got.Name, volume.Name)
+	}
+	deletePod(t, c.ns, "reader", claim)
+	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeLocalDeleteRemovesTheDirectory: with reclaim policy Delete, a
+// delete pod on the node removes the volume's directory once its claim is
+// gone, then the volume object goes.
+func TestNodeLocalDeleteRemovesTheDirectory(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimDelete)
+	const claim = "scratch"
+	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "scratch data\n"))
+	volume := boundVolume(t, c.ns, claim)
+	c.onTheNode(t, volume)
+	deletePod(t, c.ns, "writer", claim)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "volume "+volume.Name+" to be deleted")
+	if _, err := os.Stat(volume.Spec.HostPath.Path); !os.IsNotExist(err) {
+		t.Errorf("the directory %s of deleted volume %s is still on the node: %v", volume.Spec.HostPath.Path, volume.Name, err)
+	}
+	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
