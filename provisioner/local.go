@@ -40,7 +40,7 @@ type localBackend struct {
 }
 
 func (*localBackend) parameters() []string {
-	return []string{paramNodePath, paramDirectoryMode, paramMaxVolumes, paramMaxCapacity}
+	return []string{paramNodePath, paramDirectoryMode, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}
 }
 
 // localClass is a validated local-backend class.

@@ -124,19 +124,21 @@ type pendingVolumes struct {
 }
 
 type pendingVolume struct {
-	class string
-	at    time.Time
+	class, node string
+	at          time.Time
 }
 
 func newPendingVolumes(clk clock.PassiveClock) *pendingVolumes {
 	return &pendingVolumes{clock: clk, growing: map[string]*sync.Mutex{}, pending: map[string]pendingVolume{}}
 }
 
-// reserve counts the volumes of class: cached, the names the cache shows,
-// and those pending; and holds a place for name unless that would exceed max
-// (0: no limit). A retry for a name already counted always gets its place
-// back. cached is called with the class's growth serialised.
-func (v *pendingVolumes) reserve(class, name string, max int, cached func() map[string]bool) (count int, ok bool) {
+// reserve counts the volumes of class: cached, the names the cache shows
+// with the node each is on ("" for none), and those pending; and holds a
+// place for name on node unless that would exceed max volumes in the class
+// or maxPerNode on node (0: no limit). It returns the class's count and the
+// node's. A retry for a name already counted always gets its place back.
+// cached is called with the class's growth serialised.
+func (v *pendingVolumes) reserve(class, name, node string, max, maxPerNode int, cached func() map[string]string) (count, onNode int, ok bool) {
 	v.mu.Lock()
 	lock, found := v.growing[class]
 	if !found {
@@ -152,21 +154,27 @@ func (v *pendingVolumes) reserve(class, name string, max int, cached func() map[
 	defer v.mu.Unlock()
 	now := v.clock.Now()
 	for n, p := range v.pending {
+		_, known := names[n]
 		switch {
-		case names[n] || now.Sub(p.at) > expectationTTL:
+		case known || now.Sub(p.at) > expectationTTL:
 			delete(v.pending, n)
 		case p.class == class:
-			names[n] = true
+			names[n] = p.node
 		}
 	}
-	if names[name] {
-		return len(names) - 1, true
+	for n, on := range names {
+		if on == node && node != "" && n != name {
+			onNode++
+		}
 	}
-	if max > 0 && len(names) >= max {
-		return len(names), false
+	if _, known := names[name]; known {
+		return len(names) - 1, onNode, true
 	}
-	v.pending[name] = pendingVolume{class: class, at: now}
-	return len(names), true
+	if max > 0 && len(names) >= max || maxPerNode > 0 && node != "" && onNode >= maxPerNode {
+		return len(names), onNode, false
+	}
+	v.pending[name] = pendingVolume{class: class, node: node, at: now}
+	return len(names), onNode, true
 }
 
 // unreserve gives up the place of name: its creation failed, or it was

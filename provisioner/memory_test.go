@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -39,33 +40,53 @@ func TestTakes(t *testing.T) {
 func TestPendingVolumes(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(t0())
 	v := newPendingVolumes(clk)
-	cached := map[string]bool{"old": true}
-	inCache := func() map[string]bool {
-		out := map[string]bool{}
-		for k := range cached {
-			out[k] = true
-		}
-		return out
-	}
-	if n, ok := v.reserve("pool", "new-1", 2, inCache); !ok || n != 1 {
+	cached := map[string]string{"old": ""}
+	inCache := func() map[string]string { return maps.Clone(cached) }
+	if n, _, ok := v.reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
 		t.Fatalf("reserve(new-1) = %d, %v; want 1, true", n, ok)
 	}
-	if n, ok := v.reserve("pool", "new-2", 2, inCache); ok || n != 2 {
+	if n, _, ok := v.reserve("pool", "new-2", "", 2, 0, inCache); ok || n != 2 {
 		t.Fatalf("reserve(new-2) = %d, %v; want 2, false: one cached, one pending", n, ok)
 	}
-	if n, ok := v.reserve("pool", "new-1", 2, inCache); !ok || n != 1 {
+	if n, _, ok := v.reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
 		t.Errorf("a retry for new-1 = %d, %v; want its place back", n, ok)
 	}
-	if _, ok := v.reserve("other", "x", 1, func() map[string]bool { return map[string]bool{} }); !ok {
+	if _, _, ok := v.reserve("other", "x", "", 1, 0, func() map[string]string { return map[string]string{} }); !ok {
 		t.Error("another class's pending volume counted")
 	}
 	v.unreserve("new-1")
-	if _, ok := v.reserve("pool", "new-2", 2, inCache); !ok {
+	if _, _, ok := v.reserve("pool", "new-2", "", 2, 0, inCache); !ok {
 		t.Error("a place given up is not free")
 	}
 	clk.SetTime(t0().Add(expectationTTL + time.Second))
-	if n, ok := v.reserve("pool", "new-3", 2, inCache); !ok || n != 1 {
+	if n, _, ok := v.reserve("pool", "new-3", "", 2, 0, inCache); !ok || n != 1 {
 		t.Errorf("reserve after the pending one expired = %d, %v; want 1, true", n, ok)
+	}
+}
+
+func TestPendingVolumesPerNode(t *testing.T) {
+	v := newPendingVolumes(testingclock.NewFakePassiveClock(t0()))
+	cached := map[string]string{"a1": "a", "b1": "b"}
+	inCache := func() map[string]string { return maps.Clone(cached) }
+	for _, tt := range []struct {
+		name, node   string
+		wantOnNode   int
+		wantReserved bool
+		why          string
+	}{
+		{"a2", "a", 1, true, "one cached on a, limit 2"},
+		{"a3", "a", 2, false, "one cached and one pending on a"},
+		{"b2", "b", 1, true, "node b has room"},
+		{"a2", "a", 1, true, "a retry gets its place back"},
+		{"c1", "c", 0, false, "the class limit (4) is reached whatever the node"},
+	} {
+		_, onNode, ok := v.reserve("pool", tt.name, tt.node, 4, 2, inCache)
+		if onNode != tt.wantOnNode || ok != tt.wantReserved {
+			t.Errorf("reserve(%s on %s) = %d on node, %v; want %d, %v: %s", tt.name, tt.node, onNode, ok, tt.wantOnNode, tt.wantReserved, tt.why)
+		}
+	}
+	if _, _, ok := v.reserve("other", "x", "", 0, 1, func() map[string]string { return map[string]string{"y": ""} }); !ok {
+		t.Error("a volume on no node counted against a per-node limit")
 	}
 }
 

@@ -36,8 +36,9 @@ const (
 	paramBackend      = "backend"
 	paramSelectorKeys = "selectorKeys"
 	// The growth limits.
-	paramMaxVolumes  = "maxVolumes"
-	paramMaxCapacity = "maxCapacity"
+	paramMaxVolumes        = "maxVolumes"
+	paramMaxVolumesPerNode = "maxVolumesPerNode"
+	paramMaxCapacity       = "maxCapacity"
 )
 
 // Names of the backends.
@@ -63,8 +64,11 @@ type params struct {
 	namespaced bool
 
 	// Growth limits, for a backend that lists them among its parameters.
-	maxVolumes  int                // 0: no limit
-	maxCapacity *resource.Quantity // nil: no limit beyond what a volume can hold
+	maxVolumes int // 0: no limit
+	// maxVolumesPerNode bounds the volumes on one node (annNode), for a
+	// backend whose volumes are each on one node's disk; 0: no limit.
+	maxVolumesPerNode int
+	maxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold
 }
 
 // commonParams may be set on a class of any backend.
@@ -128,12 +132,17 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 // for any backend that grows, if the backend allows them.
 func (p *params) parseGrowthLimits(in map[string]string, allowed []string) []error {
 	var errs []error
-	if s, ok := in[paramMaxVolumes]; ok && slices.Contains(allowed, paramMaxVolumes) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("parameter %q must be a positive integer, not %q", paramMaxVolumes, s))
+	for _, limit := range []struct {
+		name string
+		into *int
+	}{{paramMaxVolumes, &p.maxVolumes}, {paramMaxVolumesPerNode, &p.maxVolumesPerNode}} {
+		if s, ok := in[limit.name]; ok && slices.Contains(allowed, limit.name) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("parameter %q must be a positive integer, not %q", limit.name, s))
+			}
+			*limit.into = n
 		}
-		p.maxVolumes = n
 	}
 	if s, ok := in[paramMaxCapacity]; ok && slices.Contains(allowed, paramMaxCapacity) {
 		q, err := resource.ParseQuantity(s)

@@ -27,7 +27,7 @@ func FuzzParseParameters(f *testing.F) {
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreuseScope=Namespace",
 		"backend=directory\nbaseDir=/var/lib/reclaimable/x\nsource=hostPath\nhostPath=/x\nreserveFor=-5s",
 		"backend=static\nbaseDir=/tmp",
-		"backend=local\nnodePath=/var/lib/caches\ndirectoryMode=0775\nmaxVolumes=3",
+		"backend=local\nnodePath=/var/lib/caches\ndirectoryMode=0775\nmaxVolumes=3\nmaxVolumesPerNode=1",
 		"backend=local\nnodePath=/var/lib/../../etc",
 		"backend=local\nnodePath=/",
 		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
@@ -49,8 +49,8 @@ func FuzzParseParameters(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.maxVolumes < 0 {
-			t.Fatalf("accepted maxVolumes %d", p.maxVolumes)
+		if p.maxVolumes < 0 || p.maxVolumesPerNode < 0 {
+			t.Fatalf("accepted maxVolumes %d, maxVolumesPerNode %d", p.maxVolumes, p.maxVolumesPerNode)
 		}
 		if p.reserveFor < 0 || p.reserveFor > controller.MaxReserveFor {
 			t.Fatalf("accepted reserveFor %s", p.reserveFor)

@@ -65,10 +65,12 @@ func TestParseParameters(t *testing.T) {
 		},
 		{
 			name:   "local",
-			params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "directoryMode": "0775", "maxVolumes": "10"}, wffc: true,
-			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10,
+			params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "directoryMode": "0775", "maxVolumes": "10", "maxVolumesPerNode": "3"}, wffc: true,
+			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10, maxVolumesPerNode: 3,
 				pool: &localClass{nodePath: "/var/lib/caches", directoryMode: 0o775}},
 		},
+		{name: "local maxVolumesPerNode zero", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "maxVolumesPerNode": "0"}, wffc: true, wantErr: []string{`"maxVolumesPerNode" must be a positive integer`}},
+		{name: "maxVolumesPerNode on a shared directory", params: hostPathClass(map[string]string{"maxVolumesPerNode": "3"}), wantErr: []string{`unknown parameter "maxVolumesPerNode"`}},
 		{name: "local binds at once", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches"}, wantErr: []string{"needs volumeBindingMode WaitForFirstConsumer"}},
 		{name: "local nodePath relative", params: map[string]string{"backend": "local", "nodePath": "caches"}, wffc: true, wantErr: []string{`"nodePath" must be an absolute path`}},
 		{name: "local nodePath root", params: map[string]string{"backend": "local", "nodePath": "/"}, wffc: true, wantErr: []string{`"nodePath" must be an absolute path in clean form below /`}},
@@ -146,7 +148,7 @@ func TestParseParameters(t *testing.T) {
 }
 
 func equalParams(a, b *params) bool {
-	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.reserveFor != b.reserveFor || a.namespaced != b.namespaced {
+	if a.backend != b.backend || !a.selectorKeys.Equal(b.selectorKeys) || a.maxVolumes != b.maxVolumes || a.maxVolumesPerNode != b.maxVolumesPerNode || a.reserveFor != b.reserveFor || a.namespaced != b.namespaced {
 		return false
 	}
 	if la, ok := a.pool.(*localClass); ok {
