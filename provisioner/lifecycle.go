@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +74,8 @@ type lifecyclePods struct {
 	timeout time.Duration
 	// interval is how often a running pod is looked at.
 	interval time.Duration
+	// durations, if not nil, times each pod by operation and result.
+	durations *prometheus.HistogramVec
 }
 
 // lifecycleJob is one operation on one volume's directory on one node.
@@ -166,13 +169,22 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		l.observe(j.op, "deadline", started)
 		return fmt.Errorf("the %s pod %s/%s on node %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.node, l.timeout, podState(last))
 	}
 	if last.Status.Phase == corev1.PodFailed {
+		l.observe(j.op, "failed", started)
 		return fmt.Errorf("the %s pod %s/%s on node %s failed: %s", j.op, l.namespace, pod.Name, j.node, terminationMessage(last))
 	}
+	l.observe(j.op, "succeeded", started)
 	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))
 	return nil
+}
+
+func (l lifecyclePods) observe(op, result string, started time.Time) {
+	if l.durations != nil {
+		l.durations.WithLabelValues(op, result).Observe(time.Since(started).Seconds())
+	}
 }
 
 // remove deletes the pod, precondition on its UID so that a pod of the same

@@ -2,13 +2,16 @@ package provisioner
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -100,7 +103,31 @@ func TestLifecyclePodsRun(t *testing.T) {
 	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
 	newPods := func(timeout time.Duration) (lifecyclePods, *fake.Clientset) {
 		client := fake.NewClientset()
-		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, interval: time.Millisecond}, client
+		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, interval: time.Millisecond,
+			durations: newMetrics().lifecycle}, client
+	}
+	// timed checks that the pod's run was timed once, with result.
+	timed := func(t *testing.T, l lifecyclePods, result string) {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(l.durations)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range families {
+			for _, m := range f.Metric {
+				var labels []string
+				for _, l := range m.Label {
+					labels = append(labels, l.GetName()+"="+l.GetValue())
+				}
+				got = append(got, fmt.Sprintf("%s %d", strings.Join(labels, ","), m.Histogram.GetSampleCount()))
+			}
+		}
+		if want := []string{"op=create,result=" + result + " 1"}; !slices.Equal(got, want) {
+			t.Errorf("lifecycle durations %v, want %v", got, want)
+		}
 	}
 	noPodLeft := func(t *testing.T, client *fake.Clientset) {
 		t.Helper()
@@ -117,6 +144,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		noPodLeft(t, client)
+		timed(t, l, "succeeded")
 	})
 	t.Run("fails with the pod's message", func(t *testing.T) {
 		l, client := newPods(time.Minute)
@@ -126,6 +154,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 			t.Fatalf("error %v, want the pod's termination message and node", err)
 		}
 		noPodLeft(t, client)
+		timed(t, l, "failed")
 	})
 	t.Run("deadline", func(t *testing.T) {
 		l, client := newPods(50 * time.Millisecond)
@@ -134,6 +163,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 			t.Fatalf("error %v, want the deadline", err)
 		}
 		noPodLeft(t, client)
+		timed(t, l, "deadline")
 	})
 	t.Run("an earlier attempt's pod is waited for, not doubled", func(t *testing.T) {
 		l, client := newPods(time.Minute)

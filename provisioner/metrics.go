@@ -18,6 +18,7 @@ type metrics struct {
 	exhausted *prometheus.CounterVec
 	conflicts *prometheus.CounterVec
 	issues    *prometheus.CounterVec
+	lifecycle *prometheus.HistogramVec
 	members   *membersCollector
 	lib       libmetrics.Metrics
 }
@@ -41,6 +42,10 @@ func newMetrics() *metrics {
 		issues: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "issues_total",
 			Help: "Volumes given to claims, by class and kind: same-claim (the claim that used it last came back), other-member (a warm volume of the pool), new-volume."},
 			[]string{"class", "kind"}),
+		lifecycle: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "lifecycle_pod_duration_seconds",
+			Help:    "Lifecycle pods of the local backend, from creation to their end, by operation (create, delete) and result (succeeded, failed, deadline).",
+			Buckets: []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300}},
+			[]string{"op", "result"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
@@ -68,7 +73,7 @@ func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
 
 func (m *metrics) register(r prometheus.Registerer) error {
 	return controller.Register(r,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.members,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

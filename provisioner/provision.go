@@ -72,7 +72,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
 	p := &provisioner{
 		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
-		backends: newBackends(name, client, cfg),
+		backends: newBackends(name, client, cfg, m.lifecycle),
 		requeue:  func(*corev1.PersistentVolumeClaim) {},
 		waiting:  newWaitingClaims(),
 	}
