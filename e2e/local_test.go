@@ -25,9 +25,10 @@ import (
 type localCase struct {
 	ns, helpers, class, nodePath string
 	inv                          *framework.Invariants
+	controllers                  *framework.Process
 }
 
-func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *localCase {
+func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, args ...string) *localCase {
 	t.Helper()
 	framework.RealNode(t)
 	t.Parallel()
@@ -53,9 +54,10 @@ func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *lo
 		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), c.class, metav1.DeleteOptions{})
 	})
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}})
-	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
-		"--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
-		"--cleanup-interval=5s", "--release-interval=5s").WaitReady(t)
+	c.controllers = framework.StartController(t, append([]string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--namespace=" + c.ns,
+		"--lifecycle-namespace=" + c.helpers, "--lifecycle-image=" + cluster.ReclaimableImage,
+		"--cleanup-interval=5s", "--release-interval=5s"}, args...)...)
+	c.controllers.WaitReady(t)
 	return c
 }
 
@@ -133,5 +135,111 @@ func TestNodeLocalDeleteRemovesTheDirectory(t *testing.T) {
 		t.Errorf("the directory %s of deleted volume %s is still on the node: %v", volume.Spec.HostPath.Path, volume.Name, err)
 	}
 	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeLocalStuckLifecyclePodEndsAtItsDeadline: on a node without the
+// class's nodePath the create pod cannot mount it and never finishes. At
+// the deadline the provisioner removes it (and the delete pod that follows,
+// stuck the same way), reports the claim's provisioning failed, and leaves
+// no pod and no directory; once the directory exists, a retry serves the
+// claim.
+func TestNodeLocalStuckLifecyclePodEndsAtItsDeadline(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, "--lifecycle-timeout=5s")
+	if err := os.Remove(c.nodePath); err != nil {
+		t.Fatal(err)
+	}
+	const claim = "late"
+	if _, err := framework.Client().CoreV1().Pods(c.ns).Create(context.Background(), nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "at last\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := waitEventMessage(t, c.ns, claim, "ProvisioningFailed", "did not finish within 5s")
+	t.Logf("event: %s", ev)
+	c.noHelperLeft(t)
+	if _, err := os.Stat(c.nodePath); !os.IsNotExist(err) {
+		t.Fatalf("nodePath %s appeared on the node: %v", c.nodePath, err)
+	}
+
+	if err := os.MkdirAll(c.nodePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := waitSucceeded(t, c.ns, "writer")
+	if !strings.Contains(log, "wrote /cache/log") {
+		t.Errorf("writer's log %q", log)
+	}
+	c.onTheNode(t, boundVolume(t, c.ns, claim))
+	c.noHelperLeft(t)
+	deletePod(t, c.ns, "writer", claim)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// waitEventMessage waits for an event of reason on the claim whose message
+// contains substr, and returns the message.
+func waitEventMessage(t *testing.T, ns, claim, reason, substr string) string {
+	t.Helper()
+	var msg string
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=" + claim})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == reason && strings.Contains(e.Message, substr) {
+				msg = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	}, fmt.Sprintf("a %s event on claim %s/%s saying %q", reason, ns, claim, substr))
+	return msg
+}
+
+// TestNodeLocalProvisionerKilledDuringACreatePod: the provisioner is killed
+// while its create pod waits on the node (nodePath is not there yet). The
+// next provisioner finds that pod by its name, waits for it instead of
+// starting another, and removes it once it has made the directory: the
+// claim is served, no lifecycle pod is left, and nodePath holds the
+// volume's directory alone.
+func TestNodeLocalProvisionerKilledDuringACreatePod(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, "--lifecycle-timeout=90s")
+	if err := os.Remove(c.nodePath); err != nil {
+		t.Fatal(err)
+	}
+	const claim = "interrupted"
+	client := framework.Client()
+	if _, err := client.CoreV1().Pods(c.ns).Create(context.Background(), nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "after a restart\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var helper string
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(c.helpers).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return false, err
+		}
+		helper = pods.Items[0].Name
+		return true, nil
+	}, "a create pod to be started")
+	c.controllers.Kill()
+	if err := os.MkdirAll(c.nodePath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.controllers.Start()
+	c.controllers.WaitReady(t)
+
+	waitSucceeded(t, c.ns, "writer")
+	volume := boundVolume(t, c.ns, claim)
+	c.onTheNode(t, volume)
+	if want := "create-" + volume.Name; helper != want {
+		t.Errorf("the killed provisioner's pod was %s, want %s", helper, want)
+	}
+	c.noHelperLeft(t)
+	entries, err := os.ReadDir(c.nodePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != volume.Name {
+		t.Errorf("nodePath holds %v, want the directory of %s alone", entries, volume.Name)
+	}
+	deletePod(t, c.ns, "writer", claim)
 	c.inv.Check(t, 10*time.Second)
 }
