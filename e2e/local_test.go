@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,8 @@ type localCase struct {
 	controllers                  *framework.Process
 }
 
-func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, args ...string) *localCase {
+// params adds to the class's parameters; args to the controllers' flags.
+func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, params map[string]string, args ...string) *localCase {
 	t.Helper()
 	framework.RealNode(t)
 	t.Parallel()
@@ -40,13 +42,15 @@ func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, arg
 		t.Fatal(err)
 	}
 	c.class = framework.Name("local")
+	parameters := map[string]string{"backend": "local", "nodePath": c.nodePath}
+	maps.Copy(parameters, params)
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: c.class, Annotations: map[string]string{keys.ClassControllerID: id}},
 		Provisioner:       provisioner,
 		ReclaimPolicy:     &policy,
 		VolumeBindingMode: &wait,
-		Parameters:        map[string]string{"backend": "local", "nodePath": c.nodePath},
+		Parameters:        parameters,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +96,7 @@ func (c *localCase) onTheNode(t *testing.T, pv *corev1.PersistentVolume) {
 // the same node, gets the same volume and reads the data. No lifecycle pod
 // is left.
 func TestNodeLocalPoolServesTheNextPodOnItsNode(t *testing.T) {
-	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain)
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
 	const claim = "local-cache"
 	first := "written on the node by uid 1000\n"
 	log := runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", first))
@@ -121,7 +125,7 @@ func TestNodeLocalPoolServesTheNextPodOnItsNode(t *testing.T) {
 // delete pod on the node removes the volume's directory once its claim is
 // gone, then the volume object goes.
 func TestNodeLocalDeleteRemovesTheDirectory(t *testing.T) {
-	c := newLocalCase(t, corev1.PersistentVolumeReclaimDelete)
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimDelete, nil)
 	const claim = "scratch"
 	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "scratch data\n"))
 	volume := boundVolume(t, c.ns, claim)
@@ -145,7 +149,7 @@ func TestNodeLocalDeleteRemovesTheDirectory(t *testing.T) {
 // no pod and no directory; once the directory exists, a retry serves the
 // claim.
 func TestNodeLocalStuckLifecyclePodEndsAtItsDeadline(t *testing.T) {
-	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, "--lifecycle-timeout=5s")
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil, "--lifecycle-timeout=5s")
 	if err := os.Remove(c.nodePath); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +205,7 @@ func waitEventMessage(t *testing.T, ns, claim, reason, substr string) string {
 // claim is served, no lifecycle pod is left, and nodePath holds the
 // volume's directory alone.
 func TestNodeLocalProvisionerKilledDuringACreatePod(t *testing.T) {
-	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, "--lifecycle-timeout=90s")
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil, "--lifecycle-timeout=90s")
 	if err := os.Remove(c.nodePath); err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +244,55 @@ func TestNodeLocalProvisionerKilledDuringACreatePod(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != volume.Name {
 		t.Errorf("nodePath holds %v, want the directory of %s alone", entries, volume.Name)
 	}
+	deletePod(t, c.ns, "writer", claim)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeLocalFailedCreatePodIsReportedAndUndone: the class's lifecycle
+// templates replace the create pod with one that seeds each volume from a
+// golden copy that is not on the node: the pod fails, the claim's event
+// carries its termination message, the built-in delete pod removes whatever
+// was made, and no pod is left. Once the template is fixed, a retry serves
+// the claim.
+func TestNodeLocalFailedCreatePodIsReportedAndUndone(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, map[string]string{"lifecycleTemplates": "templates"})
+	client := framework.Client()
+	ctx := context.Background()
+	template := func(image string, args ...string) string {
+		return fmt.Sprintf(`spec:
+  containers:
+  - name: create
+    image: %s
+    imagePullPolicy: Never
+    args: [%s]
+    volumeMounts: [{name: pool, mountPath: /pool}]
+`, image, strings.Join(args, ", "))
+	}
+	cm, err := client.CoreV1().ConfigMaps(c.helpers).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "templates"},
+		Data:       map[string]string{"create": template(cluster.ConsumerImage, "expect", "/pool/golden-copy", "seed")},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "seeded"
+	if _, err := client.CoreV1().Pods(c.ns).Create(ctx, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "on a seeded volume\n"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEventMessage(t, c.ns, claim, "ProvisioningFailed", "failed: open /pool/golden-copy: no such file or directory")
+	c.noHelperLeft(t)
+	if entries, err := os.ReadDir(c.nodePath); err != nil || len(entries) != 0 {
+		t.Fatalf("nodePath holds %v (%v) after a failed create, want nothing", entries, err)
+	}
+
+	cm.Data["create"] = template(cluster.ReclaimableImage, "lifecycle", "create")
+	if _, err := client.CoreV1().ConfigMaps(c.helpers).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSucceeded(t, c.ns, "writer")
+	volume := boundVolume(t, c.ns, claim)
+	c.onTheNode(t, volume)
+	c.noHelperLeft(t)
 	deletePod(t, c.ns, "writer", claim)
 	c.inv.Check(t, 10*time.Second)
 }

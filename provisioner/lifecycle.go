@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 )
 
 // Lifecycle pods make and remove the directories of node-local volumes on
@@ -83,6 +86,8 @@ type lifecycleJob struct {
 	op, node, nodePath, volume string
 	mode                       fs.FileMode
 	size                       string
+	// templates names the class's ConfigMap of pod templates, "" for none.
+	templates string
 }
 
 // podName names the pod of job after its operation and volume, so that a
@@ -90,7 +95,7 @@ type lifecycleJob struct {
 // attempt started instead of starting a second one.
 func (j lifecycleJob) podName() string { return j.op + "-" + j.volume }
 
-// pod is the lifecycle pod of job.
+// pod is the built-in lifecycle pod of job.
 func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 	typ := corev1.HostPathDirectory
 	return &corev1.Pod{
@@ -131,13 +136,73 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 	}
 }
 
+// podFor is job's pod: the class's template for the operation if it has
+// one, else the built-in pod.
+func (l lifecyclePods) podFor(ctx context.Context, j lifecycleJob) (*corev1.Pod, error) {
+	builtin := l.pod(j)
+	if j.templates == "" {
+		return builtin, nil
+	}
+	cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, j.templates, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the lifecycle templates %s/%s (parameter %s): %w", l.namespace, j.templates, paramLifecycleTemplates, err)
+	}
+	text, ok := cm.Data[j.op]
+	if !ok {
+		return builtin, nil
+	}
+	var tmpl corev1.PodTemplateSpec
+	if err := yaml.UnmarshalStrict([]byte(text), &tmpl); err != nil {
+		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s is not a pod template: %w", j.op, l.namespace, j.templates, err)
+	}
+	if len(tmpl.Spec.Containers) == 0 {
+		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s has no container", j.op, l.namespace, j.templates)
+	}
+	return fromTemplate(tmpl, builtin), nil
+}
+
+// fromTemplate makes a lifecycle pod of an administrator's template: what
+// binds it to the job (name, namespace, labels, node, tolerations, no
+// restarts, the node path as volume "pool", the job's environment in every
+// container) comes from the built-in pod; the rest is the template's.
+func fromTemplate(tmpl corev1.PodTemplateSpec, builtin *corev1.Pod) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: builtin.ObjectMeta, Spec: tmpl.Spec}
+	pod.Annotations = tmpl.Annotations
+	pod.Labels = maps.Clone(tmpl.Labels)
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	maps.Copy(pod.Labels, builtin.Labels)
+	pod.Spec.NodeName = builtin.Spec.NodeName
+	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, builtin.Spec.Tolerations...)
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "pool" })
+	pod.Spec.Volumes = append(pod.Spec.Volumes, builtin.Spec.Volumes...)
+	env := builtin.Spec.Containers[0].Env
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			cs[i].Env = append(slices.DeleteFunc(cs[i].Env, func(e corev1.EnvVar) bool {
+				return slices.ContainsFunc(env, func(b corev1.EnvVar) bool { return b.Name == e.Name })
+			}), env...)
+			if cs[i].TerminationMessagePolicy == "" {
+				cs[i].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+			}
+		}
+	}
+	return pod
+}
+
 // run runs job's pod to its end and removes it, whatever the end: success,
 // failure (the error carries the pod's termination message) or the
 // deadline.
 func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 	logger := klog.FromContext(ctx).WithValues("op", j.op, "node", j.node, "pv", j.volume)
 	pods := l.client.CoreV1().Pods(l.namespace)
-	pod, err := pods.Create(ctx, l.pod(j), metav1.CreateOptions{})
+	want, err := l.podFor(ctx, j)
+	if err != nil {
+		return err
+	}
+	pod, err := pods.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// An earlier attempt's pod: its end is this attempt's end.
 		pod, err = pods.Get(ctx, j.podName(), metav1.GetOptions{})

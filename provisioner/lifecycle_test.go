@@ -201,3 +201,76 @@ func TestLifecyclePod(t *testing.T) {
 		t.Errorf("args %q", args)
 	}
 }
+
+func TestLifecyclePodFromTemplates(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "quota"},
+		Data: map[string]string{
+			"create": `metadata:
+  labels: {team: storage}
+spec:
+  restartPolicy: Always
+  containers:
+  - name: make
+    image: example.com/quota:1
+    args: [make-with-quota]
+    env: [{name: RECLAIMABLE_VOLUME_NAME, value: chosen-by-the-template}, {name: EXTRA, value: "1"}]
+    volumeMounts: [{name: pool, mountPath: /data}]
+  volumes: [{name: pool, emptyDir: {}}]
+`,
+			"delete": "spec: {containers: []}",
+		},
+	}
+	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "bad"}, Data: map[string]string{"create": "spec: {containerz: []}"}}
+	l := lifecyclePods{client: fake.NewClientset(cm, bad), namespace: "lifecycle", image: "reclaimable:test"}
+	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi", templates: "quota"}
+
+	p, err := l.podFor(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "create-pvc-1" || p.Namespace != "lifecycle" || p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("pod %s/%s on %q restart %s: the job's binding lost", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.RestartPolicy)
+	}
+	if p.Labels["team"] != "storage" || p.Labels[labelLifecycle] != LifecycleCreate {
+		t.Errorf("labels %v", p.Labels)
+	}
+	if c := p.Spec.Containers[0]; c.Image != "example.com/quota:1" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("container %+v", c)
+	}
+	env := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[EnvVolumeName] != "pvc-1" || env["EXTRA"] != "1" || env[EnvVolumePath] != "/var/lib/caches/pvc-1" {
+		t.Errorf("env %v: the job's variables must win, the template's others stay", env)
+	}
+	if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].HostPath == nil || p.Spec.Volumes[0].HostPath.Path != "/var/lib/caches" {
+		t.Errorf("volumes %v, want the node path as pool alone", p.Spec.Volumes)
+	}
+
+	for _, tt := range []struct {
+		name string
+		job  lifecycleJob
+		want string
+	}{
+		{"a template without containers", lifecycleJob{op: LifecycleDelete, volume: "pvc-1", templates: "quota"}, "has no container"},
+		{"not a pod template", lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "bad"}, "is not a pod template"},
+		{"no such ConfigMap", lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "gone"}, "reading the lifecycle templates lifecycle/gone"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := l.podFor(context.Background(), tt.job); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	// A ConfigMap without the operation's key leaves the built-in pod.
+	bad.Data = map[string]string{}
+	if _, err := l.client.CoreV1().ConfigMaps("lifecycle").Update(context.Background(), bad, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err = l.podFor(context.Background(), lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "bad"})
+	if err != nil || p.Spec.Containers[0].Image != "reclaimable:test" {
+		t.Errorf("pod %v, %v: want the built-in one", p, err)
+	}
+}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -27,11 +29,17 @@ import (
 const (
 	backendLocal  = "local"
 	paramNodePath = "nodePath"
+	// paramLifecycleTemplates names a ConfigMap in the lifecycle namespace
+	// whose keys "create" and "delete" replace the built-in lifecycle pods.
+	paramLifecycleTemplates = "lifecycleTemplates"
 	// annNode records the node that holds a local volume's directory, for
 	// delete.
 	annNode = "reclaimable.kubernetes.io/node"
 	// annNodePath records the class's nodePath, for delete.
 	annNodePath = "reclaimable.kubernetes.io/node-path"
+	// annLifecycleTemplates records the class's lifecycleTemplates, so that
+	// the class's own delete pod removes the volume's directory.
+	annLifecycleTemplates = "reclaimable.kubernetes.io/lifecycle-templates"
 )
 
 type localBackend struct {
@@ -40,7 +48,7 @@ type localBackend struct {
 }
 
 func (*localBackend) parameters() []string {
-	return []string{paramNodePath, paramDirectoryMode, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}
+	return []string{paramNodePath, paramDirectoryMode, paramLifecycleTemplates, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}
 }
 
 // localClass is a validated local-backend class.
@@ -48,6 +56,7 @@ type localClass struct {
 	*localBackend
 	nodePath      string
 	directoryMode fs.FileMode
+	templates     string // ConfigMap of lifecycle pod templates, "" for the built-in pods
 }
 
 func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
@@ -61,6 +70,12 @@ func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []
 		errs = append(errs, err)
 	}
 	c.directoryMode = mode
+	if t, ok := class.Parameters[paramLifecycleTemplates]; ok {
+		if msgs := validation.IsDNS1123Subdomain(t); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("parameter %q must name a ConfigMap, not %q: %s", paramLifecycleTemplates, t, strings.Join(msgs, "; ")))
+		}
+		c.templates = t
+	}
 	// A volume is made on the node its first consumer runs on: the node
 	// must be known when it is made.
 	if class.VolumeBindingMode == nil || *class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
@@ -105,7 +120,7 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		return madeVolume{}, err
 	}
 	size := v.claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, nodePath: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String()}
+	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, nodePath: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String(), templates: c.templates}
 	if err := c.pods.run(ctx, job); err != nil {
 		// Whatever the create pod made before it failed goes.
 		job.op = LifecycleDelete
@@ -114,6 +129,10 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		}
 		return madeVolume{}, err
 	}
+	annotations := map[string]string{annNode: v.node.Name, annNodePath: c.nodePath, annDirectory: v.name}
+	if c.templates != "" {
+		annotations[annLifecycleTemplates] = c.templates
+	}
 	typ := corev1.HostPathDirectory
 	hostname := v.node.Labels[corev1.LabelHostname]
 	if hostname == "" {
@@ -121,7 +140,7 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 	}
 	return madeVolume{
 		source:      corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(c.nodePath, v.name), Type: &typ}},
-		annotations: map[string]string{annNode: v.node.Name, annNodePath: c.nodePath, annDirectory: v.name},
+		annotations: annotations,
 		nodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{hostname}}},
 		}}}},
@@ -141,7 +160,7 @@ func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) 
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, nodePath: nodePath, volume: name}); err != nil {
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, nodePath: nodePath, volume: name, templates: pv.Annotations[annLifecycleTemplates]}); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

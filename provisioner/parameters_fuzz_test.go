@@ -30,6 +30,7 @@ func FuzzParseParameters(f *testing.F) {
 		"backend=local\nnodePath=/var/lib/caches\ndirectoryMode=0775\nmaxVolumes=3\nmaxVolumesPerNode=1",
 		"backend=local\nnodePath=/var/lib/../../etc",
 		"backend=local\nnodePath=/",
+		"backend=local\nnodePath=/x\nlifecycleTemplates=quota",
 		"backend=directory\nmaxVolumes=-1\ndirectoryMode=99999999999999999999",
 		"backend=\nselectorKeys=,,,",
 		"backend=directory\nbaseDir=/var/lib/reclaimable\x00/x\nsource=hostPath\nhostPath=relative",

@@ -69,6 +69,7 @@ func TestParseParameters(t *testing.T) {
 			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10, maxVolumesPerNode: 3,
 				pool: &localClass{nodePath: "/var/lib/caches", directoryMode: 0o775}},
 		},
+		{name: "local lifecycleTemplates not a name", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "lifecycleTemplates": "../x"}, wffc: true, wantErr: []string{`"lifecycleTemplates" must name a ConfigMap`}},
 		{name: "local maxVolumesPerNode zero", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "maxVolumesPerNode": "0"}, wffc: true, wantErr: []string{`"maxVolumesPerNode" must be a positive integer`}},
 		{name: "maxVolumesPerNode on a shared directory", params: hostPathClass(map[string]string{"maxVolumesPerNode": "3"}), wantErr: []string{`unknown parameter "maxVolumesPerNode"`}},
 		{name: "local binds at once", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches"}, wantErr: []string{"needs volumeBindingMode WaitForFirstConsumer"}},
