@@ -41,7 +41,10 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-const installNamespace = "reclaimable-system"
+const (
+	installNamespace   = "reclaimable-system"
+	lifecycleNamespace = "reclaimable-lifecycle"
+)
 
 // installedControllers are the controllers the base deploys apart, each
 // under the ServiceAccount "reclaimable-<controller>".
@@ -125,6 +128,8 @@ patches:
 			"namespace/reclaimable-system", "deployment.apps/reclaimable-podwatcher",
 			"deployment.apps/reclaimable-provisioner", "deployment.apps/reclaimable-releaser",
 			"clusterrole.rbac.authorization.k8s.io/reclaimable-provisioner", "persistentvolume/reclaimable-share",
+			"namespace/reclaimable-lifecycle", "role.rbac.authorization.k8s.io/reclaimable-lifecycle",
+			"rolebinding.rbac.authorization.k8s.io/reclaimable-lifecycle",
 		}},
 		{"overlay all", []string{"-k", filepath.Join(manifestsDir(), "overlays", "all")}, []string{
 			"deployment.apps/reclaimable ", "serviceaccount/reclaimable ",
@@ -135,7 +140,7 @@ patches:
 			"mutatingadmissionpolicybinding.admissionregistration.k8s.io/reclaimable-claims-gate created",
 		}},
 		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
-			"storageclass.storage.k8s.io/reclaimable", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
+			"storageclass.storage.k8s.io/reclaimable", "storageclass.storage.k8s.io/reclaimable-local", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
 			"podtemplate/ci-agent",
 		}},
 	} {
@@ -254,8 +259,14 @@ func TestInstallDeploymentsAreHardened(t *testing.T) {
 				case *rbacv1.Role:
 					checkNoWildcards(t, "Role "+o.Name, o.Rules)
 				}
-				if ns := obj.(metav1.Object).GetNamespace(); ns != "" && ns != installNamespace {
-					t.Errorf("%T %s is in namespace %s, want %s", obj, obj.(metav1.Object).GetName(), ns, installNamespace)
+				// The lifecycle pods' Role and its binding alone live in
+				// their namespace.
+				want := installNamespace
+				if name := obj.(metav1.Object).GetName(); name == "reclaimable-lifecycle" {
+					want = lifecycleNamespace
+				}
+				if ns := obj.(metav1.Object).GetNamespace(); ns != "" && ns != want {
+					t.Errorf("%T %s is in namespace %s, want %s", obj, obj.(metav1.Object).GetName(), ns, want)
 				}
 			}
 			if len(deployments) == 0 {
@@ -504,6 +515,8 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 		},
 		"provisioner": {
 			allowed: slices.Concat(
+				accesses(slices.Concat(read, []string{"create", "delete"}), "", "pods", lifecycleNamespace, ""),
+				accesses([]string{"get"}, "", "configmaps", lifecycleNamespace, ""),
 				accesses(slices.Concat(read, []string{"create", "update", "patch", "delete"}), "", "persistentvolumes", anyNS, ""),
 				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumeclaims", anyNS, ""),
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
@@ -513,9 +526,19 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),
 				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumeclaims", anyNS, ""),
 				accesses(slices.Concat(read, []string{"patch"}), "", "pods", anyNS, ""),
+				accesses([]string{"update", "patch", "deletecollection"}, "", "pods", lifecycleNamespace, ""),
+				accesses([]string{"create"}, "", "pods/exec", lifecycleNamespace, ""),
+				accesses([]string{"create", "update", "delete"}, "", "configmaps", lifecycleNamespace, ""),
+				accesses([]string{"create"}, "", "pods", installNamespace, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
 			),
 		},
+	}
+	// Only the provisioner runs lifecycle pods.
+	for _, c := range []string{"podwatcher", "releaser"} {
+		g := specific[c]
+		g.denied = append(g.denied, accesses([]string{"create", "delete"}, "", "pods", lifecycleNamespace, "")...)
+		specific[c] = g
 	}
 
 	for _, controller := range installedControllers {
