@@ -224,15 +224,22 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 	var last *corev1.Pod
 	err = wait.PollUntilContextCancel(waitCtx, l.interval, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
+		switch {
+		case apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID:
+			return false, errGone
+		case err != nil:
+			return false, nil // the API server may be back at the next look
 		}
 		last = p
-		return p.UID == pod.UID && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed), nil
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
 	})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errGone) {
+			l.observe(j.op, "failed", started)
+			return fmt.Errorf("the %s pod %s/%s on node %s was deleted before it finished", j.op, l.namespace, pod.Name, j.node)
 		}
 		l.observe(j.op, "deadline", started)
 		return fmt.Errorf("the %s pod %s/%s on node %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.node, l.timeout, podState(last))
@@ -266,6 +273,9 @@ func (l lifecyclePods) remove(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
+// errGone: the pod waited for was deleted, by someone else.
+var errGone = errors.New("lifecycle pod gone")
+
 // podState says where a pod that did not finish stands, for an event.
 func podState(p *corev1.Pod) string {
 	if p == nil {
@@ -289,7 +299,7 @@ func terminationMessage(p *corev1.Pod) string {
 			return fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason)
 		}
 	}
-	return errors.New("no container status").Error()
+	return "no container status"
 }
 
 // octalMode writes mode as the directoryMode parameter takes it.

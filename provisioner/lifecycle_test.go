@@ -165,6 +165,22 @@ func TestLifecyclePodsRun(t *testing.T) {
 		noPodLeft(t, client)
 		timed(t, l, "deadline")
 	})
+	t.Run("a pod deleted by someone else", func(t *testing.T) {
+		l, client := newPods(time.Minute)
+		go func() {
+			for {
+				if err := client.CoreV1().Pods("lifecycle").Delete(context.Background(), "create-pvc-1", metav1.DeleteOptions{}); err == nil {
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		err := l.run(context.Background(), job)
+		if err == nil || !strings.Contains(err.Error(), "was deleted before it finished") {
+			t.Fatalf("error %v, want the pod's deletion", err)
+		}
+		timed(t, l, "failed")
+	})
 	t.Run("an earlier attempt's pod is waited for, not doubled", func(t *testing.T) {
 		l, client := newPods(time.Minute)
 		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job), metav1.CreateOptions{}); err != nil {
