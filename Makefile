@@ -58,7 +58,7 @@ bench:
 	$(GO) run ./e2e/cmd/bench $(BENCH_FLAGS)
 
 ## demo: the volume cycle on a local control plane (KEEP=1 leaves it running)
-demo:
+demo: node-deps
 	$(GO) run ./e2e/cmd/demo $(if $(KEEP),--keep)
 
 ## cluster-up / cluster-down: a local control plane to explore with kubectl
