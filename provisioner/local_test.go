@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 )
@@ -79,5 +82,46 @@ func TestProvisionLocalNeedsANode(t *testing.T) {
 	_, _, err := f.p.Provision(context.Background(), lib.ProvisionOptions{StorageClass: localStorageClass(nil), PVName: "pvc-a", PVC: a})
 	if err == nil || !strings.Contains(err.Error(), "has no node selected") {
 		t.Fatalf("Provision without a selected node = %v", err)
+	}
+}
+
+// Reclaim policy Delete: the delete pod runs on the volume's node; a node
+// that is gone, or annotations that do not name the volume's directory,
+// leave the volume with an error that says what to do.
+func TestLocalDelete(t *testing.T) {
+	pv := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+		typ := corev1.HostPathDirectory
+		v := volume("pvc-1", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Annotations[annNode], pv.Annotations[annNodePath], pv.Annotations[annDirectory] = "n1", "/var/lib/caches", "pvc-1"
+			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pvc-1", Type: &typ}
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		})
+		for _, m := range mods {
+			m(v)
+		}
+		return v
+	}
+	newBackend := func(objs ...runtime.Object) (*localBackend, *fake.Clientset) {
+		client := fake.NewClientset(objs...)
+		return &localBackend{provisioner: testProvisioner, pods: lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test",
+			timeout: time.Minute, interval: time.Millisecond}}, client
+	}
+
+	b, client := newBackend(node("n1"))
+	finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
+	if err := b.delete(context.Background(), pv()); err != nil {
+		t.Fatalf("delete on a live node: %v", err)
+	}
+
+	b, _ = newBackend()
+	err := b.delete(context.Background(), pv())
+	if err == nil || !strings.Contains(err.Error(), "node n1, which holds the directory of volume pvc-1, is gone: remove /var/lib/caches/pvc-1 from its disk if it comes back, then delete the volume") {
+		t.Errorf("delete on a gone node = %v", err)
+	}
+
+	b, _ = newBackend(node("n1"))
+	err = b.delete(context.Background(), pv(func(pv *corev1.PersistentVolume) { pv.Spec.HostPath.Path = "/etc" }))
+	if err == nil || !strings.Contains(err.Error(), "refusing to delete the data of volume pvc-1") {
+		t.Errorf("delete of a volume whose source is not its directory = %v", err)
 	}
 }
