@@ -380,20 +380,32 @@ func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating node %s: %w", name, err)
 	}
+	return c.waitNodeReady(ctx, name, func() error { return nil })
+}
+
+// waitNodeReady polls the node until it is Ready, for up to a minute, or
+// until alive says what plays the node has stopped.
+func (c *Cluster) waitNodeReady(ctx context.Context, name string, alive func() error) error {
+	last := "not registered"
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := alive(); err != nil {
+			return false, err
+		}
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
+			last = err.Error()
 			return false, nil
 		}
 		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				return true, nil
+			if cond.Type == corev1.NodeReady {
+				last = fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+				return cond.Status == corev1.ConditionTrue, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s not Ready: %w", name, err)
+		return fmt.Errorf("node %s not Ready (%s): %w", name, last, err)
 	}
 	return nil
 }

@@ -10,12 +10,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -138,8 +137,13 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 	if err := n.startProcess(kubelet); err != nil {
 		return nil, err
 	}
-	if err := n.waitReady(ctx, kubelet); err != nil {
-		return nil, err
+	if err := c.waitNodeReady(ctx, name, func() error {
+		if kubelet.exited() {
+			return errors.New("the kubelet exited")
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, kubelet.tail())
 	}
 	c.nodes = append(c.nodes, n)
 	fmt.Fprintf(c.opts.Log, "Real node %s Ready in %s (kubelet %s, containerd %s, address %s)\n", name, time.Since(start).Round(10*time.Millisecond), KubernetesVersion, ContainerdVersion, ip)
@@ -211,43 +215,22 @@ func (n *Node) waitContainerd(ctx context.Context, binDir string, p *process) er
 	return nil
 }
 
-func (n *Node) waitReady(ctx context.Context, kubelet *process) error {
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		if kubelet.exited() {
-			return false, errors.New("the kubelet exited")
-		}
-		node, err := n.cluster.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		for _, cond := range node.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				last = fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
-				return cond.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("real node %s not Ready (%s): %w\n%s", n.Name, last, err, kubelet.tail())
-	}
-	return nil
-}
-
-// buildImages builds the images' programs from this work tree, static, and
-// writes their archives.
+// buildImages builds the images' programs from this work tree, static, in
+// one go build, and writes their archives.
 func (n *Node) buildImages(ctx context.Context) error {
+	args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", n.path("images") + string(filepath.Separator)}
 	for _, img := range nodeImages {
-		bin := n.path("images", img.program)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, img.pkg)
-		cmd.Dir = filepath.Join(ToolsDir(), "..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", img.program, err, out)
-		}
-		b, err := os.ReadFile(bin)
+		args = append(args, img.pkg)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(ToolsDir(), "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the node's images: %w\n%s", err, out)
+	}
+	for _, img := range nodeImages {
+		// go build names each binary after its package's directory.
+		b, err := os.ReadFile(n.path("images", path.Base(img.pkg)))
 		if err != nil {
 			return err
 		}

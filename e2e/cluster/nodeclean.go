@@ -95,22 +95,6 @@ func cleanAbandonedNodes() error {
 	return errors.Join(errs...)
 }
 
-// Running reports whether a process recorded in dir's pids file (a
-// control plane's or a node's) runs.
-func Running(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, pidFile))
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		_, pidText, _ := strings.Cut(line, " ")
-		if pid, err := strconv.Atoi(pidText); err == nil && pid > 1 && running(pid) {
-			return true
-		}
-	}
-	return false
-}
-
 // makeCgroupRoot creates the node's cgroup in every cgroup v1 hierarchy
 // (the kubelet requires its cgroup root to exist), with the cpus and
 // memory nodes of its parent so that tasks may join it.
@@ -230,8 +214,7 @@ func killCgroup(root string) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return killUntilGone("processes of cgroup "+root, func() ([]int, error) {
 		var pids []int
 		for _, h := range hierarchies {
 			_ = filepath.WalkDir(filepath.Join(h, root), func(path string, d os.DirEntry, err error) error {
@@ -250,30 +233,27 @@ func killCgroup(root string) error {
 				return nil
 			})
 		}
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v of cgroup %s did not die", pids, root)
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return pids, nil
+	})
 }
 
 // killShims kills the containerd shims started for the containerd that
 // listens on socket: they outlive containerd on purpose.
 func killShims(socket string) error {
+	return killUntilGone("containerd shims", func() ([]int, error) { return processesWithArgs(shim, socket) })
+}
+
+// killUntilGone sends SIGKILL to the processes list finds until it finds
+// none, for up to ten seconds; what names them in the error.
+func killUntilGone(what string, list func() ([]int, error)) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pids, err := processesWithArgs(shim, socket)
+		pids, err := list()
 		if err != nil || len(pids) == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("containerd shims %v did not die", pids)
+			return fmt.Errorf("%s %v did not die", what, pids)
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)

@@ -108,23 +108,53 @@ func writePIDs(dir string, procs []*process) error {
 	return os.WriteFile(filepath.Join(dir, pidFile), []byte(b.String()), 0o644)
 }
 
+// recordedPID is a line of a pids file.
+type recordedPID struct {
+	name string
+	pid  int
+}
+
+// readPIDs reads dir's pids file, in start order, leaving out lines that
+// name no process other than init.
+func readPIDs(dir string) ([]recordedPID, error) {
+	b, err := os.ReadFile(filepath.Join(dir, pidFile))
+	if err != nil {
+		return nil, err
+	}
+	var out []recordedPID
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, pidText, ok := strings.Cut(line, " ")
+		if pid, err := strconv.Atoi(pidText); ok && err == nil && pid > 1 {
+			out = append(out, recordedPID{name: name, pid: pid})
+		}
+	}
+	return out, nil
+}
+
+// Running reports whether a process recorded in dir's pids file (a
+// control plane's or a node's) runs.
+func Running(dir string) bool {
+	recorded, _ := readPIDs(dir)
+	for _, r := range recorded {
+		if running(r.pid) {
+			return true
+		}
+	}
+	return false
+}
+
 // StopDir stops the components of a cluster started in dir by another
 // process, in reverse start order, and waits until each has really exited:
 // a killed process can linger as a zombie until its parent reaps it, so
 // /proc/<pid> existing is not enough to say it still runs.
 func StopDir(dir string, grace time.Duration) error {
-	b, err := os.ReadFile(filepath.Join(dir, pidFile))
+	recorded, err := readPIDs(dir)
 	if err != nil {
 		return fmt.Errorf("no cluster recorded in %s: %w", dir, err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	var errs []error
-	for i := len(lines) - 1; i >= 0; i-- {
-		name, pidText, ok := strings.Cut(lines[i], " ")
-		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 1 {
-			continue
-		}
+	for i := len(recorded) - 1; i >= 0; i-- {
+		name, pid := recorded[i].name, recorded[i].pid
 		if !running(pid) {
 			continue
 		}
