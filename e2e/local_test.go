@@ -17,7 +17,6 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // localCase is a class of the local backend whose volumes are directories
@@ -41,22 +40,9 @@ func newLocalCase(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, par
 	if err := os.MkdirAll(c.nodePath, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.class = framework.Name("local")
 	parameters := map[string]string{"backend": "local", "nodePath": c.nodePath}
 	maps.Copy(parameters, params)
-	wait := storagev1.VolumeBindingWaitForFirstConsumer
-	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: c.class, Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner:       provisioner,
-		ReclaimPolicy:     &policy,
-		VolumeBindingMode: &wait,
-		Parameters:        parameters,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), c.class, metav1.DeleteOptions{})
-	})
+	c.class = createClass(t, "local", id, provisioner, policy, storagev1.VolumeBindingWaitForFirstConsumer, parameters)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}})
 	c.controllers = framework.StartController(t, append([]string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--namespace=" + c.ns,
 		"--lifecycle-namespace=" + c.helpers, "--lifecycle-image=" + cluster.ReclaimableImage,

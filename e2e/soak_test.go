@@ -224,16 +224,22 @@ func newCycleCase(t *testing.T, prefix string) *cycleCase {
 // at cleanup.
 func createDirectoryClass(t *testing.T, prefix, id, provisioner string, params map[string]string) string {
 	t.Helper()
-	name := framework.Name(prefix)
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
 	parameters := map[string]string{"backend": "directory", "source": "hostPath"}
 	maps.Copy(parameters, params)
+	return createClass(t, prefix, id, provisioner, corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate, parameters)
+}
+
+// createClass creates a StorageClass served by provisioner, annotated for
+// the releaser of controller ID id, with parameters; it is deleted at
+// cleanup.
+func createClass(t *testing.T, prefix, id, provisioner string, policy corev1.PersistentVolumeReclaimPolicy, binding storagev1.VolumeBindingMode, parameters map[string]string) string {
+	t.Helper()
+	name := framework.Name(prefix)
 	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: map[string]string{keys.ClassControllerID: id}},
 		Provisioner:       provisioner,
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
+		ReclaimPolicy:     &policy,
+		VolumeBindingMode: &binding,
 		Parameters:        parameters,
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
