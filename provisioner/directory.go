@@ -144,11 +144,17 @@ func (c *directoryClass) selectorKeys() []string { return nil }
 func (c *directoryClass) maker() (volumeMaker, string) { return c, "" }
 
 func (c *directoryClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
+	return refuseUnlessDirectory(backendDirectory, claim)
+}
+
+// refuseUnlessDirectory refuses, for a backend whose volumes are
+// directories, a claim for a block volume or a volume attributes class.
+func refuseUnlessDirectory(backend string, claim *corev1.PersistentVolumeClaim) (string, error) {
 	if volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &corev1.PersistentVolumeSpec{}) {
-		return reasonUnsupportedVolumeMode, errors.New("the directory backend makes filesystem volumes only, and no free block volume fits")
+		return reasonUnsupportedVolumeMode, fmt.Errorf("the %s backend makes filesystem volumes only, and no free block volume fits", backend)
 	}
 	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
-		return reasonUnsupportedAttributes, errors.New("the directory backend has no volume attributes classes, and no free volume of that class fits")
+		return reasonUnsupportedAttributes, fmt.Errorf("the %s backend has no volume attributes classes, and no free volume of that class fits", backend)
 	}
 	return "", nil
 }

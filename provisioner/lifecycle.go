@@ -34,8 +34,12 @@ const (
 	LifecycleDelete = "delete"
 )
 
-// LifecycleMount is where a lifecycle pod sees the class's nodePath.
-const LifecycleMount = "/pool"
+// LifecycleMount is where a lifecycle pod sees the class's nodePath, the
+// pod's volume lifecycleVolume.
+const (
+	LifecycleMount  = "/pool"
+	lifecycleVolume = "pool"
+)
 
 // The environment of a lifecycle pod.
 const (
@@ -121,7 +125,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 					{Name: EnvVolumeMode, Value: octalMode(j.mode)},
 					{Name: EnvVolumeSize, Value: j.size},
 				},
-				VolumeMounts:             []corev1.VolumeMount{{Name: "pool", MountPath: LifecycleMount}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: lifecycleVolume, MountPath: LifecycleMount}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
 					RunAsUser:                ptr.To[int64](0),
@@ -129,7 +133,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "FOWNER", "DAC_OVERRIDE", "FSETID"}},
 				},
 			}},
-			Volumes: []corev1.Volume{{Name: "pool", VolumeSource: corev1.VolumeSource{
+			Volumes: []corev1.Volume{{Name: lifecycleVolume, VolumeSource: corev1.VolumeSource{
 				HostPath: &corev1.HostPathVolumeSource{Path: j.nodePath, Type: &typ},
 			}}},
 		},
@@ -176,7 +180,7 @@ func fromTemplate(tmpl corev1.PodTemplateSpec, builtin *corev1.Pod) *corev1.Pod 
 	pod.Spec.NodeName = builtin.Spec.NodeName
 	pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod.Spec.Tolerations = append(pod.Spec.Tolerations, builtin.Spec.Tolerations...)
-	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "pool" })
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == lifecycleVolume })
 	pod.Spec.Volumes = append(pod.Spec.Volumes, builtin.Spec.Volumes...)
 	env := builtin.Spec.Containers[0].Env
 	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {

@@ -13,9 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -103,13 +101,7 @@ func (c *localClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error)
 			return reasonUnsupportedAccessMode, fmt.Errorf("a %s volume is on one node and serves %s or %s, not %s; ask for one of those, or use a class of the directory backend on a share", backendLocal, corev1.ReadWriteOnce, corev1.ReadWriteOncePod, m)
 		}
 	}
-	if volumehelpers.CheckVolumeModeMismatches(&claim.Spec, &corev1.PersistentVolumeSpec{}) {
-		return reasonUnsupportedVolumeMode, fmt.Errorf("the %s backend makes filesystem volumes only, and no free block volume fits", backendLocal)
-	}
-	if ptr.Deref(claim.Spec.VolumeAttributesClassName, "") != "" {
-		return reasonUnsupportedAttributes, fmt.Errorf("the %s backend has no volume attributes classes, and no free volume of that class fits", backendLocal)
-	}
-	return "", nil
+	return refuseUnlessDirectory(backendLocal, claim)
 }
 
 func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error) {
