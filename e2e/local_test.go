@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -103,6 +104,77 @@ func TestNodeLocalPoolServesTheNextPodOnItsNode(t *testing.T) {
 		t.Errorf("the second pod's claim got volume %s, want %s from the node's pool", got.Name, volume.Name)
 	}
 	deletePod(t, c.ns, "reader", claim)
+	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeLocalWarmVolumeDrawsItsWorkloadsNextPod: under the class's
+// defaults the released volume is kept for its claim's name, so the PV
+// controller binds the workload's next claim to it as soon as the claim
+// exists, and the scheduler, which only sees that binding, sends the pod to
+// the volume's node although an empty fake node has more room.
+func TestNodeLocalWarmVolumeDrawsItsWorkloadsNextPod(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
+	c.drawsTheNextPod(t, "cache", "cache")
+}
+
+// TestNodeLocalFreeVolumeDrawsAnotherWorkloadsPod: a free volume, kept for
+// no claim (reuseScope cluster, no reservation), draws a pod of another
+// workload to its node: the scheduler scores a node where a free volume fits
+// the pod's claim, configured as the README says.
+func TestNodeLocalFreeVolumeDrawsAnotherWorkloadsPod(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, map[string]string{"reuseScope": "cluster", "reserveFor": "0"})
+	c.drawsTheNextPod(t, "first-workload", "second-workload")
+}
+
+// drawsTheNextPod runs a pod on the real node that writes into a new volume
+// through claim, then a pod through next that may run on the real node or
+// on an empty fake node, which the scheduler's resource scores favour. The
+// second pod must be scheduled to the real node, at the first try, and read
+// the first pod's data.
+func (c *localCase) drawsTheNextPod(t *testing.T, claim, next string) {
+	t.Helper()
+	other := framework.Name("roomy")
+	framework.CreateNode(t, other, nil)
+	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "warm\n"))
+	volume := boundVolume(t, c.ns, claim)
+	deletePod(t, c.ns, "writer", claim)
+	waitInPool(t, volume.Name)
+
+	pod := nodePod("reader", next, c.class, 1000, "expect", "/cache/log", "warm\n")
+	pod.Spec.NodeSelector = nil
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{framework.RealNodeName, other}}},
+		}}},
+	}}
+	if _, err := framework.Client().CoreV1().Pods(c.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A node the scheduler selected for a new volume shows on the claim
+	// before the pod is bound to it (the pod waits for the volume).
+	var node string
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		pvc, err := framework.Client().CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, next, metav1.GetOptions{})
+		if err == nil && pvc.Annotations[volumehelpers.AnnSelectedNode] != "" {
+			node = pvc.Annotations[volumehelpers.AnnSelectedNode]
+			return true, nil
+		}
+		p, err := framework.Client().CoreV1().Pods(c.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = p.Spec.NodeName
+		return node != "", nil
+	}, "pod "+pod.Name+" to be scheduled")
+	if node != framework.RealNodeName {
+		t.Fatalf("pod %s was scheduled to %s, away from the free volume %s on %s", pod.Name, node, volume.Name, framework.RealNodeName)
+	}
+	waitSucceeded(t, c.ns, pod.Name)
+	if got := boundVolume(t, c.ns, next); got.Name != volume.Name {
+		t.Fatalf("claim %s got volume %s, want the node's free volume %s", next, got.Name, volume.Name)
+	}
+	deletePod(t, c.ns, pod.Name, next)
 	c.noHelperLeft(t)
 	c.inv.Check(t, 10*time.Second)
 }

@@ -119,6 +119,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.writeKubeconfigs(); err != nil {
 		return nil, err
 	}
+	if err := c.writeSchedulerConfig(); err != nil {
+		return nil, err
+	}
 	c.procs = c.components()
 
 	for _, p := range c.procs {
@@ -237,11 +240,12 @@ func (c *Cluster) components() []*process {
 			"--kube-api-burst="+strconv.Itoa(2*c.opts.ControllerManagerQPS),
 			"--profiling=false"),
 		proc(KubeScheduler,
-			"--kubeconfig="+c.kubeconfigPath("scheduler"),
+			"--config="+c.schedulerConfigPath(),
 			"--authentication-skip-lookup",
-			"--leader-elect=false",
-			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports["scheduler"]),
-			"--profiling=false"),
+			// Alpha in v1.34: lets VolumeBinding score static bindings
+			// with the configuration's shape (see writeSchedulerConfig).
+			"--feature-gates=StorageCapacityScoring=true",
+			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports["scheduler"])),
 		proc(Kwok,
 			"--kubeconfig="+c.kubeconfigPath("kwok"),
 			"--config="+filepath.Join(c.BinDir, kwokStages),
@@ -250,6 +254,34 @@ func (c *Cluster) components() []*process {
 			"--node-ip=127.0.0.1",
 			"--server-address=127.0.0.1:"+strconv.Itoa(c.ports["kwok"])),
 	}
+}
+
+func (c *Cluster) schedulerConfigPath() string {
+	return filepath.Join(c.Dir, "scheduler.yaml")
+}
+
+// writeSchedulerConfig configures the scheduler as the README's node-local
+// pools section advises: VolumeBinding scores a node where a free volume
+// fits the pod's claim by how closely it fits (a volume of the claim's size
+// scores highest), so that a warm member draws the pod to its node.
+func (c *Cluster) writeSchedulerConfig() error {
+	config := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: false
+enableProfiling: false
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: VolumeBinding
+    args:
+      shape:
+      - {utilization: 0, score: 0}
+      - {utilization: 100, score: 10}
+`, c.kubeconfigPath("scheduler"))
+	return os.WriteFile(c.schedulerConfigPath(), []byte(config), 0o644)
 }
 
 func (c *Cluster) kubeconfigPath(user string) string {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -392,7 +393,7 @@ func misfit(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) st
 	if mode(claim.Spec.VolumeMode) != mode(pv.Spec.VolumeMode) {
 		return fmt.Sprintf("volume mode %s, claim wants %s", mode(pv.Spec.VolumeMode), mode(claim.Spec.VolumeMode))
 	}
-	if node := claim.Annotations["volume.kubernetes.io/selected-node"]; node != "" && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+	if node := claim.Annotations[volumehelpers.AnnSelectedNode]; node != "" && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
 		n, err := Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		if err == nil {
 			if ok, _ := corev1helpers.MatchNodeSelectorTerms(n, pv.Spec.NodeAffinity.Required); !ok {
