@@ -54,7 +54,7 @@ node-deps:
 	fi
 
 ## bench: latency, throughput, API cost and memory of the full cycle on a local control plane (BENCH_FLAGS=...)
-bench:
+bench: node-deps
 	$(GO) run ./e2e/cmd/bench $(BENCH_FLAGS)
 
 ## demo: the volume cycle on a local control plane (KEEP=1 leaves it running)

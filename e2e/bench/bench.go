@@ -63,6 +63,9 @@ type Config struct {
 	// back, on a class with reserveFor ReserveFor); 0 skips it.
 	RecurringCycles int
 	ReserveFor      string
+	// NodeLocalCycles of each kind of the node-local run (a miss, a hit and
+	// the floor, on a real node); 0 skips it.
+	NodeLocalCycles int
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -149,6 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
+		NodeLocalCycles: cfg.NodeLocalCycles,
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
@@ -184,6 +188,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		"--provisioner-name=" + provisionerName,
 		"--leader-elect-namespace=default",
 	}, extra: map[string][]string{"provisioner": {"--directory-root=" + filepath.Dir(b.base)}}}
+	if cfg.NodeLocalCycles > 0 {
+		b.inst.extra["provisioner"] = append(b.inst.extra["provisioner"], nodeLocalFlags()...)
+	}
 	if err := os.MkdirAll(b.inst.logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -334,6 +341,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	if cfg.NodeLocalCycles > 0 {
+		b.logf("Node-local: %d cycles each of a miss, a hit and the floor, on a real node", cfg.NodeLocalCycles)
+		n, err := b.nodeLocal(ctx, cfg.NodeLocalCycles)
+		if err != nil {
+			note("node-local run: %v", err)
+		}
+		r.NodeLocal = n
+	}
 	if cfg.Failover {
 		b.logf("Failover: killing each leader, standbys waiting")
 		f, err := b.failover(ctx)

@@ -35,10 +35,12 @@ type Report struct {
 	Recurring *Recurring `json:"recurring,omitempty"`
 	// OneOff is what a reservation costs claims whose names never come
 	// back: the class of the recurring run, and the same without reserveFor.
-	OneOff   []OneOff  `json:"one_off,omitempty"`
-	Failover *Failover `json:"failover,omitempty"`
-	Scale    *Scale    `json:"scale,omitempty"`
-	Targets  []Target  `json:"targets"`
+	OneOff []OneOff `json:"one_off,omitempty"`
+	// NodeLocal is the node-local run (a local class on a real node).
+	NodeLocal *NodeLocal `json:"node_local,omitempty"`
+	Failover  *Failover  `json:"failover,omitempty"`
+	Scale     *Scale     `json:"scale,omitempty"`
+	Targets   []Target   `json:"targets"`
 	// Notes say what went wrong or was left out; a report with notes is
 	// still a report.
 	Notes []string `json:"notes,omitempty"`
@@ -67,6 +69,7 @@ type Settings struct {
 	SchedulingCycles  int    `json:"scheduling_cycles"`
 	SchedulingLevels  []int  `json:"scheduling_levels,omitempty"`
 	RecurringCycles   int    `json:"recurring_cycles"`
+	NodeLocalCycles   int    `json:"node_local_cycles"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -463,6 +466,30 @@ func (r *Report) Markdown(w io.Writer) {
 			}
 			p("| %s | %s | %d%s | %.1f%% | %s | %s | %d | %s | %s | %s |\n", o.ReserveFor, o.ReuseScope, o.Cycles, fail, o.WarmPct, fmtMs(o.Bound.P50ms), fmtMs(o.Bound.P99ms),
 				o.HandedOff, fmtMs(o.ToHandOff.P50ms), fmtMs(o.ToIssue.P50ms), fmtMs(o.ToBind.P50ms))
+		}
+	}
+
+	if n := r.NodeLocal; n != nil {
+		p("\n### Node-local pool on a real node (%d cycles of each, one pod at a time)\n\n", n.Cycles)
+		p("| cycle | claim -> Bound p50 | p95 | p99 | of which node selected -> Bound p50 | p99 | pod created -> scheduled p50 | p99 |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, row := range []struct {
+			name string
+			r    NodeLocalRow
+		}{
+			{"miss: a create pod makes the directory", n.Miss},
+			{"hit: the workload's volume, free on the node", n.Hit},
+			{"floor: a free local volume, no provisioner", n.Floor},
+		} {
+			extra := ""
+			if row.r.Failed > 0 || row.r.Unexpected > 0 {
+				extra = fmt.Sprintf(" (%d failed, %d served otherwise)", row.r.Failed, row.r.Unexpected)
+			}
+			selected := [2]string{"-", "-"}
+			if row.r.Provisioned.N > 0 {
+				selected = [2]string{fmtMs(row.r.Provisioned.P50ms), fmtMs(row.r.Provisioned.P99ms)}
+			}
+			p("| %s%s | %s | %s | %s | %s | %s | %s | %s |\n", row.name, extra, fmtMs(row.r.Bound.P50ms), fmtMs(row.r.Bound.P95ms), fmtMs(row.r.Bound.P99ms),
+				selected[0], selected[1], fmtMs(row.r.Scheduled.P50ms), fmtMs(row.r.Scheduled.P99ms))
 		}
 	}
 
