@@ -189,6 +189,21 @@ func TestInstallPodsRunUnderRestrictedPodSecurity(t *testing.T) {
 		t.Fatalf("a pod that is not restricted was not refused by Pod Security admission: %v", err)
 	}
 
+	// A Deployment that does not become available fails the test with
+	// where its pods stand.
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		pods, err := client.CoreV1().Pods(installNamespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Logf("listing the installation's pods: %v", err)
+			return
+		}
+		for _, p := range pods.Items {
+			t.Logf("pod %s created %s on node %q, phase %s, conditions %+v", p.Name, p.CreationTimestamp.Format(time.RFC3339), p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+		}
+	}()
 	for _, c := range installedControllers {
 		name := "reclaimable-" + c
 		framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {

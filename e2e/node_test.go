@@ -149,6 +149,10 @@ func TestNodeCarriesDataToTheNextPod(t *testing.T) {
 	}
 	volume := boundVolume(t, ns, claim)
 	deletePod(t, ns, "writer", claim)
+	// The next pod of a workload comes once the last one's volume is back
+	// in the pool; one that comes while the PV controller has yet to see
+	// the claim gone finds the volume still Bound, and gets a new one.
+	waitInPool(t, volume.Name)
 
 	second := "appended by uid 2000\n"
 	log = runToCompletion(t, ns, nodePod("reader", claim, class, 2000, "append", "/cache/log", second))

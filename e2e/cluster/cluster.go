@@ -236,6 +236,12 @@ func (c *Cluster) components() []*process {
 			"--cluster-signing-cert-file="+pki("ca.crt"), "--cluster-signing-key-file="+pki("ca.key"),
 			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.ports["controller-manager"]),
 			"--pvclaimbinder-sync-period="+c.opts.ClaimBinderSyncPeriod.String(),
+			// kwok renews the fake nodes' leases through the client that
+			// also plays every fake pod; under a burst of pods on two cores
+			// a renewal can come after the default 50 s, the node is marked
+			// NotReady and its pods not Ready, and kwok never makes them
+			// Ready again. No test here is about a node going silent.
+			"--node-monitor-grace-period=5m",
 			"--kube-api-qps="+strconv.Itoa(c.opts.ControllerManagerQPS),
 			"--kube-api-burst="+strconv.Itoa(2*c.opts.ControllerManagerQPS),
 			"--profiling=false"),
