@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -74,14 +73,15 @@ type madeVolume struct {
 
 // newBackends registers every backend by the name a class gives it.
 // provisionerName is the provisioner's own name; client runs the local
-// backend's lifecycle pods, and lifecycle (if not nil) times them.
-func newBackends(provisionerName string, client kubernetes.Interface, cfg Config, lifecycle *prometheus.HistogramVec) map[string]backend {
+// backend's lifecycle pods, events follows them, and lifecycle (if not nil)
+// times them.
+func newBackends(provisionerName string, client kubernetes.Interface, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
 	return map[string]backend{
 		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}},
 		backendStatic:    staticBackend{},
 		backendLocal: &localBackend{provisioner: provisionerName, pods: lifecyclePods{
 			client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
-			timeout: cfg.LifecycleTimeout, interval: 100 * time.Millisecond, durations: lifecycle,
+			timeout: cfg.LifecycleTimeout, events: events, durations: lifecycle,
 		}},
 	}
 }

@@ -77,7 +77,8 @@ func (c *Config) validate() error {
 
 // Controller is the provisioner.
 type Controller struct {
-	lib *lib.ProvisionController
+	lib       *lib.ProvisionController
+	lifecycle *lifecycleEvents
 }
 
 // New builds the provisioner on env's shared informers.
@@ -153,7 +154,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		lib.MetricsPort(0),
 	}
 	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
-	return &Controller{lib: pc}, nil
+	return &Controller{lib: pc, lifecycle: p.lifecycle}, nil
 }
 
 // Name names the controller's lease and logs.
@@ -161,6 +162,9 @@ func (c *Controller) Name() string { return "provisioner" }
 
 // Run provisions and deletes until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
+	if err := c.lifecycle.start(ctx); err != nil {
+		return err
+	}
 	c.lib.Run(ctx)
 	return nil
 }

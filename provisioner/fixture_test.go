@@ -64,6 +64,9 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	f.client = fake.NewClientset(objs...)
 	controllertest.ResourceVersionPreconditions(f.client, corev1.SchemeGroupVersion.WithResource("persistentvolumes"))
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, newMetrics(), Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
+	if err := f.p.lifecycle.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	f.p.requeue = func(c *corev1.PersistentVolumeClaim) {
 		f.mu.Lock()
 		defer f.mu.Unlock()

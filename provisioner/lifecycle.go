@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -79,8 +78,8 @@ type lifecyclePods struct {
 	image     string
 	// timeout bounds how long one pod may take, from creation to its end.
 	timeout time.Duration
-	// interval is how often a running pod is looked at.
-	interval time.Duration
+	// events is the cache of lifecycle pods that waits read.
+	events *lifecycleEvents
 	// durations, if not nil, times each pod by operation and result.
 	durations *prometheus.HistogramVec
 }
@@ -225,18 +224,7 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 	deadline := started.Add(l.timeout)
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var last *corev1.Pod
-	err = wait.PollUntilContextCancel(waitCtx, l.interval, true, func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID:
-			return false, errGone
-		case err != nil:
-			return false, nil // the API server may be back at the next look
-		}
-		last = p
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
-	})
+	last, err := l.wait(waitCtx, pod)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -255,6 +243,42 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 	l.observe(j.op, "succeeded", started)
 	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))
 	return nil
+}
+
+// wait returns the pod once it has ended, errGone once it is deleted, or
+// ctx's error with the pod as last seen. It reads the pod from the cache of
+// lifecycle pods and wakes on its changes; only while the cache does not
+// hold the pod (just created, or deleted) does it ask the API server,
+// which alone can say that the pod is gone.
+func (l lifecyclePods) wait(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	var last *corev1.Pod
+	for {
+		changed := l.events.next()
+		p, err := l.events.pods.Get(pod.Name)
+		if err != nil || p.UID != pod.UID {
+			p, err = l.client.CoreV1().Pods(l.namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err) || err == nil && p.UID != pod.UID:
+				return last, errGone
+			case err != nil && ctx.Err() != nil:
+				return last, ctx.Err()
+			case err != nil:
+				// The API server may answer at the pod's next change.
+				p = nil
+			}
+		}
+		if p != nil {
+			last = p
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return p, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-changed:
+		}
+	}
 }
 
 func (l lifecyclePods) observe(op, result string, started time.Time) {

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -77,6 +79,17 @@ func TestOctalMode(t *testing.T) {
 	}
 }
 
+// startedEvents is a cache of the lifecycle pods on client, running until
+// the test ends.
+func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycleEvents {
+	t.Helper()
+	e := newLifecycleEvents(client, "lifecycle")
+	if err := e.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // finish plays the kubelet: once the lifecycle pod exists, it ends it in
 // phase with message.
 func finish(t *testing.T, client *fake.Clientset, name string, phase corev1.PodPhase, message string) {
@@ -101,9 +114,9 @@ func finish(t *testing.T, client *fake.Clientset, name string, phase corev1.PodP
 
 func TestLifecyclePodsRun(t *testing.T) {
 	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
-	newPods := func(timeout time.Duration) (lifecyclePods, *fake.Clientset) {
+	newPods := func(t *testing.T, timeout time.Duration) (lifecyclePods, *fake.Clientset) {
 		client := fake.NewClientset()
-		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, interval: time.Millisecond,
+		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, events: startedEvents(t, client),
 			durations: newMetrics().lifecycle}, client
 	}
 	// timed checks that the pod's run was timed once, with result.
@@ -138,7 +151,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 	}
 
 	t.Run("succeeds", func(t *testing.T) {
-		l, client := newPods(time.Minute)
+		l, client := newPods(t, time.Minute)
 		finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
 		if err := l.run(context.Background(), job); err != nil {
 			t.Fatal(err)
@@ -146,8 +159,40 @@ func TestLifecyclePodsRun(t *testing.T) {
 		noPodLeft(t, client)
 		timed(t, l, "succeeded")
 	})
+	t.Run("waits on the cache, not the API server", func(t *testing.T) {
+		l, client := newPods(t, time.Minute)
+		// The kubelet's part: the pod runs for 100 ms, then succeeds. It
+		// reads the pod from the cache, so that the client's actions are
+		// the provisioner's alone.
+		go func() {
+			var p *corev1.Pod
+			_ = wait.PollUntilContextTimeout(t.Context(), time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				got, err := l.events.pods.Get("create-pvc-1")
+				p = got
+				return err == nil, nil
+			})
+			time.Sleep(100 * time.Millisecond)
+			p = p.DeepCopy()
+			p.Status.Phase = corev1.PodSucceeded
+			_, _ = client.CoreV1().Pods("lifecycle").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
+		}()
+		if err := l.run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		gets := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+				gets++
+			}
+		}
+		// At most one: the pod may not be in the cache right after its
+		// creation.
+		if gets > 1 {
+			t.Errorf("%d reads of the pod from the API server while it ran, want at most 1", gets)
+		}
+	})
 	t.Run("fails with the pod's message", func(t *testing.T) {
-		l, client := newPods(time.Minute)
+		l, client := newPods(t, time.Minute)
 		finish(t, client, "create-pvc-1", corev1.PodFailed, "no space left on device")
 		err := l.run(context.Background(), job)
 		if err == nil || !strings.Contains(err.Error(), "failed: no space left on device") || !strings.Contains(err.Error(), "node n1") {
@@ -157,7 +202,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 		timed(t, l, "failed")
 	})
 	t.Run("deadline", func(t *testing.T) {
-		l, client := newPods(50 * time.Millisecond)
+		l, client := newPods(t, 50*time.Millisecond)
 		err := l.run(context.Background(), job)
 		if err == nil || !strings.Contains(err.Error(), "did not finish within 50ms") {
 			t.Fatalf("error %v, want the deadline", err)
@@ -166,7 +211,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 		timed(t, l, "deadline")
 	})
 	t.Run("a pod deleted by someone else", func(t *testing.T) {
-		l, client := newPods(time.Minute)
+		l, client := newPods(t, time.Minute)
 		go func() {
 			for {
 				if err := client.CoreV1().Pods("lifecycle").Delete(context.Background(), "create-pvc-1", metav1.DeleteOptions{}); err == nil {
@@ -182,7 +227,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 		timed(t, l, "failed")
 	})
 	t.Run("an earlier attempt's pod is waited for, not doubled", func(t *testing.T) {
-		l, client := newPods(time.Minute)
+		l, client := newPods(t, time.Minute)
 		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

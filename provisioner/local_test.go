@@ -104,7 +104,7 @@ func TestLocalDelete(t *testing.T) {
 	newBackend := func(objs ...runtime.Object) (*localBackend, *fake.Clientset) {
 		client := fake.NewClientset(objs...)
 		return &localBackend{provisioner: testProvisioner, pods: lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test",
-			timeout: time.Minute, interval: time.Millisecond}}, client
+			timeout: time.Minute, events: startedEvents(t, client)}}, client
 	}
 
 	b, client := newBackend(node("n1"))

@@ -59,6 +59,10 @@ type provisioner struct {
 	backends map[string]backend
 	clock    clock.PassiveClock
 
+	// lifecycle follows the local backend's lifecycle pods; it runs while
+	// the provisioner does.
+	lifecycle *lifecycleEvents
+
 	// requeue hands a claim back to the library's work queue.
 	requeue func(*corev1.PersistentVolumeClaim)
 
@@ -70,11 +74,13 @@ type provisioner struct {
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
+	lifecycle := newLifecycleEvents(client, cfg.LifecycleNamespace)
 	p := &provisioner{
 		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
-		backends: newBackends(name, client, cfg, m.lifecycle),
-		requeue:  func(*corev1.PersistentVolumeClaim) {},
-		waiting:  newWaitingClaims(),
+		lifecycle: lifecycle,
+		backends:  newBackends(name, client, cfg, lifecycle, m.lifecycle),
+		requeue:   func(*corev1.PersistentVolumeClaim) {},
+		waiting:   newWaitingClaims(),
 	}
 	p.useClock(clock.RealClock{})
 	m.members.count = p.memberStates

@@ -1,0 +1,73 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// lifecycleEvents follows the lifecycle pods, so that a wait for one reads
+// a cache and wakes on its changes instead of asking the API server again
+// and again. The informer is its own, not the process's shared pod
+// informer: that one trims pods to what the podwatcher reads, and a failed
+// lifecycle pod's termination message is in the container statuses it
+// drops. It runs only while the provisioner leads.
+type lifecycleEvents struct {
+	informer cache.SharedIndexInformer
+	pods     corelisters.PodNamespaceLister
+
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func newLifecycleEvents(client kubernetes.Interface, namespace string) *lifecycleEvents {
+	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelLifecycle }),
+		informers.WithTransform(func(obj any) (any, error) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				p.ManagedFields = nil
+			}
+			return obj, nil
+		}))
+	pods := f.Core().V1().Pods()
+	e := &lifecycleEvents{informer: pods.Informer(), pods: pods.Lister().Pods(namespace), changed: make(chan struct{})}
+	notify := func(any) { e.notify() }
+	_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, _ any) { e.notify() },
+		DeleteFunc: notify,
+	})
+	return e
+}
+
+// start runs the informer until ctx is done and waits for its first list.
+func (e *lifecycleEvents) start(ctx context.Context) error {
+	go e.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), e.informer.HasSynced) {
+		return fmt.Errorf("syncing the lifecycle pods' cache: %w", ctx.Err())
+	}
+	return nil
+}
+
+// next returns a channel that is closed at the next change of any lifecycle
+// pod. Take it before reading the cache, so that no change is missed.
+func (e *lifecycleEvents) next() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.changed
+}
+
+func (e *lifecycleEvents) notify() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
