@@ -668,7 +668,7 @@ func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 	for _, c := range installedControllers {
 		args := append([]string{c,
 			"--kubeconfig=" + kubeconfigFor(t, c),
-			"--leader-elect-namespace=" + installNamespace,
+			"--leader-elect-resource-namespace=" + installNamespace,
 			"--controller-id=reclaimable",
 			"--provisioner-name=vendor/reclaimable",
 		}, extra[c]...)

@@ -23,8 +23,8 @@ package podwatcher
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"maps"
 	"time"
 
@@ -64,7 +64,7 @@ type Config struct {
 }
 
 // AddFlags registers the flags of the podwatcher on fs.
-func (c *Config) AddFlags(fs *flag.FlagSet) {
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Namespace, "namespace", "", "Watch Pods and Jobs (and manage claims) in this namespace only; empty watches all namespaces.")
 	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", time.Minute, "How often every managed claim is checked for an owner that is gone, and every annotated Pod and Job for a missing claim.")
 	fs.IntVar(&c.Workers, "podwatcher-workers", 4, "Pods, Jobs and claims the podwatcher processes in parallel.")

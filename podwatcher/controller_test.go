@@ -2,7 +2,7 @@ package podwatcher
 
 import (
 	"context"
-	"flag"
+	"github.com/spf13/pflag"
 	"strings"
 	"testing"
 	"time"
@@ -623,7 +623,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	var defaults Config
-	defaults.AddFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+	defaults.AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
 	if err := defaults.validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}

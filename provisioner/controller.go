@@ -10,8 +10,8 @@ package provisioner
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,7 +46,7 @@ type Config struct {
 }
 
 // AddFlags registers the flags of the provisioner on fs.
-func (c *Config) AddFlags(fs *flag.FlagSet) {
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DirectoryRoot, "directory-root", "/var/lib/reclaimable",
 		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
 	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")

@@ -2,7 +2,7 @@ package provisioner
 
 import (
 	"context"
-	"flag"
+	"github.com/spf13/pflag"
 	"testing"
 	"time"
 
@@ -22,7 +22,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	var defaults Config
-	defaults.AddFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+	defaults.AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
 	if err := defaults.validate(); err != nil {
 		t.Errorf("defaults: %v", err)
 	}

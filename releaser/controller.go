@@ -8,8 +8,8 @@ package releaser
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"github.com/spf13/pflag"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,7 +47,7 @@ type Config struct {
 }
 
 // AddFlags registers the flags of the releaser on fs.
-func (c *Config) AddFlags(fs *flag.FlagSet) {
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReleaseInterval, "release-interval", time.Minute,
 		"How often the releaser checks every volume of this controller ID, besides reacting to events.")
 	fs.BoolVar(&c.DisableAutomaticAssociation, "disable-automatic-association", false,

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,10 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/spf13/pflag"
+	"k8s.io/component-base/featuregate"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
@@ -75,8 +78,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("reclaimable "+cmd, flag.ContinueOnError)
+	fs := pflag.NewFlagSet("reclaimable "+cmd, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage of reclaimable %s:\n%s", cmd, fs.FlagUsages())
+	}
 	var (
 		common      controller.Options
 		pw          podwatcher.Config
@@ -84,9 +90,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		rel         releaser.Config
 		showVersion bool
 	)
+	logging := logsapi.NewLoggingConfiguration()
+	logFeatures := featuregate.NewFeatureGate()
+	if err := logsapi.AddFeatureGates(logFeatures); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	common.AddFlags(fs)
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
-	klog.InitFlags(fs)
+	logsapi.AddFlags(logging, fs)
+	logFeatures.AddFlag(fs)
 	switch cmd {
 	case "podwatcher":
 		pw.AddFlags(fs)
@@ -103,9 +116,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	if showVersion {
@@ -114,6 +128,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+	if err := logsapi.ValidateAndApply(logging, logFeatures); err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 

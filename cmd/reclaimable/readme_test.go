@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
-
-	"k8s.io/klog/v2"
 )
 
 // The Configuration section of README.md documents every flag of every
@@ -29,30 +26,22 @@ const readmePath = "../../README.md"
 var controllerSubcommands = []string{"podwatcher", "provisioner", "releaser"}
 
 // helpFlags runs the binary's run function with "<subcommand> --help" and
-// returns the flag names it prints, klog's own flags excluded.
+// returns the flag names it prints.
 func helpFlags(t *testing.T, subcommand string) []string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{subcommand, "--help"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("reclaimable %s --help exited %d; stderr:\n%s", subcommand, code, stderr.String())
 	}
-	klogFlags := map[string]bool{}
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	fs.VisitAll(func(f *flag.Flag) { klogFlags[f.Name] = true })
-
-	// flag.PrintDefaults writes "  -name type" or "  -name" at the start of
-	// a line, and the usage indented by a tab on the next line (on the same
-	// line after a tab for a one-letter flag without a type).
-	line := regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_.-]*)(?:[ \t]|$)`)
+	// pflag's usage lists "      --name type   usage", or "  -v, --v Level"
+	// for a flag with a shorthand.
+	line := regexp.MustCompile(`^\s+(?:-[A-Za-z0-9], )?--([A-Za-z0-9][A-Za-z0-9_.-]*)(?:[ \t]|$)`)
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(append(stdout.Bytes(), stderr.Bytes()...)))
 	for sc.Scan() {
-		m := line.FindStringSubmatch(sc.Text())
-		if m == nil || klogFlags[m[1]] {
-			continue
+		if m := line.FindStringSubmatch(sc.Text()); m != nil {
+			names = append(names, m[1])
 		}
-		names = append(names, m[1])
 	}
 	if len(names) == 0 {
 		t.Fatalf("reclaimable %s --help printed no flags; output:\n%s%s", subcommand, stdout.String(), stderr.String())

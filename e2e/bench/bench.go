@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		"--kubeconfig=" + c.Kubeconfig,
 		"--controller-id=" + controllerID,
 		"--provisioner-name=" + provisionerName,
-		"--leader-elect-namespace=default",
+		"--leader-elect-resource-namespace=default",
 	}, extra: map[string][]string{"provisioner": {"--directory-root=" + filepath.Dir(b.base)}}}
 	if cfg.NodeLocalCycles > 0 {
 		b.inst.extra["provisioner"] = append(b.inst.extra["provisioner"], nodeLocalFlags()...)

@@ -39,7 +39,7 @@ func StartController(t testing.TB, args ...string) *Process {
 	f.Close()
 	c, err := cluster.NewController(Binary(), f.Name(), append([]string{args[0],
 		"--kubeconfig=" + Kubeconfig(),
-		"--leader-elect-namespace=default",
+		"--leader-elect-resource-namespace=default",
 		"--leader-elect-lease-duration=4s",
 		"--leader-elect-renew-deadline=3s",
 		"--leader-elect-retry-period=500ms",

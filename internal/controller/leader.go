@@ -19,11 +19,12 @@ var errLeaseLost = errors.New("lost the leader lease")
 
 // runLeading runs c while this replica holds c's Lease, or directly when
 // leader election is off. Each controller has a Lease of its own, named
-// "<controller-id>-<controller>", so that controllers deployed apart and
+// "<controller-id>-<controller>" (--leader-elect-resource-name replaces the
+// controller ID), so that controllers deployed apart and
 // together elect the same way.
 func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	logger := klog.FromContext(ctx)
-	if !e.LeaderElect {
+	if !e.LeaderElection.LeaderElect {
 		return c.Run(ctx)
 	}
 
@@ -32,14 +33,14 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 		return fmt.Errorf("reading hostname for the leader identity: %w", err)
 	}
 	identity := host + "_" + string(uuid.NewUUID())
-	name := e.ControllerID + "-" + c.Name()
+	name := e.leaseName(c.Name())
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.leaseNamespace(), name,
 		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
 	if err != nil {
 		return fmt.Errorf("creating lease lock: %w", err)
 	}
 
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.RenewDeadline)
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.LeaderElection.RenewDeadline.Duration)
 	e.health.addCheck(c.Name()+"-leader", watchdog.Check)
 
 	// The elector does not wait for OnStartedLeading to return, so the
@@ -53,9 +54,9 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            name,
-		LeaseDuration:   e.LeaseDuration,
-		RenewDeadline:   e.RenewDeadline,
-		RetryPeriod:     e.RetryPeriod,
+		LeaseDuration:   e.LeaderElection.LeaseDuration.Duration,
+		RenewDeadline:   e.LeaderElection.RenewDeadline.Duration,
+		RetryPeriod:     e.LeaderElection.RetryPeriod.Duration,
 		ReleaseOnCancel: true,
 		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{

@@ -5,15 +5,19 @@ package controller
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 )
 
 // Options are the flags every subcommand accepts.
@@ -30,18 +34,18 @@ type Options struct {
 	EventQPS   float64
 	EventBurst int
 
-	LeaderElect          bool
-	LeaderElectNamespace string
-	LeaseDuration        time.Duration
-	RenewDeadline        time.Duration
-	RetryPeriod          time.Duration
+	// LeaderElection holds the --leader-elect flags every Kubernetes
+	// component has. Each controller elects its own leader through a Lease
+	// named "<ResourceName>-<controller>"; ResourceName defaults to the
+	// controller ID, ResourceNamespace to the pod's namespace.
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 
 	HealthAddr  string
 	MetricsAddr string
 }
 
 // AddFlags registers the common flags on fs.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig file. Defaults to $KUBECONFIG, then to the in-cluster service account.")
 	fs.StringVar(&o.ControllerID, "controller-id", "reclaimable", "Identity shared by the controllers of one installation; they only act on objects labelled with it.")
 	fs.StringVar(&o.ProvisionerName, "provisioner-name", "vendor/reclaimable", "Name of this installation's provisioner, as StorageClasses name it in \"provisioner\"; the releaser also associates the volumes it created.")
@@ -49,11 +53,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Burst, "kube-api-burst", 100, "Requests allowed in a burst above --kube-api-qps.")
 	fs.Float64Var(&o.EventQPS, "event-qps", 20, "Sustained event writes per second; kept apart from --kube-api-qps so events never delay real work.")
 	fs.IntVar(&o.EventBurst, "event-burst", 50, "Event writes allowed in a burst above --event-qps.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect a leader per controller through a Lease, so that several replicas can run and only one acts.")
-	fs.StringVar(&o.LeaderElectNamespace, "leader-elect-namespace", "", "Namespace of the Leases. Defaults to the pod's namespace, else \"default\".")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits after the last renewal before it takes over.")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps retrying to renew before it gives up and exits.")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often candidates try to acquire or renew the Lease.")
+	o.LeaderElection = componentbaseconfig.LeaderElectionConfiguration{
+		LeaderElect:   true,
+		LeaseDuration: metav1.Duration{Duration: 15 * time.Second},
+		RenewDeadline: metav1.Duration{Duration: 10 * time.Second},
+		RetryPeriod:   metav1.Duration{Duration: 2 * time.Second},
+		ResourceLock:  resourcelock.LeasesResourceLock,
+	}
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	// Each controller has a Lease of its own: the name is their prefix.
+	fs.Lookup("leader-elect-resource-name").Usage = "Prefix of the Leases' names: each controller elects its leader through the Lease \"<prefix>-<controller>\". Defaults to --controller-id."
+	fs.Lookup("leader-elect-resource-namespace").Usage = "Namespace of the Leases. Defaults to the pod's namespace, else \"default\"."
+	// The name this flag had before the components' common set; kept so
+	// that installations that pass it keep working.
+	fs.StringVar(&o.LeaderElection.ResourceNamespace, "leader-elect-namespace", "", "")
+	_ = fs.MarkDeprecated("leader-elect-namespace", "use --leader-elect-resource-namespace")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":8081", "Address serving /healthz and /readyz; empty disables it.")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "Address serving Prometheus metrics at /metrics; empty disables it.")
 }
@@ -73,8 +87,17 @@ func (o *Options) Validate() error {
 	if o.QPS <= 0 || o.Burst <= 0 || o.EventQPS <= 0 || o.EventBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps, --kube-api-burst, --event-qps and --event-burst must be positive"))
 	}
-	if o.LeaderElect && !(o.RetryPeriod > 0 && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+	le := o.LeaderElection
+	if le.LeaderElect && !(le.RetryPeriod.Duration > 0 && le.RetryPeriod.Duration < le.RenewDeadline.Duration && le.RenewDeadline.Duration < le.LeaseDuration.Duration) {
 		errs = append(errs, errors.New("leader election needs 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	if le.ResourceLock != resourcelock.LeasesResourceLock {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock %q: only %q is supported", le.ResourceLock, resourcelock.LeasesResourceLock))
+	}
+	if le.ResourceName != "" {
+		if msgs := validation.IsDNS1123Subdomain(le.ResourceName + "-provisioner"); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q does not make valid Lease names: %s", le.ResourceName, strings.Join(msgs, "; ")))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -98,11 +121,20 @@ func (o *Options) RESTConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// leaseName is the Lease of one controller.
+func (o *Options) leaseName(controller string) string {
+	prefix := o.LeaderElection.ResourceName
+	if prefix == "" {
+		prefix = o.ControllerID
+	}
+	return prefix + "-" + controller
+}
+
 // leaseNamespace is where the Leases live when no flag says otherwise: the
 // namespace the pod runs in, as the downward API or the service account tells.
 func (o *Options) leaseNamespace() string {
-	if o.LeaderElectNamespace != "" {
-		return o.LeaderElectNamespace
+	if ns := o.LeaderElection.ResourceNamespace; ns != "" {
+		return ns
 	}
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns

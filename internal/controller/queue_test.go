@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // A failing key is retried with back-off until it succeeds, then forgotten;
@@ -61,9 +63,11 @@ func TestQueueRetriesUntilSuccess(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
+	// The flags' defaults.
 	valid := func() Options {
-		return Options{ControllerID: "reclaimable", ProvisionerName: "vendor/reclaimable", QPS: 50, Burst: 100, EventQPS: 20, EventBurst: 50,
-			LeaderElect: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+		var o Options
+		o.AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
+		return o
 	}
 	for name, tc := range map[string]struct {
 		mutate func(*Options)
@@ -75,8 +79,14 @@ func TestOptionsValidate(t *testing.T) {
 		"id too long":                {func(o *Options) { o.ControllerID = string(make([]byte, 64)) }, false},
 		"no provisioner name":        {func(o *Options) { o.ProvisionerName = "" }, false},
 		"zero qps":                   {func(o *Options) { o.QPS = 0 }, false},
-		"renew deadline above lease": {func(o *Options) { o.RenewDeadline = 20 * time.Second }, false},
-		"bad timings, no election":   {func(o *Options) { o.LeaderElect = false; o.RenewDeadline = 20 * time.Second }, true},
+		"renew deadline above lease": {func(o *Options) { o.LeaderElection.RenewDeadline.Duration = 20 * time.Second }, false},
+		"bad timings, no election": {func(o *Options) {
+			o.LeaderElection.LeaderElect = false
+			o.LeaderElection.RenewDeadline.Duration = 20 * time.Second
+		}, true},
+		"a lock other than leases":  {func(o *Options) { o.LeaderElection.ResourceLock = "configmaps" }, false},
+		"lease name prefix":         {func(o *Options) { o.LeaderElection.ResourceName = "ci-cache" }, true},
+		"lease name prefix invalid": {func(o *Options) { o.LeaderElection.ResourceName = "CI_cache" }, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := valid()

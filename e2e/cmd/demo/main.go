@@ -373,7 +373,7 @@ func readExample(file string, into any) error {
 // the process outlives the demo, to be stopped by 'make cluster-down'.
 func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*cluster.Controller, error) {
 	controllers, err := cluster.NewController(binary, logPath, "all", "--kubeconfig="+kubeconfig,
-		"--directory-root="+share, "--leader-elect-namespace=default")
+		"--directory-root="+share, "--leader-elect-resource-namespace=default")
 	if err != nil {
 		return nil, err
 	}
