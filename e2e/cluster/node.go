@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -124,6 +125,9 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 			return nil, fmt.Errorf("importing %s: %w", img.ref, err)
 		}
 	}
+	if err := sharedMount(n.path("kubelet")); err != nil {
+		return nil, err
+	}
 	kubelet := &process{name: Kubelet, path: filepath.Join(binDir, Kubelet), log: n.logPath(Kubelet), env: env, args: []string{
 		"--config=" + n.path("kubelet.yaml"),
 		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
@@ -162,6 +166,25 @@ func (n *Node) Stop() error {
 
 // LogPath is where the kubelet or containerd of the node writes its log.
 func (n *Node) LogPath(component string) string { return n.logPath(component) }
+
+// sharedMount bind-mounts dir, the kubelet's root, onto itself with shared
+// propagation. The kubelet does the same at start when the directory is not
+// on a shared mount, while its pod-resources server may be creating its
+// socket there: the socket's rename from its temporary name then crosses
+// the new mount, fails ("invalid cross-device link"), and the kubelet exits.
+// Made beforehand, the mount leaves it nothing to do; cleanNode unmounts it.
+func sharedMount(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mounting the kubelet's root %s: %w", dir, err)
+	}
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("making the kubelet's root %s a shared mount: %w", dir, err)
+	}
+	return nil
+}
 
 func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.Dir}, elem...)...) }
 
