@@ -37,6 +37,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -50,7 +51,7 @@ const (
 // under the ServiceAccount "reclaimable-<controller>".
 var installedControllers = []string{"podwatcher", "provisioner", "releaser"}
 
-func manifestsDir() string { return filepath.Join(framework.RepoRoot(), "manifests") }
+func manifestsDir() string { return filepath.Join(process.RepoRoot(), "manifests") }
 
 // kubectl runs the cluster's kubectl as an administrator and returns its
 // standard output and standard error apart: warnings go to the latter.

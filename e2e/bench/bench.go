@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
-	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		base: filepath.Join(cfg.Dir, "volumes", "pool")}
 
 	b.logf("Building reclaimable")
-	binary, err := framework.BuildBinary(ctx, cfg.Dir)
+	binary, err := process.Build(ctx, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/process"
 )
 
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat; it
@@ -20,7 +20,7 @@ const clockTicks = 100
 // controllerProcess is one reclaimable process, run the way a Deployment
 // runs it: one controller per process, its own health and metrics ports.
 type controllerProcess struct {
-	*cluster.Controller
+	*process.Controller
 	name string // podwatcher, provisioner or releaser
 }
 
@@ -32,7 +32,7 @@ func startController(binary, name, logDir string, args ...string) (*controllerPr
 		return nil, err
 	}
 	logFile.Close()
-	c, err := cluster.NewController(binary, logFile.Name(), append([]string{name}, args...)...)
+	c, err := process.NewController(binary, logFile.Name(), append([]string{name}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func startController(binary, name, logDir string, args ...string) (*controllerPr
 func (p *controllerProcess) requests(ctx context.Context) (Requests, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, body, err := cluster.Get(ctx, p.MetricsAddr, "/metrics")
+	_, body, err := process.Get(ctx, p.MetricsAddr, "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", p.name, err)
 	}

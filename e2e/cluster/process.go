@@ -31,7 +31,7 @@ func (p *process) start(dieWithParent bool) error {
 		// A test binary that crashes must not leave a control plane behind.
 		attr.Pdeathsig = syscall.SIGKILL
 	}
-	cmd, done, err := startLogged(p.path, p.args, p.env, p.log, attr)
+	cmd, done, err := StartLogged(p.path, p.args, p.env, p.log, attr)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
@@ -39,10 +39,10 @@ func (p *process) start(dieWithParent bool) error {
 	return nil
 }
 
-// startLogged starts path with args, its output appended to the file at
+// StartLogged starts path with args, its output appended to the file at
 // log, and returns a channel closed once the process has exited and been
 // reaped, so that its exit is known without blocking on Wait.
-func startLogged(path string, args, env []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
+func StartLogged(path string, args, env []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
 	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
@@ -195,4 +195,13 @@ func running(pid int) bool {
 	}
 	state := s[i+2]
 	return state != 'Z' && state != 'X'
+}
+
+func isClosed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

@@ -11,9 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/process"
 )
 
 var (
@@ -52,7 +51,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if binary, err = BuildBinary(ctx, dir); err != nil {
+	if binary, err = process.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -107,23 +106,6 @@ func RealNode(t testing.TB) *cluster.Node {
 	}
 	t.Fatalf("no real node: %v (on a machine that cannot run one, set %s to the reason to skip the tests that need it)", realNodeErr, cluster.NoRealNodeEnv)
 	return nil
-}
-
-// RepoRoot is the root of the reclaimable module.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// BuildBinary builds cmd/reclaimable into dir, as CI builds it.
-func BuildBinary(ctx context.Context, dir string) (string, error) {
-	out := filepath.Join(dir, "reclaimable")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/reclaimable")
-	cmd.Dir = RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building reclaimable: %w\n%s", err, b)
-	}
-	return out, nil
 }
 
 // Cluster is the running control plane.

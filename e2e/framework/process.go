@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/process"
 )
 
 // Process is a reclaimable controller process under test.
 type Process struct {
 	t testing.TB
-	c *cluster.Controller
+	c *process.Controller
 	// HealthAddr and MetricsAddr are where it serves /healthz, /readyz and /metrics.
 	HealthAddr, MetricsAddr string
 }
@@ -37,7 +38,7 @@ func StartController(t testing.TB, args ...string) *Process {
 		t.Fatal(err)
 	}
 	f.Close()
-	c, err := cluster.NewController(Binary(), f.Name(), append([]string{args[0],
+	c, err := process.NewController(Binary(), f.Name(), append([]string{args[0],
 		"--kubeconfig=" + Kubeconfig(),
 		"--leader-elect-resource-namespace=default",
 		"--leader-elect-lease-duration=4s",
@@ -98,7 +99,7 @@ func (p *Process) Log() string {
 // Get fetches a path (/healthz, /readyz on HealthAddr; /metrics on
 // MetricsAddr) and returns the status code and body.
 func (p *Process) Get(ctx context.Context, addr, path string) (int, string, error) {
-	return cluster.Get(ctx, addr, path)
+	return process.Get(ctx, addr, path)
 }
 
 // WaitReady waits until the process reports ready (its caches synced).

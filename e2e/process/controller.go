@@ -1,4 +1,7 @@
-package cluster
+// Package process runs and builds reclaimable for the end-to-end tests, the
+// benchmark and the demo. It does not import testing, so that the
+// benchmark and demo binaries do not link it.
+package process
 
 import (
 	"context"
@@ -10,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
 )
 
 // Controller is one reclaimable process started by the end-to-end tests,
@@ -49,11 +54,11 @@ func NewController(binary, logPath string, args ...string) (*Controller, error) 
 	if len(args) == 0 {
 		return nil, errors.New("reclaimable needs a subcommand")
 	}
-	health, err := FreeAddr()
+	health, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := FreeAddr()
+	metrics, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +79,7 @@ func (c *Controller) Start() error {
 		attr.Pdeathsig = syscall.SIGKILL
 	}
 	started := time.Now()
-	cmd, done, err := startLogged(c.Binary, c.Args, nil, c.LogPath, attr)
+	cmd, done, err := cluster.StartLogged(c.Binary, c.Args, nil, c.LogPath, attr)
 	if err != nil {
 		return fmt.Errorf("starting reclaimable %s: %w", c.Args[0], err)
 	}
@@ -99,25 +104,16 @@ func (c *Controller) Running() bool {
 	return c.runningLocked()
 }
 
-func (c *Controller) runningLocked() bool { return c.cmd != nil && !isClosed(c.done) }
+func (c *Controller) runningLocked() bool { return c.cmd != nil && !closed(c.done) }
 
 // Exited reports whether the process has exited, and its exit code.
 func (c *Controller) Exited() (bool, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cmd == nil || !isClosed(c.done) {
+	if c.cmd == nil || !closed(c.done) {
 		return false, 0
 	}
 	return true, c.cmd.ProcessState.ExitCode()
-}
-
-func isClosed(done <-chan struct{}) bool {
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
 }
 
 // Signal sends sig (SIGTERM for the clean shutdown a rollout does, SIGKILL
@@ -127,7 +123,7 @@ func (c *Controller) Signal(sig syscall.Signal, grace time.Duration) {
 	c.mu.Lock()
 	cmd, done := c.cmd, c.done
 	c.mu.Unlock()
-	if cmd == nil || isClosed(done) {
+	if cmd == nil || closed(done) {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
@@ -148,7 +144,7 @@ func (c *Controller) WaitReady(ctx context.Context, timeout time.Duration) (time
 	defer cancel()
 	for {
 		if exited, code := c.Exited(); exited {
-			return 0, fmt.Errorf("reclaimable %s exited with code %d; its log:\n%s", c.Args[0], code, Tail(c.LogPath, 30))
+			return 0, fmt.Errorf("reclaimable %s exited with code %d; its log:\n%s", c.Args[0], code, cluster.Tail(c.LogPath, 30))
 		}
 		if c.ready(ctx) {
 			c.mu.Lock()
@@ -157,7 +153,7 @@ func (c *Controller) WaitReady(ctx context.Context, timeout time.Duration) (time
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("reclaimable %s not ready after %s (%w); its log:\n%s", c.Args[0], timeout, context.Cause(ctx), Tail(c.LogPath, 30))
+			return 0, fmt.Errorf("reclaimable %s not ready after %s (%w); its log:\n%s", c.Args[0], timeout, context.Cause(ctx), cluster.Tail(c.LogPath, 30))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -185,4 +181,14 @@ func Get(ctx context.Context, addr, path string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// closed reports whether done is closed: the process it stands for exited.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

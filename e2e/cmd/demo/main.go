@@ -33,7 +33,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/follow"
-	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -77,7 +77,7 @@ func run(ctx context.Context, keep bool) error {
 	}
 
 	fmt.Println("Building reclaimable and starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and a real node (kubelet, containerd, runc)...")
-	binary, err := framework.BuildBinary(ctx, work)
+	binary, err := process.Build(ctx, work)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func run(ctx context.Context, keep bool) error {
 	if node == nil {
 		fmt.Printf("No real node (%s): the pods run on the fake node (kwok), and the demo writes and reads their file itself.\n", why)
 	}
-	var controllers *cluster.Controller
+	var controllers *process.Controller
 	defer func() {
 		if keep {
 			if controllers != nil {
@@ -361,7 +361,7 @@ func examplePod(name string) (*corev1.Pod, error) {
 }
 
 func readExample(file string, into any) error {
-	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "manifests", "examples", file))
+	b, err := os.ReadFile(filepath.Join(process.RepoRoot(), "manifests", "examples", file))
 	if err != nil {
 		return err
 	}
@@ -371,8 +371,8 @@ func readExample(file string, into any) error {
 // startControllers runs the three controllers in one process, as the
 // small-cluster installation does, and waits until it is ready. With keep
 // the process outlives the demo, to be stopped by 'make cluster-down'.
-func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*cluster.Controller, error) {
-	controllers, err := cluster.NewController(binary, logPath, "all", "--kubeconfig="+kubeconfig,
+func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*process.Controller, error) {
+	controllers, err := process.NewController(binary, logPath, "all", "--kubeconfig="+kubeconfig,
 		"--directory-root="+share, "--leader-elect-resource-namespace=default")
 	if err != nil {
 		return nil, err
