@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -164,19 +163,9 @@ func claimVolume(name, claim string) corev1.Volume {
 // checks that it says something.
 func waitWarning(t *testing.T, ns, kind, name, reason string) {
 	t.Helper()
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason,
-		}.String()})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Type == corev1.EventTypeWarning && e.Message != "" {
-				t.Logf("%s %s: %s: %s", kind, name, reason, e.Message)
-				return true, nil
-			}
-		}
-		return false, nil
-	}, fmt.Sprintf("a %s Warning on %s %s", reason, kind, name))
+	e := framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: ns, Kind: kind, Name: name, Reason: reason, Type: corev1.EventTypeWarning})
+	if e.Message == "" {
+		t.Errorf("the %s Warning on %s %s says nothing", reason, kind, name)
+	}
+	t.Logf("%s %s: %s: %s", kind, name, reason, e.Message)
 }

@@ -115,8 +115,8 @@ func TestGateReleasedOnceTheClaimExists(t *testing.T) {
 	if got := withoutWriteMarks(after); !reflect.DeepEqual(got, want) {
 		t.Errorf("the write that removed the claims gate changed more than the gate:\nbefore %+v\nafter  %+v", before, after)
 	}
-	if got := e.metric(p, "reclaimable_podwatcher_scheduling_gates_removed_total"); got != "1" {
-		t.Errorf("scheduling_gates_removed_total = %q, want 1", got)
+	if got := p.Metric("reclaimable_podwatcher_scheduling_gates_removed_total", nil); got != 1 {
+		t.Errorf("scheduling_gates_removed_total = %v, want 1", got)
 	}
 
 	// The other gate is someone else's to remove; then the pod is scheduled.
@@ -149,8 +149,8 @@ func TestGateKeptForABadAnnotation(t *testing.T) {
 	if !hasClaimsGate(got) || got.Spec.NodeName != "" {
 		t.Errorf("pod with a bad annotation: gates %v, node %q; want it held", got.Spec.SchedulingGates, got.Spec.NodeName)
 	}
-	if got := e.metric(p, "reclaimable_podwatcher_scheduling_gates_removed_total"); got != "1" {
-		t.Errorf("scheduling_gates_removed_total = %q, want 1 (the good pod's)", got)
+	if got := p.Metric("reclaimable_podwatcher_scheduling_gates_removed_total", nil); got != 1 {
+		t.Errorf("scheduling_gates_removed_total = %v, want 1 (the good pod's)", got)
 	}
 }
 

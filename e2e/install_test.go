@@ -799,10 +799,5 @@ spec:
 // events live in namespace ns (a cluster-scoped object's in "default").
 func waitEvent(t *testing.T, ns, kind, name, reason string) {
 	t.Helper()
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name + ",reason=" + reason,
-		})
-		return err == nil && len(events.Items) > 0, err
-	}, fmt.Sprintf("event %s on %s %s/%s", reason, kind, ns, name))
+	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: ns, Kind: kind, Name: name, Reason: reason})
 }

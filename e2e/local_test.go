@@ -239,21 +239,7 @@ func TestNodeLocalStuckLifecyclePodEndsAtItsDeadline(t *testing.T) {
 // contains substr, and returns the message.
 func waitEventMessage(t *testing.T, ns, claim, reason, substr string) string {
 	t.Helper()
-	var msg string
-	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		events, err := framework.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=" + claim})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range events.Items {
-			if e.Reason == reason && strings.Contains(e.Message, substr) {
-				msg = e.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	}, fmt.Sprintf("a %s event on claim %s/%s saying %q", reason, ns, claim, substr))
-	return msg
+	return framework.WaitEvent(t, 2*time.Minute, framework.EventQuery{Namespace: ns, Kind: "PersistentVolumeClaim", Name: claim, Reason: reason, Message: substr}).Message
 }
 
 // TestNodeLocalProvisionerKilledDuringACreatePod: the provisioner is killed

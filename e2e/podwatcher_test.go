@@ -226,16 +226,7 @@ func (e *pwTest) events(ctx context.Context, name, reason string) ([]corev1.Even
 // waitEvent waits for an event about name with reason and returns it.
 func (e *pwTest) waitEvent(name, reason string) corev1.Event {
 	e.t.Helper()
-	var found corev1.Event
-	framework.Eventually(e.t, pwTimeout, func(ctx context.Context) (bool, error) {
-		events, err := e.events(ctx, name, reason)
-		if err != nil || len(events) == 0 {
-			return false, err
-		}
-		found = events[0]
-		return true, nil
-	}, "event "+reason+" on "+name)
-	return found
+	return framework.WaitEvent(e.t, pwTimeout, framework.EventQuery{Namespace: e.ns, Name: name, Reason: reason})
 }
 
 // managedClaims lists the claims this test's controller manages.
@@ -257,23 +248,9 @@ func (e *pwTest) waitDeletedByPodwatcher(p *framework.Process, claim *corev1.Per
 	if event.Type != corev1.EventTypeNormal || !strings.Contains(event.Message, string(pod.UID)) {
 		e.t.Errorf("ClaimDeleted event = %s %q, want Normal naming the pod's UID", event.Type, event.Message)
 	}
-	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "1" {
-		e.t.Errorf("claims_deleted_total = %q, want 1", got)
+	if got := p.Metric("reclaimable_podwatcher_claims_deleted_total", nil); got != 1 {
+		e.t.Errorf("claims_deleted_total = %v, want 1", got)
 	}
-}
-
-func (e *pwTest) metric(p *framework.Process, name string) string {
-	e.t.Helper()
-	_, body, err := p.Get(e.ctx, p.MetricsAddr, "/metrics")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return strings.TrimPrefix(line, name+" ")
-		}
-	}
-	return ""
 }
 
 // A bare Pod gets its claim with the labels, the ownerReference and the
@@ -323,8 +300,8 @@ func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 		got, err := e.client.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.PodRunning, err
 	}, "the pod to run")
-	if got := e.metric(p, "reclaimable_podwatcher_claims_created_total"); got != "1" {
-		t.Errorf("claims_created_total = %q, want 1", got)
+	if got := p.Metric("reclaimable_podwatcher_claims_created_total", nil); got != 1 {
+		t.Errorf("claims_created_total = %v, want 1", got)
 	}
 
 	if err := e.client.CoreV1().Pods(e.ns).Delete(e.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
@@ -361,8 +338,8 @@ func (e *pwTest) expectNoClaimDelete(p *framework.Process, claim string) {
 		}
 		return true, nil
 	}, "the podwatcher leaves the claim to the garbage collector")
-	if got := e.metric(p, "reclaimable_podwatcher_claims_deleted_total"); got != "0" {
-		e.t.Errorf("claims_deleted_total = %q, want 0", got)
+	if got := p.Metric("reclaimable_podwatcher_claims_deleted_total", nil); got != 0 {
+		e.t.Errorf("claims_deleted_total = %v, want 0", got)
 	}
 }
 
@@ -605,12 +582,8 @@ func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 			t.Errorf("%s: %d events (%+v); want one, recorded once", c.name, len(events), events)
 		}
 	}
-	_, body, err := p.Get(e.ctx, p.MetricsAddr, "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(body, `reclaimable_podwatcher_rejections_total{reason="MultipleDocuments"} 1`) {
-		t.Errorf("/metrics lacks the MultipleDocuments rejection:\n%s", grepLines(body, "rejections_total"))
+	if got := p.Metric("reclaimable_podwatcher_rejections_total", map[string]string{"reason": "MultipleDocuments"}); got != 1 {
+		t.Errorf("rejections_total{reason=MultipleDocuments} = %v, want 1", got)
 	}
 	inv.Check(t, pwTimeout)
 }

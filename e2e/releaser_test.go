@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -219,17 +218,8 @@ func (r *releaserCase) checkReleased(name string, from *corev1.PersistentVolumeC
 // waitEvent waits for an event with reason on the volume whose message contains text.
 func (r *releaserCase) waitEvent(volume, reason, text string) {
 	r.t.Helper()
-	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		for _, e := range r.events(ctx, volume) {
-			if e.Reason == reason && strings.Contains(e.Message, text) {
-				if e.Source.Component != "reclaimable-releaser" {
-					return false, fmt.Errorf("event %s from %q, want reclaimable-releaser", reason, e.Source.Component)
-				}
-				return true, nil
-			}
-		}
-		return false, nil
-	}, fmt.Sprintf("a %s event on volume %s mentioning %q", reason, volume, text))
+	framework.WaitEvent(r.t, 30*time.Second, framework.EventQuery{Namespace: metav1.NamespaceDefault, Kind: "PersistentVolume", Name: volume,
+		Reason: reason, Message: text, Component: "reclaimable-releaser"})
 }
 
 func (r *releaserCase) events(ctx context.Context, volume string) []corev1.Event {
@@ -259,20 +249,6 @@ func (r *releaserCase) unchanged(pvs ...*corev1.PersistentVolume) func(context.C
 	}
 }
 
-// releaserMetric reads one sample of the releaser's /metrics.
-func releaserMetric(t *testing.T, p *framework.Process, sample string) string {
-	t.Helper()
-	code, body, err := p.Get(context.Background(), p.MetricsAddr, "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("/metrics = %d, %v", code, err)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("/metrics has no sample %s", sample)
-	}
-	return m[1]
-}
-
 // A managed claim bound to a Retain volume is deleted: the releaser has
 // associated the volume while the claim existed, and returns it to the pool
 // as soon as it is Released.
@@ -293,14 +269,14 @@ func TestReleaserReturnsVolumeOfDeletedManagedClaim(t *testing.T) {
 	t.Logf("claim deleted -> volume Available without association: %v", time.Since(deleted).Round(time.Millisecond))
 	r.checkReleased(pv.Name, claim, false)
 
-	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
-		t.Errorf("associations_total{rule=managed-claim} = %s, want 1", got)
+	if got := p.Metric("reclaimable_releaser_associations_total", map[string]string{"rule": "managed-claim"}); got != 1 {
+		t.Errorf("associations_total{rule=managed-claim} = %v, want 1", got)
 	}
-	if got := releaserMetric(t, p, "reclaimable_releaser_releases_total"); got != "1" {
-		t.Errorf("releases_total = %s, want 1", got)
+	if got := p.Metric("reclaimable_releaser_releases_total", nil); got != 1 {
+		t.Errorf("releases_total = %v, want 1", got)
 	}
-	if got := releaserMetric(t, p, "reclaimable_releaser_oldest_released_seconds"); got != "0" {
-		t.Errorf("oldest_released_seconds = %s, want 0", got)
+	if got := p.Metric("reclaimable_releaser_oldest_released_seconds", nil); got != 0 {
+		t.Errorf("oldest_released_seconds = %v, want 0", got)
 	}
 	inv.Check(t, 10*time.Second)
 }
@@ -368,14 +344,14 @@ func TestReleaserKeepsAssociationOfAnnotatedClassAcrossCycles(t *testing.T) {
 	if associated != 1 {
 		t.Errorf("volume %s has %d Associated events, want 1", pv.Name, associated)
 	}
-	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="storage-class"}`); got != "1" {
-		t.Errorf("associations_total{rule=storage-class} = %s, want 1", got)
+	if got := p.Metric("reclaimable_releaser_associations_total", map[string]string{"rule": "storage-class"}); got != 1 {
+		t.Errorf("associations_total{rule=storage-class} = %v, want 1", got)
 	}
-	if got := releaserMetric(t, p, `reclaimable_releaser_associations_total{rule="managed-claim"}`); got != "1" {
-		t.Errorf("associations_total{rule=managed-claim} = %s, want 1", got)
+	if got := p.Metric("reclaimable_releaser_associations_total", map[string]string{"rule": "managed-claim"}); got != 1 {
+		t.Errorf("associations_total{rule=managed-claim} = %v, want 1", got)
 	}
-	if got := releaserMetric(t, p, "reclaimable_releaser_releases_total"); got != "3" {
-		t.Errorf("releases_total = %s, want 3", got)
+	if got := p.Metric("reclaimable_releaser_releases_total", nil); got != 3 {
+		t.Errorf("releases_total = %v, want 3", got)
 	}
 	inv.Check(t, 10*time.Second)
 }

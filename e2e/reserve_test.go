@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -72,20 +72,16 @@ func (r *poolCase) start() {
 	r.releaser.WaitReady(r.t)
 }
 
-// issues reads the provisioner's issues_total of kind for the class.
-func (r *poolCase) issues(kind string) string {
+// issues reads the provisioner's issues_total of kind for the class; 0
+// while it has none.
+func (r *poolCase) issues(kind string) float64 {
 	r.t.Helper()
-	_, body, err := r.provisioner.Get(context.Background(), r.provisioner.MetricsAddr, "/metrics")
+	m, err := process.ScrapeMetrics(context.Background(), r.provisioner.MetricsAddr)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	prefix := fmt.Sprintf(`reclaimable_provisioner_issues_total{class=%q,kind=%q} `, r.class, kind)
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, prefix) {
-			return strings.TrimPrefix(line, prefix)
-		}
-	}
-	return "0"
+	v, _ := m.Value("reclaimable_provisioner_issues_total", map[string]string{"class": r.class, "kind": kind})
+	return v
 }
 
 func (r *poolCase) create(ns, name string) {
@@ -199,7 +195,7 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	}
 	// How often a job got its own cache back, from the metrics alone.
 	framework.Eventually(t, 10*time.Second, func(context.Context) (bool, error) {
-		return r.issues("same-claim") == "4" && r.issues("other-member") == "1" && r.issues("new-volume") == "4", nil
+		return r.issues("same-claim") == 4 && r.issues("other-member") == 1 && r.issues("new-volume") == 4, nil
 	}, "issues_total: 4 new volumes, 4 same-claim hits, 1 other member")
 	r.inv.Check(t, 10*time.Second)
 }

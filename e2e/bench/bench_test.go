@@ -113,16 +113,6 @@ func TestParseRequests(t *testing.T) {
 	}
 }
 
-func TestParseLabelsEscapes(t *testing.T) {
-	got, err := parseLabels(`a="x\"y",b="z\\w", c="n\nl"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["a"] != `x"y` || got["b"] != `z\w` || got["c"] != "n\nl" {
-		t.Errorf("parseLabels = %q", got)
-	}
-}
-
 func TestCostOfAPhase(t *testing.T) {
 	before, _ := ParseRequests(scrapeBefore)
 	after, _ := ParseRequests(scrapeAfter)

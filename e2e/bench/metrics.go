@@ -1,11 +1,11 @@
 package bench
 
 import (
-	"bufio"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/reclaimable/reclaimable/e2e/process"
 )
 
 // requestMetric is the counter every reclaimable process keeps of the
@@ -47,67 +47,15 @@ type Requests map[RequestKey]float64
 
 // ParseRequests reads requestMetric from a Prometheus text exposition.
 func ParseRequests(text string) (Requests, error) {
+	m, err := process.ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
 	out := Requests{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, requestMetric+"{")
-		if !ok {
-			continue
-		}
-		end := strings.LastIndexByte(rest, '}')
-		if end < 0 {
-			return nil, fmt.Errorf("malformed series %q", line)
-		}
-		labels, err := parseLabels(rest[:end])
-		if err != nil {
-			return nil, fmt.Errorf("malformed series %q: %w", line, err)
-		}
-		fields := strings.Fields(rest[end+1:])
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("series without a value: %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("series %q: %w", line, err)
-		}
+	m.Samples(requestMetric, func(labels map[string]string, v float64) {
 		out[RequestKey{Verb: labels["verb"], Resource: labels["resource"], Code: labels["code"]}] += v
-	}
-	return out, sc.Err()
-}
-
-// parseLabels reads `a="x",b="y"` with the escapes of the text format.
-func parseLabels(s string) (map[string]string, error) {
-	labels := map[string]string{}
-	for len(s) > 0 {
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
-			return nil, fmt.Errorf("label without a quoted value in %q", s)
-		}
-		name := strings.TrimSpace(s[:eq])
-		var val strings.Builder
-		i := eq + 2
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					val.WriteByte('\n')
-				default:
-					val.WriteByte(s[i])
-				}
-				continue
-			}
-			val.WriteByte(s[i])
-		}
-		if i >= len(s) {
-			return nil, fmt.Errorf("unterminated value in %q", s)
-		}
-		labels[name] = val.String()
-		s = strings.TrimPrefix(strings.TrimSpace(s[i+1:]), ",")
-	}
-	return labels, nil
+	})
+	return out, nil
 }
 
 // Sub returns r minus before, series by series; series that did not move

@@ -109,3 +109,18 @@ func (p *Process) WaitReady(t testing.TB) {
 		t.Fatalf("waiting for the controller to report ready: %v", err)
 	}
 }
+
+// Metric is the value of the process's sample name with exactly labels
+// (none for nil), from its /metrics; the test fails if there is none.
+func (p *Process) Metric(name string, labels map[string]string) float64 {
+	p.t.Helper()
+	m, err := process.ScrapeMetrics(context.Background(), p.MetricsAddr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	v, ok := m.Value(name, labels)
+	if !ok {
+		p.t.Fatalf("/metrics has no sample %s %v", name, labels)
+	}
+	return v
+}
