@@ -45,7 +45,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 	}
 	pod := func(name string, annotations map[string]string, volumes ...corev1.Volume) error {
 		if len(volumes) == 0 {
-			volumes = []corev1.Volume{claimVolume("cache", name+"-cache")}
+			volumes = []corev1.Volume{framework.ClaimVolume("cache", name+"-cache")}
 		}
 		_, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
@@ -79,7 +79,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 		v := fmt.Sprintf("v%d", i)
 		many[keys.EnabledKey(v)] = "true"
 		many[keys.TemplateKey(v)] = `{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`
-		volumes = append(volumes, claimVolume(v, fmt.Sprintf("many-%d", i)))
+		volumes = append(volumes, framework.ClaimVolume(v, fmt.Sprintf("many-%d", i)))
 	}
 	if err := pod("many-volumes", many, volumes...); err != nil {
 		t.Fatal(err)
@@ -151,12 +151,6 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 		return true, nil
 	}, "no claim, volume or directory beyond what is allowed, and the foreign volume untouched")
 	inv.Check(t, 10*time.Second)
-}
-
-func claimVolume(name, claim string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-	}}
 }
 
 // waitWarning waits for a Warning event with reason on the named object and

@@ -93,7 +93,7 @@ func TestGateAddedAtAdmissionWhileAPodwatcherLeads(t *testing.T) {
 	admitted := func(ctx context.Context, annotations map[string]string) (*corev1.Pod, error) {
 		return client.CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: framework.Name("dry"), Annotations: annotations},
-			Spec:       pwPodSpec(pwClaimVolume("cache", "dry-cache")),
+			Spec:       pwPodSpec(framework.ClaimVolume("cache", "dry-cache")),
 		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	}
 	p := e.startEventDriven()

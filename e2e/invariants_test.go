@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -87,60 +86,19 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 
 func createRetainClass(t *testing.T, annotations map[string]string) string {
 	t.Helper()
-	name := framework.Name("retain")
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	_, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: annotations},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return name
+	return framework.CreateClass(t, framework.NewClass(framework.Name("retain"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
+		sc.Annotations = annotations
+	}))
 }
 
 func createHostPathVolume(t *testing.T, class, size, path string) *corev1.PersistentVolume {
 	t.Helper()
-	pv, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: framework.Name(class)},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = framework.Client().CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-	return pv
+	return framework.CreateVolume(t, framework.NewVolume(framework.Name(class), class, size, path))
 }
 
 func createClaim(t *testing.T, ns, name, class, size, volume string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	c, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			VolumeName:       volume,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return framework.CreateClaim(t, framework.NewClaim(ns, name, class, size, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = volume }))
 }
 
 // updateVolume applies change to the current volume, retrying on conflicts

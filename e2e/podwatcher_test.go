@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,14 +64,7 @@ func (e *pwTest) start(args ...string) *framework.Process {
 // hostPath volume of it, which the real PV controller binds to a claim.
 func (e *pwTest) retainVolume() *corev1.PersistentVolume {
 	e.t.Helper()
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	_, err := e.client.StorageV1().StorageClasses().Create(e.ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: e.class},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-	}, metav1.CreateOptions{})
+	_, err := e.client.StorageV1().StorageClasses().Create(e.ctx, framework.NewClass(e.class, "kubernetes.io/no-provisioner"), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		e.t.Cleanup(func() {
@@ -82,23 +74,7 @@ func (e *pwTest) retainVolume() *corev1.PersistentVolume {
 		e.t.Fatal(err)
 	}
 	name := framework.Name("pw-pv")
-	pv, err := e.client.CoreV1().PersistentVolumes().Create(e.ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              e.class,
-			PersistentVolumeReclaimPolicy: retain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		_ = e.client.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return pv
+	return framework.CreateVolume(e.t, framework.NewVolume(name, e.class, "1Gi", "/tmp/"+name))
 }
 
 // template is a claim template for this test's class, in YAML.
@@ -137,11 +113,6 @@ func pwPodSpec(volumes ...corev1.Volume) corev1.PodSpec {
 	return spec
 }
 
-func pwClaimVolume(name, claim string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
-}
-
 // job creates a Job of two pods from template, its claim annotations on
 // the Job itself.
 func (e *pwTest) job(name string, annotations map[string]string, template corev1.PodTemplateSpec) *batchv1.Job {
@@ -162,7 +133,7 @@ func (e *pwTest) pod(name, claim string, annotations map[string]string) *corev1.
 	e.t.Helper()
 	pod, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
-		Spec:       pwPodSpec(pwClaimVolume("cache", claim)),
+		Spec:       pwPodSpec(framework.ClaimVolume("cache", claim)),
 	}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -439,7 +410,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 	annotations := pwAnnotations("cache", "true", e.template())
 	job := e.job("build", annotations, corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
-		Spec:       pwPodSpec(pwClaimVolume("cache", "build-cache")),
+		Spec:       pwPodSpec(framework.ClaimVolume("cache", "build-cache")),
 	})
 	claim := e.waitClaim("build-cache")
 	ref := claim.OwnerReferences
@@ -534,7 +505,7 @@ func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 		{"api-refused", "ClaimRejected", pwAnnotations("cache", "true", "spec:\n  accessModes: [ReadWriteOnce]\n"), nil},
 	}
 	for _, c := range cases {
-		volume := pwClaimVolume("cache", c.name+"-cache")
+		volume := framework.ClaimVolume("cache", c.name+"-cache")
 		if c.volume != nil {
 			volume = *c.volume
 		}

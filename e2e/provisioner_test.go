@@ -98,55 +98,13 @@ func (e *provisionerEnv) class(params map[string]string, mods ...func(*storagev1
 			all[k] = v
 		}
 	}
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: framework.Name("prov")},
-		Provisioner:       e.name,
-		Parameters:        all,
-		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate),
-	}
-	for _, m := range mods {
-		m(sc)
-	}
-	ctx := context.Background()
-	client := framework.Client()
-	if _, err := client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx := context.Background()
-		_ = client.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{})
-		pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return
-		}
-		for _, pv := range pvs.Items {
-			if pv.Spec.StorageClassName == sc.Name {
-				_ = client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{})
-			}
-		}
-	})
-	return sc.Name
+	setParams := func(sc *storagev1.StorageClass) { sc.Parameters = all }
+	return framework.CreateClass(e.t, framework.NewClass(framework.Name("prov"), e.name, append([]func(*storagev1.StorageClass){setParams}, mods...)...))
 }
 
 func (e *provisionerEnv) claim(name, class, size string, mods ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
 	e.t.Helper()
-	c := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
-		},
-	}
-	for _, m := range mods {
-		m(c)
-	}
-	created, err := framework.Client().CoreV1().PersistentVolumeClaims(e.ns).Create(context.Background(), c, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return created
+	return framework.CreateClaim(e.t, framework.NewClaim(e.ns, name, class, size, mods...))
 }
 
 func (e *provisionerEnv) deleteClaim(name string) {
@@ -512,24 +470,14 @@ func (e *provisionerEnv) podOn(name, node string) {
 func (e *provisionerEnv) staticVolume(class, size, node string) string {
 	e.t.Helper()
 	name := framework.Name("static")
-	_, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"reclaimable.kubernetes.io/pool": class}},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/static/" + name}},
-			// A claim that no longer exists: the PV controller marks it Released.
-			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: "gone-" + name, UID: uuid.NewUUID()},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
-			}}}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	framework.CreateVolume(e.t, framework.NewVolume(name, class, size, "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
+		pv.Labels = map[string]string{"reclaimable.kubernetes.io/pool": class}
+		// A claim that no longer exists: the PV controller marks it Released.
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: "gone-" + name, UID: uuid.NewUUID()}
+		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}}
+	}))
 	return name
 }
 

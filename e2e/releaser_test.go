@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -61,25 +60,11 @@ func (r *releaserCase) start() *framework.Process {
 // reclaimable-pv-releaser.kubernetes.io/controller-id annotation.
 func (r *releaserCase) class(controllerID string) string {
 	r.t.Helper()
-	name := framework.Name("rel-class")
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: name},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &immediate,
-	}
-	if controllerID != "" {
-		sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
-	}
-	if _, err := r.client.StorageV1().StorageClasses().Create(r.ctx, sc, metav1.CreateOptions{}); err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() {
-		_ = r.client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return name
+	return framework.CreateClass(r.t, framework.NewClass(framework.Name("rel-class"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
+		if controllerID != "" {
+			sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
+		}
+	}))
 }
 
 // volume creates a Retain hostPath volume of class; managedBy, when set,
@@ -87,50 +72,23 @@ func (r *releaserCase) class(controllerID string) string {
 func (r *releaserCase) volume(class, managedBy string) *corev1.PersistentVolume {
 	r.t.Helper()
 	name := framework.Name("rel-pv")
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              class,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + name}},
-		},
-	}
-	if managedBy != "" {
-		pv.Labels = map[string]string{keys.VolumeManagedBy: managedBy}
-	}
-	pv, err := r.client.CoreV1().PersistentVolumes().Create(r.ctx, pv, metav1.CreateOptions{})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() {
-		_ = r.client.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return pv
+	return framework.CreateVolume(r.t, framework.NewVolume(name, class, "1Gi", "/tmp/"+name, func(pv *corev1.PersistentVolume) {
+		if managedBy != "" {
+			pv.Labels = map[string]string{keys.VolumeManagedBy: managedBy}
+		}
+	}))
 }
 
 // claim creates a claim of class named name; volume, when set, pre-binds
 // it to that volume; managedBy, when set, is its podwatcher managed-by label.
 func (r *releaserCase) claim(name, class, volume, managedBy string) *corev1.PersistentVolumeClaim {
 	r.t.Helper()
-	c := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			VolumeName:       volume,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if managedBy != "" {
-		c.Labels = map[string]string{keys.ClaimManagedBy: managedBy}
-	}
-	c, err := r.client.CoreV1().PersistentVolumeClaims(r.ns).Create(r.ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return c
+	return framework.CreateClaim(r.t, framework.NewClaim(r.ns, name, class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.VolumeName = volume
+		if managedBy != "" {
+			c.Labels = map[string]string{keys.ClaimManagedBy: managedBy}
+		}
+	}))
 }
 
 // bind creates a claim pre-bound to pv and waits until pv is Bound to it.

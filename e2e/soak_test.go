@@ -234,20 +234,10 @@ func createDirectoryClass(t *testing.T, prefix, id, provisioner string, params m
 // cleanup.
 func createClass(t *testing.T, prefix, id, provisioner string, policy corev1.PersistentVolumeReclaimPolicy, binding storagev1.VolumeBindingMode, parameters map[string]string) string {
 	t.Helper()
-	name := framework.Name(prefix)
-	if _, err := framework.Client().StorageV1().StorageClasses().Create(context.Background(), &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: name, Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner:       provisioner,
-		ReclaimPolicy:     &policy,
-		VolumeBindingMode: &binding,
-		Parameters:        parameters,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = framework.Client().StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	return name
+	return framework.CreateClass(t, framework.NewClass(framework.Name(prefix), provisioner, func(sc *storagev1.StorageClass) {
+		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.ReclaimPolicy, sc.VolumeBindingMode, sc.Parameters = &policy, &binding, parameters
+	}))
 }
 
 // retryTransient retries fn while the API server is unreachable or
