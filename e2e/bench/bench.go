@@ -145,42 +145,89 @@ func (b *bench) ownerDeleted(key string, at time.Time) {
 // only a control plane or binary that cannot start is an error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg.Defaults()
-	start := time.Now()
-	r := &Report{Started: start, Machine: machine()}
-	r.Settings = Settings{
+	r := newReport(cfg)
+	b, stop, err := start(ctx, cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	floors := b.floors(ctx, r)
+	if err := b.latencyAndCost(ctx, r, floors); err != nil {
+		return nil, err
+	}
+	b.throughput(ctx, r, floors)
+	b.resources(r)
+	b.scheduling(ctx, r)
+	b.reservations(ctx, r)
+	b.nodeLocalRun(ctx, r)
+	b.failoverRun(ctx, r)
+	b.scaleRun(ctx, r)
+
+	r.Duration = time.Since(r.Started).Round(time.Second).String()
+	r.Evaluate()
+	return r, nil
+}
+
+func newReport(cfg Config) *Report {
+	return &Report{Started: time.Now(), Machine: machine(), Settings: Settings{
 		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
 		NodeLocalCycles: cfg.NodeLocalCycles,
-	}
+	}}
+}
+
+// note records in the report, and logs, what went wrong or was left out.
+func (b *bench) note(r *Report, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.logf("NOTE: %s", msg)
+	r.Notes = append(r.Notes, msg)
+}
+
+// start builds the binary, starts the control plane and the recorder, and
+// creates the namespaces, classes and floors' volumes. The controllers are
+// prepared, not started: the floors run without them. stop ends all of it.
+func start(ctx context.Context, cfg Config, r *Report) (_ *bench, stop func(), err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := &bench{cfg: cfg, rec: newRecorder(), deleted: map[string]time.Time{},
 		ns: "bench", class: "bench", floorNS: "floor", floorClass: "bench-floor",
 		podFloorNS: "podfloor", podFloorClass: "bench-podfloor",
 		base: filepath.Join(cfg.Dir, "volumes", "pool")}
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 
 	b.logf("Building reclaimable")
 	binary, err := process.Build(ctx, cfg.Dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.logf("Starting the local control plane")
 	opts := cluster.Options{Dir: filepath.Join(cfg.Dir, "cluster"), Log: cfg.Log, ControllerManagerQPS: 200}
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer c.Stop()
+	stops = append(stops, c.Stop)
 	r.Settings.ControllerManager = fmt.Sprintf("controller-manager client %d QPS / %d burst, PV controller resync 5s", opts.ControllerManagerQPS, 2*opts.ControllerManagerQPS)
 	b.cluster, b.client = c, c.Client
 	recCtx, stopRec := context.WithCancel(ctx)
-	defer stopRec()
+	stops = append(stops, stopRec)
 	b.rec.start(recCtx, b.client)
 	if err := b.setup(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b.inst = &installation{binary: binary, logDir: logDirFor(cfg.Dir), args: []string{
 		"--kubeconfig=" + c.Kubeconfig,
@@ -192,67 +239,77 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		b.inst.extra["provisioner"] = append(b.inst.extra["provisioner"], nodeLocalFlags()...)
 	}
 	if err := os.MkdirAll(b.inst.logDir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer func() { b.inst.stop() }()
+	stops = append(stops, func() { b.inst.stop() })
+	return b, stop, nil
+}
 
-	note := func(format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		b.logf("NOTE: %s", msg)
-		r.Notes = append(r.Notes, msg)
-	}
+// floorFigures are what the floors measured, for ours to be set against.
+type floorFigures struct {
+	latency, podLatency []cycleTimes
+	throughput          map[int]Throughput
+}
 
-	// The floor first, with no controller running at all.
+// floors runs the floor, then the pod floor, with no controller of ours
+// running: latency at the run's concurrency, then throughput at each level.
+func (b *bench) floors(ctx context.Context, r *Report) floorFigures {
+	cfg := b.cfg
+	f := floorFigures{throughput: map[int]Throughput{}}
 	b.logf("Floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
-	floor, errs := runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.floorCycle)
+	var errs []error
+	f.latency, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.floorCycle)
 	for _, e := range first(errs, 3) {
-		note("floor cycle failed: %v", e)
+		b.note(r, "floor cycle failed: %v", e)
 	}
-	floorTP := map[int]Throughput{}
 	for _, level := range cfg.ThroughputLevels {
 		b.logf("Floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
 		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.floorCycle)
-		failed := len(errs)
 		for _, e := range first(errs, 3) {
-			note("floor cycle failed at concurrency %d: %v", level, e)
+			b.note(r, "floor cycle failed at concurrency %d: %v", level, e)
 		}
-		floorTP[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: failed, WindowSeconds: window.Seconds()}
+		f.throughput[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: len(errs), WindowSeconds: window.Seconds()}
 	}
-
-	// The pod floor next, still with no controller of ours running.
-	var podFloor []cycleTimes
-	if cfg.PodFloor {
-		b.logf("Pod floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
-		podFloor, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.podFloorCycle)
+	if !cfg.PodFloor {
+		return f
+	}
+	b.logf("Pod floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
+	f.podLatency, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.podFloorCycle)
+	for _, e := range first(errs, 3) {
+		b.note(r, "pod floor cycle failed: %v", e)
+	}
+	for _, level := range cfg.ThroughputLevels {
+		b.logf("Pod floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
+		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.podFloorCycle)
 		for _, e := range first(errs, 3) {
-			note("pod floor cycle failed: %v", e)
+			b.note(r, "pod floor cycle failed at concurrency %d: %v", level, e)
 		}
-		for _, level := range cfg.ThroughputLevels {
-			b.logf("Pod floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-			n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.podFloorCycle)
-			for _, e := range first(errs, 3) {
-				note("pod floor cycle failed at concurrency %d: %v", level, e)
-			}
-			t := floorTP[level]
-			t.PodFloor, t.PodFloorCycles, t.PodFloorFailures = perMinute(n, window), n, len(errs)
-			floorTP[level] = t
-		}
+		t := f.throughput[level]
+		t.PodFloor, t.PodFloorCycles, t.PodFloorFailures = perMinute(n, window), n, len(errs)
+		f.throughput[level] = t
 	}
+	return f
+}
 
+// latencyAndCost starts the controllers and runs our cycles at the run's
+// concurrency, one in MissEvery a pool miss: each step's latency against
+// the floors', and the requests and events the controllers sent.
+func (b *bench) latencyAndCost(ctx context.Context, r *Report, floors floorFigures) error {
+	cfg := b.cfg
 	b.logf("Starting the controllers (one process each)")
 	if _, err := b.inst.start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := b.waitLeases(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	before, err := b.inst.requests(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	eventsBefore, err := b.eventCounts(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.logf("Ours: %d cycles at concurrency %d, one in %d a pool miss", cfg.Cycles, cfg.Concurrency, cfg.MissEvery)
 	phaseStart := time.Now()
@@ -264,19 +321,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	time.Sleep(2 * time.Second)
 	phaseSeconds := time.Since(phaseStart).Seconds()
 	for _, e := range first(errs, 3) {
-		note("cycle failed: %v", e)
+		b.note(r, "cycle failed: %v", e)
 	}
 	if len(errs) > 0 {
-		note("%d of %d cycles failed", len(errs), cfg.Cycles)
+		b.note(r, "%d of %d cycles failed", len(errs), cfg.Cycles)
 	}
 	after, err := b.inst.requests(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cost := diffRequests(after, before)
 	r.Cost = Cost{Cycles: len(ours), Rows: CostRows(cost, len(ours)), FloorPerCycle: 3, Seconds: phaseSeconds}
 	if eventsAfter, err := b.eventCounts(ctx); err != nil {
-		note("counting events: %v", err)
+		b.note(r, "counting events: %v", err)
 	} else {
 		r.Cost.Events = EventRows(eventsAfter, eventsBefore, len(ours))
 	}
@@ -284,19 +341,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if len(ours) > 0 {
 		r.Cost.PerCycle /= float64(len(ours))
 	}
-	r.Steps = Steps(ours, floor, podFloor)
+	r.Steps = Steps(ours, floors.latency, floors.podLatency)
+	return nil
+}
 
+// throughput counts our full cycles per minute at each level, against the
+// floors'.
+func (b *bench) throughput(ctx context.Context, r *Report, floors floorFigures) {
+	cfg := b.cfg
 	for _, level := range cfg.ThroughputLevels {
 		b.logf("Ours: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
 		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
 			return b.ourCycle(ctx, seq, false)
 		})
-		failed := len(errs)
 		for _, e := range first(errs, 3) {
-			note("cycle failed at concurrency %d: %v", level, e)
+			b.note(r, "cycle failed at concurrency %d: %v", level, e)
 		}
-		t := floorTP[level]
-		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, failed
+		t := floors.throughput[level]
+		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, len(errs)
 		if t.Floor > 0 {
 			t.OursVsFloorPct = 100 * t.Ours / t.Floor
 		}
@@ -305,8 +367,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		r.Throughput = append(r.Throughput, t)
 	}
+}
+
+// resources reads the controllers' CPU and memory over the cycle phases,
+// and counts the claims created again after their owner was deleted.
+func (b *bench) resources(r *Report) {
+	var err error
 	if r.Resources, err = b.inst.stats(); err != nil {
-		note("reading the controllers' resources: %v", err)
+		b.note(r, "reading the controllers' resources: %v", err)
 	}
 	r.ResourceCycles = int(b.ourCycles.Load())
 	// Claims re-created after their owner was deleted, with a moment for
@@ -316,58 +384,81 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	deleted := maps(b.deleted)
 	b.mu.Unlock()
 	r.Recreated = b.rec.recreated(deleted)
+}
 
-	if cfg.SchedulingCycles > 0 {
-		r.Scheduling = b.scheduling(ctx, cfg.SchedulingCycles, cfg.SchedulingLevels, note)
+// scheduling measures pod created -> scheduled, with and without the
+// claims gate, against a floor that creates the claim first.
+func (b *bench) scheduling(ctx context.Context, r *Report) {
+	if b.cfg.SchedulingCycles > 0 {
+		r.Scheduling = b.schedulingPhase(ctx, b.cfg.SchedulingCycles, b.cfg.SchedulingLevels, func(format string, args ...any) { b.note(r, format, args...) })
 	}
-	if cfg.RecurringCycles > 0 {
-		b.logf("Recurring workload: %d claim names, %d in flight, %d cycles, reserveFor %s", recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
-		rec, err := b.recurring(ctx, recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
-		if err != nil {
-			note("recurring workload: %v", err)
-		}
-		r.Recurring = rec
-		for _, run := range [][2]string{{cfg.ReserveFor, keys.ReuseScopeCluster}, {"0", keys.ReuseScopeCluster}, {"0", keys.ReuseScopeNamespace}} {
-			rf, scope := run[0], run[1]
-			class := fmt.Sprintf("bench-one-off-%d", len(r.OneOff))
-			b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s, reuseScope %s", recurringConcurrency, cfg.RecurringCycles, rf, scope)
-			o, err := b.oneOff(ctx, class, recurringNames, recurringConcurrency, cfg.RecurringCycles, rf, scope)
-			if err != nil {
-				note("one-off claim names, reserveFor %s, reuseScope %s: %v", rf, scope, err)
-			}
-			if o != nil {
-				r.OneOff = append(r.OneOff, *o)
-			}
-		}
-	}
+}
 
-	if cfg.NodeLocalCycles > 0 {
-		b.logf("Node-local: %d cycles each of a miss, a hit and the floor, on a real node", cfg.NodeLocalCycles)
-		n, err := b.nodeLocal(ctx, cfg.NodeLocalCycles)
-		if err != nil {
-			note("node-local run: %v", err)
-		}
-		r.NodeLocal = n
+// reservations runs the recurring workload (claim names that come back) and
+// the one-off runs (names that never do) under each reserveFor and
+// reuseScope.
+func (b *bench) reservations(ctx context.Context, r *Report) {
+	cfg := b.cfg
+	if cfg.RecurringCycles == 0 {
+		return
 	}
-	if cfg.Failover {
-		b.logf("Failover: killing each leader, standbys waiting")
-		f, err := b.failover(ctx)
-		if err != nil {
-			note("failover phase failed: %v", err)
-		}
-		r.Failover = f
+	b.logf("Recurring workload: %d claim names, %d in flight, %d cycles, reserveFor %s", recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
+	rec, err := b.recurring(ctx, recurringNames, recurringConcurrency, cfg.RecurringCycles, cfg.ReserveFor)
+	if err != nil {
+		b.note(r, "recurring workload: %v", err)
 	}
-	if cfg.Scale > 0 {
-		b.logf("Scale: %d pods, %d claims, %d PVs", cfg.Scale, cfg.Scale, cfg.Scale)
-		s, err := b.scale(ctx, cfg.Scale)
+	r.Recurring = rec
+	for _, run := range [][2]string{{cfg.ReserveFor, keys.ReuseScopeCluster}, {"0", keys.ReuseScopeCluster}, {"0", keys.ReuseScopeNamespace}} {
+		rf, scope := run[0], run[1]
+		class := fmt.Sprintf("bench-one-off-%d", len(r.OneOff))
+		b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s, reuseScope %s", recurringConcurrency, cfg.RecurringCycles, rf, scope)
+		o, err := b.oneOff(ctx, class, recurringNames, recurringConcurrency, cfg.RecurringCycles, rf, scope)
 		if err != nil {
-			note("scale phase failed: %v", err)
+			b.note(r, "one-off claim names, reserveFor %s, reuseScope %s: %v", rf, scope, err)
 		}
-		r.Scale = s
+		if o != nil {
+			r.OneOff = append(r.OneOff, *o)
+		}
 	}
-	r.Duration = time.Since(start).Round(time.Second).String()
-	r.Evaluate()
-	return r, nil
+}
+
+// nodeLocalRun measures a local class on a real node.
+func (b *bench) nodeLocalRun(ctx context.Context, r *Report) {
+	if b.cfg.NodeLocalCycles == 0 {
+		return
+	}
+	b.logf("Node-local: %d cycles each of a miss, a hit and the floor, on a real node", b.cfg.NodeLocalCycles)
+	n, err := b.nodeLocal(ctx, b.cfg.NodeLocalCycles)
+	if err != nil {
+		b.note(r, "node-local run: %v", err)
+	}
+	r.NodeLocal = n
+}
+
+// failoverRun kills each leader and times its standby.
+func (b *bench) failoverRun(ctx context.Context, r *Report) {
+	if !b.cfg.Failover {
+		return
+	}
+	b.logf("Failover: killing each leader, standbys waiting")
+	f, err := b.failover(ctx)
+	if err != nil {
+		b.note(r, "failover phase failed: %v", err)
+	}
+	r.Failover = f
+}
+
+// scaleRun measures start-up and memory with many objects present.
+func (b *bench) scaleRun(ctx context.Context, r *Report) {
+	if b.cfg.Scale == 0 {
+		return
+	}
+	b.logf("Scale: %d pods, %d claims, %d PVs", b.cfg.Scale, b.cfg.Scale, b.cfg.Scale)
+	s, err := b.scale(ctx, b.cfg.Scale)
+	if err != nil {
+		b.note(r, "scale phase failed: %v", err)
+	}
+	r.Scale = s
 }
 
 func first(errs []error, n int) []error {

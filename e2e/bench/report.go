@@ -311,7 +311,33 @@ func fmtMs(v float64) string {
 
 // Markdown renders the report as Markdown tables.
 func (r *Report) Markdown(w io.Writer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p := printer(func(format string, args ...any) { fmt.Fprintf(w, format, args...) })
+	r.header(p)
+	r.latencySection(p)
+	r.throughputSection(p)
+	r.costSection(p)
+	r.resourcesSection(p)
+	r.scaleSection(p)
+	r.schedulingSection(p)
+	r.reservationsSection(p)
+	r.nodeLocalSection(p)
+	r.failoverSection(p)
+	r.targetsSection(p)
+}
+
+// printer writes one formatted piece of the report.
+type printer func(format string, args ...any)
+
+// ratio formats a ratio to a floor, "-" without one.
+func ratio(v float64) string {
+	if v > 0 {
+		return fmt.Sprintf("%.2fx", v)
+	}
+	return "-"
+}
+
+// header writes the title, the machine and the settings.
+func (r *Report) header(p printer) {
 	m := r.Machine
 	p("## reclaimable benchmark\n\n")
 	p("%s, %d CPUs (%s), %d MiB memory, %s, Kubernetes %s, kernel %s. Run took %s.\n\n",
@@ -323,13 +349,11 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d, %s, %s.\n\n",
 		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, podFloor, s.ControllerManager)
+}
 
-	ratio := func(v float64) string {
-		if v > 0 {
-			return fmt.Sprintf("%.2fx", v)
-		}
-		return "-"
-	}
+// latencySection writes each step of the cycle against the floors.
+func (r *Report) latencySection(p printer) {
+	s := r.Settings
 	p("### Cycle latency (concurrency %d)\n\n", s.Concurrency)
 	if s.PodFloor {
 		p("Floor: the cycle with no pod and no controllers (the issue's reference). Pod floor: the floor's cycle with the pod ours has, still without our controllers; " +
@@ -356,7 +380,11 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("| %s | %d | %s | %s | %s %s |\n", st.Name, st.Ours.N, fmtMs(st.Ours.P50ms), fmtMs(st.Ours.P95ms), fmtMs(st.Ours.P99ms), cols)
 	}
+}
 
+// throughputSection writes full cycles per minute at each concurrency.
+func (r *Report) throughputSection(p printer) {
+	s := r.Settings
 	p("\n### Throughput (full cycles per minute)\n\n")
 	if s.PodFloor {
 		p("| concurrency | ours | floor | ours / floor | pod floor | ours / pod floor | window |\n|--:|--:|--:|--:|--:|--:|--:|\n")
@@ -382,7 +410,10 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("| %d | %.1f | %.1f | %.0f%% |%s %.0f s%s |\n", t.Concurrency, t.Ours, t.Floor, t.OursVsFloorPct, pod, t.WindowSeconds, fail)
 	}
+}
 
+// costSection writes the requests and events per cycle.
+func (r *Report) costSection(p printer) {
 	c := r.Cost
 	p("\n### API cost (requests our controllers sent, per full cycle, over %d cycles in %.0f s)\n\n", c.Cycles, c.Seconds)
 	p("| controller | verb | resource | per cycle | total | answered >= 400 |\n|---|---|---|--:|--:|---|\n")
@@ -402,7 +433,10 @@ func (r *Report) Markdown(w io.Writer) {
 	}
 	p("\nPer full cycle, leases, lists and watches left out: **%.2f** requests (floor: %.0f); failed writes: **%.0f**; claims re-created after their owner was deleted: **%d**.\n",
 		c.PerCycle, c.FloorPerCycle, c.FailedWrites, r.Recreated)
+}
 
+// resourcesSection writes the controllers' CPU and memory.
+func (r *Report) resourcesSection(p printer) {
 	p("\n### Resources during the cycle phases (%d cycles)\n\n| controller | CPU seconds | CPU ms per cycle | RSS | peak RSS |\n|---|--:|--:|--:|--:|\n", r.ResourceCycles)
 	for _, pr := range r.Resources {
 		perCycle := "-"
@@ -411,7 +445,10 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 		p("| %s | %.1f | %s | %.1f MiB | %.1f MiB |\n", pr.Controller, pr.CPUSeconds, perCycle, pr.RSSMiB, pr.PeakRSSMiB)
 	}
+}
 
+// scaleSection writes start-up and memory with many objects present.
+func (r *Report) scaleSection(p printer) {
 	if sc := r.Scale; sc != nil {
 		p("\n### At scale: %d pods, %d claims (%d Bound), %d PVs present (created in %.0f s)\n\n", sc.Pods, sc.Claims, sc.Bound, sc.Volumes, sc.CreateSeconds)
 		p("| controller | start -> ready (caches synced) | RSS after %.0f s | peak RSS | CPU seconds |\n|---|--:|--:|--:|--:|\n", sc.SettleSeconds)
@@ -431,7 +468,11 @@ func (r *Report) Markdown(w io.Writer) {
 			p("%s.\n", strings.Join(parts, "; "))
 		}
 	}
+}
 
+// schedulingSection writes pod created -> scheduled.
+func (r *Report) schedulingSection(p printer) {
+	s := r.Settings
 	if len(r.Scheduling) > 0 {
 		p("\n### Pod created -> scheduled (%d cycles each)\n\n", s.SchedulingCycles)
 		p("Whole cycles: the pod is deleted once scheduled, and the next cycle starts once its volume is back in the pool. " +
@@ -450,7 +491,10 @@ func (r *Report) Markdown(w io.Writer) {
 				fmtMs(row.Scheduled.P99ms), ratio(row.P99VsFloor), row.PerMinute, vs)
 		}
 	}
+}
 
+// reservationsSection writes the recurring and one-off runs.
+func (r *Report) reservationsSection(p printer) {
 	if rc := r.Recurring; rc != nil {
 		p("\n### Recurring workload (%d claim names in random order, %d in flight, %d cycles, reserveFor %s)\n\n", rc.Names, rc.Concurrency, rc.Cycles, rc.ReserveFor)
 		p("| own previous volume (of those whose volume was free) | served warm from the pool | claim -> Bound p50 | p99 |\n|--:|--:|--:|--:|\n")
@@ -468,7 +512,10 @@ func (r *Report) Markdown(w io.Writer) {
 				o.HandedOff, fmtMs(o.ToHandOff.P50ms), fmtMs(o.ToIssue.P50ms), fmtMs(o.ToBind.P50ms))
 		}
 	}
+}
 
+// nodeLocalSection writes the node-local run.
+func (r *Report) nodeLocalSection(p printer) {
 	if n := r.NodeLocal; n != nil {
 		p("\n### Node-local pool on a real node (%d cycles of each, one pod at a time)\n\n", n.Cycles)
 		p("| cycle | claim -> Bound p50 | p95 | p99 | of which node selected -> Bound p50 | p99 | pod created -> scheduled p50 | p99 |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
@@ -492,13 +539,20 @@ func (r *Report) Markdown(w io.Writer) {
 				selected[0], selected[1], fmtMs(row.r.Scheduled.P50ms), fmtMs(row.r.Scheduled.P99ms))
 		}
 	}
+}
 
+// failoverSection writes how long each standby took to act.
+func (r *Report) failoverSection(p printer) {
 	if f := r.Failover; f != nil {
 		p("\n### Failover (leader killed with SIGKILL, lease duration %s)\n\n| controller | kill -> standby acts |\n|---|--:|\n", f.LeaseDuration)
 		p("| podwatcher (claim created) | %.1f s |\n| provisioner (volume created) | %.1f s |\n| releaser (volume Available) | %.1f s |\n",
 			f.PodwatcherSeconds, f.ProvisionerSeconds, f.ReleaserSeconds)
 	}
+}
 
+// targetsSection writes the targets and the notes.
+func (r *Report) targetsSection(p printer) {
+	s := r.Settings
 	p("\n### Targets (reported, not enforced)\n\n")
 	if s.PodFloor {
 		p("The targets are set against the floor. Lines \"vs pod floor\" (goal: %s) are not targets: they set the same figure against the pod floor, to tell what our controllers add from what the pod costs.\n\n", referenceGoal)

@@ -42,8 +42,8 @@ type SchedulingRow struct {
 // schedCycle is one cycle of a variant; it returns pod created -> scheduled.
 type schedCycle = func(ctx context.Context, worker, seq int) (time.Duration, error)
 
-// scheduling runs cycles of each variant at each concurrency.
-func (b *bench) scheduling(ctx context.Context, cycles int, levels []int, note func(string, ...any)) []SchedulingRow {
+// schedulingPhase runs cycles of each variant at each concurrency.
+func (b *bench) schedulingPhase(ctx context.Context, cycles int, levels []int, note func(string, ...any)) []SchedulingRow {
 	variants := []struct {
 		name string
 		run  schedCycle

@@ -61,97 +61,148 @@ func (t *timeline) stepAt(at time.Time, format string, args ...any) {
 	t.last = at
 }
 
+// demo is one run: the control plane, the real node if there is one, the
+// controllers, and the share the directory backend writes to.
+type demo struct {
+	keep             bool
+	work, clusterDir string
+	share            string
+	c                *cluster.Cluster
+	node             *cluster.Node
+	controllers      *process.Controller
+	client           kubernetes.Interface
+	ns               string
+	tl               *timeline
+	content          string
+}
+
+// run is the demo: two pods one after the other, the second finding what
+// the first wrote in the volume the pool gave it back.
 func run(ctx context.Context, keep bool) error {
-	work, err := os.MkdirTemp("", "reclaimable-demo-")
+	d, err := start(ctx, keep)
 	if err != nil {
 		return err
 	}
-	clusterDir := filepath.Join(work, "cluster")
+	defer d.finish()
+	if err := d.installClassAndControllers(ctx); err != nil {
+		return err
+	}
+	volume, err := d.firstPodWrites(ctx)
+	if err != nil {
+		return err
+	}
+	return d.secondPodReads(ctx, volume)
+}
+
+// start builds reclaimable and starts the control plane and the real node,
+// in _output/cluster with keep (for make cluster-down), else in a
+// temporary directory.
+func start(ctx context.Context, keep bool) (*demo, error) {
+	work, err := os.MkdirTemp("", "reclaimable-demo-")
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{keep: keep, work: work, clusterDir: filepath.Join(work, "cluster"), share: filepath.Join(work, "share"), ns: "default"}
 	if keep {
-		if clusterDir, err = filepath.Abs(filepath.Join("_output", "cluster")); err != nil {
-			return err
+		if d.clusterDir, err = filepath.Abs(filepath.Join("_output", "cluster")); err != nil {
+			return nil, err
 		}
-		if _, err := os.Stat(filepath.Join(clusterDir, "pids")); err == nil {
-			return fmt.Errorf("a control plane is already recorded in %s: run 'make cluster-down' first", clusterDir)
+		if _, err := os.Stat(filepath.Join(d.clusterDir, "pids")); err == nil {
+			return nil, fmt.Errorf("a control plane is already recorded in %s: run 'make cluster-down' first", d.clusterDir)
 		}
 	}
 
 	fmt.Println("Building reclaimable and starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and a real node (kubelet, containerd, runc)...")
 	binary, err := process.Build(ctx, work)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Dir: clusterDir, Detach: keep, Log: os.Stdout})
-	if err != nil {
-		return err
+	if d.c, err = cluster.Start(ctx, cluster.Options{Dir: d.clusterDir, Detach: keep, Log: os.Stdout}); err != nil {
+		return nil, err
 	}
-	node, why, err := startNode(ctx, c)
+	d.client = d.c.Client
+	node, why, err := startNode(ctx, d.c)
 	if err != nil {
-		c.Stop()
-		return err
+		d.c.Stop()
+		return nil, err
 	}
 	if node == nil {
 		fmt.Printf("No real node (%s): the pods run on the fake node (kwok), and the demo writes and reads their file itself.\n", why)
 	}
-	var controllers *process.Controller
-	defer func() {
-		if keep {
-			if controllers != nil {
-				fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
-					"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
-					"The volumes' directories are under %s.\n",
-					controllers.Pid(), controllers.LogPath, c.Kubeconfig, c.BinDir, filepath.Join(work, "share"))
-				if node != nil {
-					fmt.Printf("Run your own pod on the real node (the consumer image prints what it finds; see the README):\n"+
-						"  kubectl run mine --image=%s --image-pull-policy=Never --restart=Never \\\n"+
-						"    --overrides='{\"spec\":{\"nodeSelector\":{%q:\"true\"},\"tolerations\":[{\"key\":%q,\"operator\":\"Exists\"}]}}' -- write /hello world\n"+
-						"  kubectl logs mine\n", cluster.ConsumerImage, cluster.RealNodeLabel, cluster.RealNodeTaint)
-				}
-				fmt.Println("Stop everything with:\n  make cluster-down")
-			}
-			return
-		}
-		if controllers != nil {
-			controllers.Signal(syscall.SIGTERM, 30*time.Second)
-		}
-		c.Stop()
-		_ = os.RemoveAll(work)
-	}()
+	d.node = node
+	d.controllers, err = newControllers(binary, d.c.Kubeconfig, d.share, filepath.Join(work, "reclaimable.log"), keep)
+	if err != nil {
+		d.c.Stop()
+		return nil, err
+	}
+	return d, nil
+}
 
-	// The share the directory backend writes to: a temporary directory
-	// plays the NFS export or host path a cluster would mount.
-	share := filepath.Join(work, "share")
-	if err := os.MkdirAll(share, 0o755); err != nil {
+// finish stops everything and removes the work directory, or with keep
+// says how to reach what keeps running.
+func (d *demo) finish() {
+	if !d.keep {
+		d.controllers.Signal(syscall.SIGTERM, 30*time.Second)
+		d.c.Stop()
+		_ = os.RemoveAll(d.work)
+		return
+	}
+	if d.controllers.Pid() == 0 {
+		return
+	}
+	fmt.Printf("\nThe control plane and reclaimable (pid %d, log %s) keep running. Explore with:\n"+
+		"  export KUBECONFIG=%s\n  export PATH=%s:$PATH\n  kubectl get pods,pvc,pv -A; kubectl get events -A\n"+
+		"The volumes' directories are under %s.\n",
+		d.controllers.Pid(), d.controllers.LogPath, d.c.Kubeconfig, d.c.BinDir, d.share)
+	if d.node != nil {
+		fmt.Printf("Run your own pod on the real node (the consumer image prints what it finds; see the README):\n"+
+			"  kubectl run mine --image=%s --image-pull-policy=Never --restart=Never \\\n"+
+			"    --overrides='{\"spec\":{\"nodeSelector\":{%q:\"true\"},\"tolerations\":[{\"key\":%q,\"operator\":\"Exists\"}]}}' -- write /hello world\n"+
+			"  kubectl logs mine\n", cluster.ConsumerImage, cluster.RealNodeLabel, cluster.RealNodeTaint)
+	}
+	fmt.Println("Stop everything with:\n  make cluster-down")
+}
+
+// installClassAndControllers creates the example StorageClass on the share
+// (a temporary directory plays the NFS export or host path a cluster would
+// mount) and starts reclaimable all.
+func (d *demo) installClassAndControllers(ctx context.Context) error {
+	if err := os.MkdirAll(d.share, 0o755); err != nil {
 		return err
 	}
-	class, err := exampleClass(share)
+	class, err := exampleClass(d.share)
 	if err != nil {
 		return err
 	}
-	if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+	if _, err := d.client.StorageV1().StorageClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if controllers, err = startControllers(ctx, binary, c.Kubeconfig, share, filepath.Join(work, "reclaimable.log"), keep); err != nil {
+	if err := startControllers(ctx, d.controllers); err != nil {
 		return err
 	}
-	if keep {
-		if err := recordPID(clusterDir, controllers.Pid()); err != nil {
+	if d.keep {
+		if err := recordPID(d.clusterDir, d.controllers.Pid()); err != nil {
 			return err
 		}
 	}
-
-	fmt.Printf("\nStorageClass %q (directory backend in %s, reclaimPolicy Retain); reclaimable all is running.\n", class.Name, share)
+	fmt.Printf("\nStorageClass %q (directory backend in %s, reclaimPolicy Retain); reclaimable all is running.\n", class.Name, d.share)
 	fmt.Println("\nTimeline (since start, since previous step):")
-	tl := &timeline{start: time.Now(), last: time.Now()}
-	client, ns := c.Client, "default"
+	d.tl = &timeline{start: time.Now(), last: time.Now()}
+	return nil
+}
 
-	content := "objects compiled by build-1 at " + time.Now().UTC().Format(time.RFC3339)
+// firstPodWrites runs build-1, which asks for a claim by annotation and
+// writes into the new volume it gets; once it is deleted, its claim goes
+// and the volume returns to the pool. It returns the volume's name.
+func (d *demo) firstPodWrites(ctx context.Context) (string, error) {
+	tl, client, ns := d.tl, d.client, d.ns
+	d.content = "objects compiled by build-1 at " + time.Now().UTC().Format(time.RFC3339)
 	pod, err := examplePod("build-1")
 	if err != nil {
-		return err
+		return "", err
 	}
-	if node != nil {
-		onRealNode(pod, 1000, "write", "/cache/cache.txt", content)
+	if d.node != nil {
+		onRealNode(pod, 1000, "write", "/cache/cache.txt", d.content)
 	}
 	claimName := pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
 	// Each object is followed on a watch started before the step that
@@ -159,78 +210,83 @@ func run(ctx context.Context, keep bool) error {
 	// step is timed when the API server told of it.
 	claim, err := follow.Claim(ctx, client, ns, claimName, "")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer claim.Stop()
 	pod1, err := follow.Pod(ctx, client, ns, pod.Name, "")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer pod1.Stop()
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return err
+		return "", err
 	}
 	created := time.Now()
 	tl.step("pod build-1 created, asking for claim %s by annotation", claimName)
 	ev, err := waitFor(ctx, claim, "to be created", follow.Exists)
 	if err != nil {
-		return err
+		return "", err
 	}
 	tl.stepAt(ev.At, "claim %s created by the podwatcher", claimName)
 	if ev, err = waitFor(ctx, claim, "to name a volume", func(ev follow.Event[*corev1.PersistentVolumeClaim]) bool {
 		return follow.Exists(ev) && ev.Object.Spec.VolumeName != ""
 	}); err != nil {
-		return err
+		return "", err
 	}
 	volume := ev.Object.Spec.VolumeName
-	tl.stepAt(ev.At, "volume %s provisioned: a new directory %s", volume, filepath.Join(share, volume))
+	tl.stepAt(ev.At, "volume %s provisioned: a new directory %s", volume, filepath.Join(d.share, volume))
 	if ev, err = waitFor(ctx, claim, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
-		return err
+		return "", err
 	}
-	data := filepath.Join(share, volume, "cache.txt")
-	if node != nil {
+	if d.node != nil {
 		tl.stepAt(ev.At, "claim Bound")
-		if err := podRan(ctx, tl, client, pod1, created, "wrote /cache/cache.txt: "+strconv.Quote(content)); err != nil {
-			return err
+		if err := podRan(ctx, tl, client, pod1, created, "wrote /cache/cache.txt: "+strconv.Quote(d.content)); err != nil {
+			return "", err
 		}
 	} else {
 		tl.stepAt(ev.At, "claim Bound, pod scheduled on the fake node")
 		// No kubelet mounts anything on the fake node: the consumer's
 		// write goes straight into the volume's directory.
-		if err := os.WriteFile(data, []byte(content), 0o644); err != nil {
-			return err
+		if err := os.WriteFile(filepath.Join(d.share, volume, "cache.txt"), []byte(d.content), 0o644); err != nil {
+			return "", err
 		}
-		tl.step("build-1 writes %s into the volume", filepath.Base(data))
+		tl.step("build-1 writes cache.txt into the volume")
 	}
 
 	pv, err := follow.Volume(ctx, client, volume, "")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer pv.Stop()
 	if err := client.CoreV1().Pods(ns).Delete(ctx, "build-1", metav1.DeleteOptions{}); err != nil {
-		return err
+		return "", err
 	}
 	tl.step("pod build-1 deleted")
 	if ev, err = waitFor(ctx, claim, "to be deleted", follow.Deleted); err != nil {
-		return err
+		return "", err
 	}
 	tl.stepAt(ev.At, "claim %s deleted by the garbage collector (the pod owned it)", claimName)
 	pvEv, err := waitFor(ctx, pv, "to be Released", follow.VolumePhase(corev1.VolumeReleased))
 	if err != nil {
-		return err
+		return "", err
 	}
 	tl.stepAt(pvEv.At, "volume %s Released (reclaimPolicy Retain: data kept)", volume)
 	if pvEv, err = waitFor(ctx, pv, "to be Available", follow.VolumePhase(corev1.VolumeAvailable)); err != nil {
-		return err
+		return "", err
 	}
 	tl.stepAt(pvEv.At, "volume %s Available again: the releaser returned it to the pool", volume)
+	return volume, nil
+}
 
+// secondPodReads runs build-2 (another user on the real node), whose claim
+// must get volume from the pool, with build-1's data in it.
+func (d *demo) secondPodReads(ctx context.Context, volume string) error {
+	tl, client, ns := d.tl, d.client, d.ns
 	pod2, err := examplePod("build-2")
 	if err != nil {
 		return err
 	}
-	if node != nil {
+	if d.node != nil {
 		onRealNode(pod2, 2000, "read", "/cache/cache.txt")
 	}
 	claim2Name := pod2.Spec.Volumes[0].PersistentVolumeClaim.ClaimName
@@ -247,13 +303,14 @@ func run(ctx context.Context, keep bool) error {
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod2, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	created = time.Now()
-	if node != nil {
+	created := time.Now()
+	if d.node != nil {
 		tl.step("pod build-2 created, running as another user (uid 2000), asking for claim %s", claim2Name)
 	} else {
 		tl.step("pod build-2 created, asking for claim %s", claim2Name)
 	}
-	if ev, err = waitFor(ctx, claim2, "to be created", follow.Exists); err != nil {
+	ev, err := waitFor(ctx, claim2, "to be created", follow.Exists)
+	if err != nil {
 		return err
 	}
 	tl.stepAt(ev.At, "claim %s created; the scheduler retries pod build-2 now that its claim exists", claim2Name)
@@ -265,21 +322,21 @@ func run(ctx context.Context, keep bool) error {
 		return fmt.Errorf("claim %s got volume %s, not the pool's %s", claim2Name, bound.Spec.VolumeName, volume)
 	}
 	tl.stepAt(ev.At, "claim %s Bound to the same volume %s", claim2Name, volume)
-	if node != nil {
-		if err := podRan(ctx, tl, client, pod2Events, created, "read /cache/cache.txt: "+strconv.Quote(content)); err != nil {
+	if d.node != nil {
+		if err := podRan(ctx, tl, client, pod2Events, created, "read /cache/cache.txt: "+strconv.Quote(d.content)); err != nil {
 			return err
 		}
 		fmt.Println("\nOne volume, and its data, served two containers one after the other; the second found what the first wrote. Nothing was wiped.")
 		return nil
 	}
-	got, err := os.ReadFile(filepath.Join(share, bound.Spec.VolumeName, "cache.txt"))
+	got, err := os.ReadFile(filepath.Join(d.share, bound.Spec.VolumeName, "cache.txt"))
 	if err != nil {
 		return fmt.Errorf("the data did not survive: %w", err)
 	}
-	if string(got) != content {
+	if string(got) != d.content {
 		return fmt.Errorf("the data changed: %q", got)
 	}
-	tl.step("build-2 finds %s: %q", filepath.Base(data), got)
+	tl.step("build-2 finds cache.txt: %q", got)
 	fmt.Println("\nOne volume, and its data, served two pods one after the other; nothing was wiped.")
 	return nil
 }
@@ -368,10 +425,10 @@ func readExample(file string, into any) error {
 	return yaml.UnmarshalStrict(b, into)
 }
 
-// startControllers runs the three controllers in one process, as the
-// small-cluster installation does, and waits until it is ready. With keep
-// the process outlives the demo, to be stopped by 'make cluster-down'.
-func startControllers(ctx context.Context, binary, kubeconfig, share, logPath string, keep bool) (*process.Controller, error) {
+// newControllers prepares the three controllers in one process, as the
+// small-cluster installation runs them. With keep the process outlives the
+// demo, to be stopped by 'make cluster-down'.
+func newControllers(binary, kubeconfig, share, logPath string, keep bool) (*process.Controller, error) {
 	controllers, err := process.NewController(binary, logPath, "all", "--kubeconfig="+kubeconfig,
 		"--directory-root="+share, "--leader-elect-resource-namespace=default")
 	if err != nil {
@@ -379,14 +436,19 @@ func startControllers(ctx context.Context, binary, kubeconfig, share, logPath st
 	}
 	controllers.OwnProcessGroup = true
 	controllers.OutliveParent = keep
+	return controllers, nil
+}
+
+// startControllers starts reclaimable all and waits until it is ready.
+func startControllers(ctx context.Context, controllers *process.Controller) error {
 	if err := controllers.Start(); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := controllers.WaitReady(ctx, time.Minute); err != nil {
 		controllers.Signal(syscall.SIGKILL, 30*time.Second)
-		return nil, err
+		return err
 	}
-	return controllers, nil
+	return nil
 }
 
 // recordPID adds the controllers to the cluster's PID file, so that
