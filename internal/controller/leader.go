@@ -20,8 +20,8 @@ var errLeaseLost = errors.New("lost the leader lease")
 // runLeading runs c while this replica holds c's Lease, or directly when
 // leader election is off. Each controller has a Lease of its own, named
 // "<controller-id>-<controller>" (--leader-elect-resource-name replaces the
-// controller ID), so that controllers deployed apart and
-// together elect the same way.
+// controller ID), so that controllers deployed apart and together elect
+// the same way.
 func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	logger := klog.FromContext(ctx)
 	if !e.LeaderElection.LeaderElect {
