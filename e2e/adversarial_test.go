@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -45,7 +46,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 	}
 	pod := func(name string, annotations map[string]string, volumes ...corev1.Volume) error {
 		if len(volumes) == 0 {
-			volumes = []corev1.Volume{framework.ClaimVolume("cache", name+"-cache")}
+			volumes = []corev1.Volume{objects.ClaimVolume("cache", name+"-cache")}
 		}
 		_, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
@@ -79,7 +80,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 		v := fmt.Sprintf("v%d", i)
 		many[keys.EnabledKey(v)] = "true"
 		many[keys.TemplateKey(v)] = `{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`
-		volumes = append(volumes, framework.ClaimVolume(v, fmt.Sprintf("many-%d", i)))
+		volumes = append(volumes, objects.ClaimVolume(v, fmt.Sprintf("many-%d", i)))
 	}
 	if err := pod("many-volumes", many, volumes...); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 )
 
 // claimsGatePolicy reads the claims-gate component's policy and binding.
@@ -93,7 +94,7 @@ func TestGateAddedAtAdmissionWhileAPodwatcherLeads(t *testing.T) {
 	admitted := func(ctx context.Context, annotations map[string]string) (*corev1.Pod, error) {
 		return client.CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: framework.Name("dry"), Annotations: annotations},
-			Spec:       pwPodSpec(framework.ClaimVolume("cache", "dry-cache")),
+			Spec:       pwPodSpec(objects.ClaimVolume("cache", "dry-cache")),
 		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	}
 	p := e.startEventDriven()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/follow"
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -23,7 +24,7 @@ var claimsGate = []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: 
 // gatedPod creates a pod that mounts claim as volume "cache", held by gates.
 func (e *pwTest) gatedPod(name, claim string, annotations map[string]string, gates []corev1.PodSchedulingGate) *corev1.Pod {
 	e.t.Helper()
-	spec := pwPodSpec(framework.ClaimVolume("cache", claim))
+	spec := pwPodSpec(objects.ClaimVolume("cache", claim))
 	spec.SchedulingGates = gates
 	pod, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
@@ -162,7 +163,7 @@ func TestGateReleasesAJobsPods(t *testing.T) {
 	e.retainVolume()
 	e.startEventDriven()
 
-	spec := pwPodSpec(framework.ClaimVolume("cache", "build-cache"))
+	spec := pwPodSpec(objects.ClaimVolume("cache", "build-cache"))
 	spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}}
 	job := e.job("build", pwAnnotations("cache", "true", e.template()), corev1.PodTemplateSpec{Spec: spec})
 	e.waitClaim("build-cache")

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 )
 
 // errorRecorder collects what a checker reports instead of failing the test.
@@ -86,19 +87,19 @@ func TestInvariantCheckerReportsViolations(t *testing.T) {
 
 func createRetainClass(t *testing.T, annotations map[string]string) string {
 	t.Helper()
-	return framework.CreateClass(t, framework.NewClass(framework.Name("retain"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
+	return framework.CreateClass(t, objects.NewClass(framework.Name("retain"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
 		sc.Annotations = annotations
 	}))
 }
 
 func createHostPathVolume(t *testing.T, class, size, path string) *corev1.PersistentVolume {
 	t.Helper()
-	return framework.CreateVolume(t, framework.NewVolume(framework.Name(class), class, size, path))
+	return framework.CreateVolume(t, objects.NewVolume(framework.Name(class), class, size, path))
 }
 
 func createClaim(t *testing.T, ns, name, class, size, volume string) *corev1.PersistentVolumeClaim {
 	t.Helper()
-	return framework.CreateClaim(t, framework.NewClaim(ns, name, class, size, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = volume }))
+	return framework.CreateClaim(t, objects.NewClaim(ns, name, class, size, func(c *corev1.PersistentVolumeClaim) { c.Spec.VolumeName = volume }))
 }
 
 // updateVolume applies change to the current volume, retrying on conflicts

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -64,7 +65,7 @@ func (e *pwTest) start(args ...string) *framework.Process {
 // hostPath volume of it, which the real PV controller binds to a claim.
 func (e *pwTest) retainVolume() *corev1.PersistentVolume {
 	e.t.Helper()
-	_, err := e.client.StorageV1().StorageClasses().Create(e.ctx, framework.NewClass(e.class, "kubernetes.io/no-provisioner"), metav1.CreateOptions{})
+	_, err := e.client.StorageV1().StorageClasses().Create(e.ctx, objects.NewClass(e.class, "kubernetes.io/no-provisioner"), metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		e.t.Cleanup(func() {
@@ -74,7 +75,7 @@ func (e *pwTest) retainVolume() *corev1.PersistentVolume {
 		e.t.Fatal(err)
 	}
 	name := framework.Name("pw-pv")
-	return framework.CreateVolume(e.t, framework.NewVolume(name, e.class, "1Gi", "/tmp/"+name))
+	return framework.CreateVolume(e.t, objects.NewVolume(name, e.class, "1Gi", "/tmp/"+name))
 }
 
 // template is a claim template for this test's class, in YAML.
@@ -133,7 +134,7 @@ func (e *pwTest) pod(name, claim string, annotations map[string]string) *corev1.
 	e.t.Helper()
 	pod, err := e.client.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
-		Spec:       pwPodSpec(framework.ClaimVolume("cache", claim)),
+		Spec:       pwPodSpec(objects.ClaimVolume("cache", claim)),
 	}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -410,7 +411,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 	annotations := pwAnnotations("cache", "true", e.template())
 	job := e.job("build", annotations, corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Annotations: annotations},
-		Spec:       pwPodSpec(framework.ClaimVolume("cache", "build-cache")),
+		Spec:       pwPodSpec(objects.ClaimVolume("cache", "build-cache")),
 	})
 	claim := e.waitClaim("build-cache")
 	ref := claim.OwnerReferences
@@ -505,7 +506,7 @@ func TestPodwatcherRejectsBadAnnotations(t *testing.T) {
 		{"api-refused", "ClaimRejected", pwAnnotations("cache", "true", "spec:\n  accessModes: [ReadWriteOnce]\n"), nil},
 	}
 	for _, c := range cases {
-		volume := framework.ClaimVolume("cache", c.name+"-cache")
+		volume := objects.ClaimVolume("cache", c.name+"-cache")
 		if c.volume != nil {
 			volume = *c.volume
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -99,12 +100,12 @@ func (e *provisionerEnv) class(params map[string]string, mods ...func(*storagev1
 		}
 	}
 	setParams := func(sc *storagev1.StorageClass) { sc.Parameters = all }
-	return framework.CreateClass(e.t, framework.NewClass(framework.Name("prov"), e.name, append([]func(*storagev1.StorageClass){setParams}, mods...)...))
+	return framework.CreateClass(e.t, objects.NewClass(framework.Name("prov"), e.name, append([]func(*storagev1.StorageClass){setParams}, mods...)...))
 }
 
 func (e *provisionerEnv) claim(name, class, size string, mods ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
 	e.t.Helper()
-	return framework.CreateClaim(e.t, framework.NewClaim(e.ns, name, class, size, mods...))
+	return framework.CreateClaim(e.t, objects.NewClaim(e.ns, name, class, size, mods...))
 }
 
 func (e *provisionerEnv) deleteClaim(name string) {
@@ -470,7 +471,7 @@ func (e *provisionerEnv) podOn(name, node string) {
 func (e *provisionerEnv) staticVolume(class, size, node string) string {
 	e.t.Helper()
 	name := framework.Name("static")
-	framework.CreateVolume(e.t, framework.NewVolume(name, class, size, "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
+	framework.CreateVolume(e.t, objects.NewVolume(name, class, size, "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
 		pv.Labels = map[string]string{"reclaimable.kubernetes.io/pool": class}
 		// A claim that no longer exists: the PV controller marks it Released.
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: "gone-" + name, UID: uuid.NewUUID()}

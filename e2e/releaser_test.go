@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -60,7 +61,7 @@ func (r *releaserCase) start() *framework.Process {
 // reclaimable-pv-releaser.kubernetes.io/controller-id annotation.
 func (r *releaserCase) class(controllerID string) string {
 	r.t.Helper()
-	return framework.CreateClass(r.t, framework.NewClass(framework.Name("rel-class"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
+	return framework.CreateClass(r.t, objects.NewClass(framework.Name("rel-class"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
 		if controllerID != "" {
 			sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
 		}
@@ -72,7 +73,7 @@ func (r *releaserCase) class(controllerID string) string {
 func (r *releaserCase) volume(class, managedBy string) *corev1.PersistentVolume {
 	r.t.Helper()
 	name := framework.Name("rel-pv")
-	return framework.CreateVolume(r.t, framework.NewVolume(name, class, "1Gi", "/tmp/"+name, func(pv *corev1.PersistentVolume) {
+	return framework.CreateVolume(r.t, objects.NewVolume(name, class, "1Gi", "/tmp/"+name, func(pv *corev1.PersistentVolume) {
 		if managedBy != "" {
 			pv.Labels = map[string]string{keys.VolumeManagedBy: managedBy}
 		}
@@ -83,7 +84,7 @@ func (r *releaserCase) volume(class, managedBy string) *corev1.PersistentVolume 
 // it to that volume; managedBy, when set, is its podwatcher managed-by label.
 func (r *releaserCase) claim(name, class, volume, managedBy string) *corev1.PersistentVolumeClaim {
 	r.t.Helper()
-	return framework.CreateClaim(r.t, framework.NewClaim(r.ns, name, class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
+	return framework.CreateClaim(r.t, objects.NewClaim(r.ns, name, class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.VolumeName = volume
 		if managedBy != "" {
 			c.Labels = map[string]string{keys.ClaimManagedBy: managedBy}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -234,7 +235,7 @@ func createDirectoryClass(t *testing.T, prefix, id, provisioner string, params m
 // cleanup.
 func createClass(t *testing.T, prefix, id, provisioner string, policy corev1.PersistentVolumeReclaimPolicy, binding storagev1.VolumeBindingMode, parameters map[string]string) string {
 	t.Helper()
-	return framework.CreateClass(t, framework.NewClass(framework.Name(prefix), provisioner, func(sc *storagev1.StorageClass) {
+	return framework.CreateClass(t, objects.NewClass(framework.Name(prefix), provisioner, func(sc *storagev1.StorageClass) {
 		sc.Annotations = map[string]string{keys.ClassControllerID: id}
 		sc.ReclaimPolicy, sc.VolumeBindingMode, sc.Parameters = &policy, &binding, parameters
 	}))

@@ -24,11 +24,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -499,34 +499,19 @@ func (b *bench) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	retain := corev1.PersistentVolumeReclaimRetain
-	immediate := storagev1.VolumeBindingImmediate
 	classes := []*storagev1.StorageClass{
-		{
-			ObjectMeta:        metav1.ObjectMeta{Name: b.class, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
-			Provisioner:       provisionerName,
-			ReclaimPolicy:     &retain,
-			VolumeBindingMode: &immediate,
-			Parameters:        map[string]string{"backend": "directory", "baseDir": b.base, "source": "hostPath", "hostPath": b.base},
-		},
-		{
-			ObjectMeta:        metav1.ObjectMeta{Name: b.floorClass},
-			Provisioner:       "kubernetes.io/no-provisioner",
-			ReclaimPolicy:     &retain,
-			VolumeBindingMode: &immediate,
-		},
+		objects.NewClass(b.class, provisionerName, func(sc *storagev1.StorageClass) {
+			sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
+			sc.Parameters = map[string]string{"backend": "directory", "baseDir": b.base, "source": "hostPath", "hostPath": b.base}
+		}),
+		objects.NewClass(b.floorClass, "kubernetes.io/no-provisioner"),
 	}
 	// A class of its own keeps the pod floor's claims off the floor's
 	// volumes: the PV controller binds a claim to any Available volume of
 	// its class.
 	pools := map[string]func(int) string{b.floorClass: floorVolume}
 	if podFloor {
-		classes = append(classes, &storagev1.StorageClass{
-			ObjectMeta:        metav1.ObjectMeta{Name: b.podFloorClass},
-			Provisioner:       "kubernetes.io/no-provisioner",
-			ReclaimPolicy:     &retain,
-			VolumeBindingMode: &immediate,
-		})
+		classes = append(classes, objects.NewClass(b.podFloorClass, "kubernetes.io/no-provisioner"))
 		pools[b.podFloorClass] = podFloorVolume
 	}
 	for _, sc := range classes {
@@ -540,16 +525,7 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	for class, volume := range pools {
 		for w := range workers {
-			pv := &corev1.PersistentVolume{
-				ObjectMeta: metav1.ObjectMeta{Name: volume(w)},
-				Spec: corev1.PersistentVolumeSpec{
-					StorageClassName:              class,
-					PersistentVolumeReclaimPolicy: retain,
-					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(b.cfg.Dir, "volumes", class, volume(w))}},
-				},
-			}
+			pv := objects.NewVolume(volume(w), class, "1Gi", filepath.Join(b.cfg.Dir, "volumes", class, volume(w)))
 			if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 				return err
 			}

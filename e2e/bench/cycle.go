@@ -8,10 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -139,7 +139,7 @@ func (b *bench) referenceCycle(ctx context.Context, name, ns, class string, with
 		}
 		t.ownerCreated = time.Now()
 	}
-	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, newClaim(ns, name, class), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, "1Gi"), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
 	}
@@ -202,9 +202,7 @@ func podSpec(claimName, node string) corev1.PodSpec {
 		NodeName:      node,
 		RestartPolicy: corev1.RestartPolicyAlways,
 		Containers:    []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}}}},
-		Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
-		}}},
+		Volumes:       []corev1.Volume{objects.ClaimVolume("cache", claimName)},
 	}
 }
 
@@ -300,16 +298,4 @@ func runWindow(ctx context.Context, concurrency int, d, warmup time.Duration, se
 		}
 	}
 	return completed, errs, closeAt.Sub(open)
-}
-
-// newClaim is a claim for 1Gi of class, ReadWriteOnce.
-func newClaim(ns, name, class string) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &class,
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
 }

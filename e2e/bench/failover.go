@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -39,7 +40,7 @@ func (b *bench) failover(ctx context.Context) (*Failover, error) {
 
 	// A claim bound from the pool, for the releaser to release.
 	retained := "failover-release"
-	created, err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, newClaim(b.ns, retained, b.class), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, objects.NewClaim(b.ns, retained, b.class, "1Gi"), metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}

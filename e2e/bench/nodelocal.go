@@ -10,12 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -142,31 +143,28 @@ func (b *bench) nodeLocalSetup(ctx context.Context, nodePath string) error {
 			return err
 		}
 	}
-	retain, del := corev1.PersistentVolumeReclaimRetain, corev1.PersistentVolumeReclaimDelete
-	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	local := map[string]string{"backend": "local", "nodePath": nodePath}
+	wffc := func(sc *storagev1.StorageClass) {
+		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	}
+	local := func(sc *storagev1.StorageClass) {
+		sc.Parameters = map[string]string{"backend": "local", "nodePath": nodePath}
+	}
 	for _, sc := range []*storagev1.StorageClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: nodeLocalHitClass}, Provisioner: provisionerName, ReclaimPolicy: &retain, VolumeBindingMode: &wffc, Parameters: local},
-		{ObjectMeta: metav1.ObjectMeta{Name: nodeLocalMissClass}, Provisioner: provisionerName, ReclaimPolicy: &del, VolumeBindingMode: &wffc, Parameters: local},
-		{ObjectMeta: metav1.ObjectMeta{Name: nodeLocalFloor}, Provisioner: "kubernetes.io/no-provisioner", ReclaimPolicy: &retain, VolumeBindingMode: &wffc},
+		objects.NewClass(nodeLocalHitClass, provisionerName, wffc, local),
+		objects.NewClass(nodeLocalMissClass, provisionerName, wffc, local, func(sc *storagev1.StorageClass) {
+			sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
+		}),
+		objects.NewClass(nodeLocalFloor, "kubernetes.io/no-provisioner", wffc),
 	} {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: nodeLocalFloor},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              nodeLocalFloor,
-			PersistentVolumeReclaimPolicy: retain,
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(nodePath, "floor")}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{nodeLocalNode}}},
-			}}}},
-		},
-	}
+	pv := objects.NewVolume(nodeLocalFloor, nodeLocalFloor, "1Gi", filepath.Join(nodePath, "floor"), func(pv *corev1.PersistentVolume) {
+		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{nodeLocalNode}}},
+		}}}}
+	})
 	if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -188,9 +186,7 @@ func nodePod(name, claim string, annotations map[string]string) *corev1.Pod {
 				Name: "build", Image: cluster.ConsumerImage, ImagePullPolicy: corev1.PullNever, Args: []string{"sleep", "0s"},
 				VolumeMounts: []corev1.VolumeMount{{Name: "cache", MountPath: "/cache"}},
 			}},
-			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-			}}},
+			Volumes: []corev1.Volume{objects.ClaimVolume("cache", claim)},
 		},
 	}
 }
@@ -249,7 +245,7 @@ func (b *bench) nodeFloorCycle(ctx context.Context, seq int) (cycleTimes, time.D
 	pod := nodePod(name, name, nil)
 	claimCreated := make(chan error, 1)
 	uid, created, err := b.runNodePod(ctx, pod, func() {
-		_, err := b.client.CoreV1().PersistentVolumeClaims(nodeLocalNS).Create(ctx, newClaim(nodeLocalNS, name, nodeLocalFloor), metav1.CreateOptions{})
+		_, err := b.client.CoreV1().PersistentVolumeClaims(nodeLocalNS).Create(ctx, objects.NewClaim(nodeLocalNS, name, nodeLocalFloor, "1Gi"), metav1.CreateOptions{})
 		claimCreated <- err
 	})
 	if err != nil {

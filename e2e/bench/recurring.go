@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -250,7 +251,7 @@ func (b *bench) claimCycle(ctx context.Context, ns, name, class string) (cycleTi
 	defer cancel()
 	var t cycleTimes
 	t.start = time.Now()
-	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, newClaim(ns, name, class), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, "1Gi"), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
 	}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -53,47 +53,23 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 	}); err != nil {
 		return s, fmt.Errorf("creating pods: %w", err)
 	}
-	retain := corev1.PersistentVolumeReclaimRetain
-	oneGi := resource.MustParse("1Gi")
 	if err := parallel(ctx, n, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("s-%d", i)
 		pvName := fmt.Sprintf("scale-%d", i)
-		claim := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:   name,
-				Labels: map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(uids[i])},
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: "v1", Kind: "Pod", Name: name, UID: uids[i],
-				}},
-			},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: &b.class,
-				VolumeName:       pvName,
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: oneGi}},
-			},
-		}
+		claim := objects.NewClaim(scaleNS, name, b.class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			c.Labels = map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(uids[i])}
+			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uids[i]}}
+			c.Spec.VolumeName = pvName
+		})
 		c, err := b.client.CoreV1().PersistentVolumeClaims(scaleNS).Create(ctx, claim, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        pvName,
-				Labels:      map[string]string{keys.VolumeManagedBy: controllerID},
-				Annotations: map[string]string{keys.ProvisionedBy: provisionerName},
-			},
-			Spec: corev1.PersistentVolumeSpec{
-				StorageClassName:              b.class,
-				PersistentVolumeReclaimPolicy: retain,
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: oneGi},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(b.base, pvName)}},
-				ClaimRef: &corev1.ObjectReference{
-					APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID,
-				},
-			},
-		}
+		pv := objects.NewVolume(pvName, b.class, "1Gi", filepath.Join(b.base, pvName), func(pv *corev1.PersistentVolume) {
+			pv.Labels = map[string]string{keys.VolumeManagedBy: controllerID}
+			pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName}
+			pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID}
+		})
 		if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 			return err
 		}

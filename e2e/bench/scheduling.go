@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -132,7 +133,7 @@ func (b *bench) claimFirstCycle(ctx context.Context, _, seq int) (time.Duration,
 	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
 	defer cancel()
 	ns, name := b.podFloorNS, fmt.Sprintf("sf-%d", seq)
-	claim, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, newClaim(ns, name, b.podFloorClass), metav1.CreateOptions{})
+	claim, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, b.podFloorClass, "1Gi"), metav1.CreateOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("creating claim %s: %w", name, err)
 	}
