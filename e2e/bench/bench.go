@@ -254,41 +254,56 @@ type floorFigures struct {
 // floors runs the floor, then the pod floor, with no controller of ours
 // running: latency at the run's concurrency, then throughput at each level.
 func (b *bench) floors(ctx context.Context, r *Report) floorFigures {
-	cfg := b.cfg
 	f := floorFigures{throughput: map[int]Throughput{}}
-	b.logf("Floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
-	var errs []error
-	f.latency, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.floorCycle)
-	for _, e := range first(errs, 3) {
-		b.note(r, "floor cycle failed: %v", e)
+	f.latency = b.latencyRun(ctx, r, "Floor", "floor ", b.floorCycle)
+	for level, run := range b.throughputRuns(ctx, r, "Floor", "floor ", b.floorCycle) {
+		f.throughput[level] = Throughput{Concurrency: level, Floor: run.perMinute(), FloorCycles: run.n, FloorFailures: run.failed, WindowSeconds: run.window.Seconds()}
 	}
-	for _, level := range cfg.ThroughputLevels {
-		b.logf("Floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.floorCycle)
-		for _, e := range first(errs, 3) {
-			b.note(r, "floor cycle failed at concurrency %d: %v", level, e)
-		}
-		f.throughput[level] = Throughput{Concurrency: level, Floor: perMinute(n, window), FloorCycles: n, FloorFailures: len(errs), WindowSeconds: window.Seconds()}
-	}
-	if !cfg.PodFloor {
+	if !b.cfg.PodFloor {
 		return f
 	}
-	b.logf("Pod floor: %d cycles at concurrency %d", cfg.Cycles, cfg.Concurrency)
-	f.podLatency, errs = runCount(ctx, cfg.Concurrency, cfg.Cycles, &b.seq, b.podFloorCycle)
-	for _, e := range first(errs, 3) {
-		b.note(r, "pod floor cycle failed: %v", e)
-	}
-	for _, level := range cfg.ThroughputLevels {
-		b.logf("Pod floor: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, b.podFloorCycle)
-		for _, e := range first(errs, 3) {
-			b.note(r, "pod floor cycle failed at concurrency %d: %v", level, e)
-		}
+	f.podLatency = b.latencyRun(ctx, r, "Pod floor", "pod floor ", b.podFloorCycle)
+	for level, run := range b.throughputRuns(ctx, r, "Pod floor", "pod floor ", b.podFloorCycle) {
 		t := f.throughput[level]
-		t.PodFloor, t.PodFloorCycles, t.PodFloorFailures = perMinute(n, window), n, len(errs)
+		t.PodFloor, t.PodFloorCycles, t.PodFloorFailures = run.perMinute(), run.n, run.failed
 		f.throughput[level] = t
 	}
 	return f
+}
+
+// latencyRun runs the run's cycles of cycle at its concurrency; who names
+// them in the log, notePrefix in the notes of the first failures.
+func (b *bench) latencyRun(ctx context.Context, r *Report, who, notePrefix string, cycle cycleFunc) []cycleTimes {
+	b.logf("%s: %d cycles at concurrency %d", who, b.cfg.Cycles, b.cfg.Concurrency)
+	times, errs := runCount(ctx, b.cfg.Concurrency, b.cfg.Cycles, &b.seq, cycle)
+	for _, e := range first(errs, 3) {
+		b.note(r, "%scycle failed: %v", notePrefix, e)
+	}
+	return times
+}
+
+// levelRun is one throughput window: the cycles that ended in it, those
+// that failed, and its length.
+type levelRun struct {
+	n, failed int
+	window    time.Duration
+}
+
+func (l levelRun) perMinute() float64 { return perMinute(l.n, l.window) }
+
+// throughputRuns counts cycle's full cycles in a window at each throughput
+// level; who and notePrefix as for latencyRun.
+func (b *bench) throughputRuns(ctx context.Context, r *Report, who, notePrefix string, cycle cycleFunc) map[int]levelRun {
+	runs := map[int]levelRun{}
+	for _, level := range b.cfg.ThroughputLevels {
+		b.logf("%s: throughput at concurrency %d for %s", who, level, b.cfg.ThroughputDuration)
+		n, errs, window := runWindow(ctx, level, b.cfg.ThroughputDuration, 30*time.Second, &b.seq, cycle)
+		for _, e := range first(errs, 3) {
+			b.note(r, "%scycle failed at concurrency %d: %v", notePrefix, level, e)
+		}
+		runs[level] = levelRun{n: n, failed: len(errs), window: window}
+	}
+	return runs
 }
 
 // latencyAndCost starts the controllers and runs our cycles at the run's
@@ -348,17 +363,13 @@ func (b *bench) latencyAndCost(ctx context.Context, r *Report, floors floorFigur
 // throughput counts our full cycles per minute at each level, against the
 // floors'.
 func (b *bench) throughput(ctx context.Context, r *Report, floors floorFigures) {
-	cfg := b.cfg
-	for _, level := range cfg.ThroughputLevels {
-		b.logf("Ours: throughput at concurrency %d for %s", level, cfg.ThroughputDuration)
-		n, errs, window := runWindow(ctx, level, cfg.ThroughputDuration, 30*time.Second, &b.seq, func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
-			return b.ourCycle(ctx, seq, false)
-		})
-		for _, e := range first(errs, 3) {
-			b.note(r, "cycle failed at concurrency %d: %v", level, e)
-		}
+	runs := b.throughputRuns(ctx, r, "Ours", "", func(ctx context.Context, _ int, seq int) (cycleTimes, error) {
+		return b.ourCycle(ctx, seq, false)
+	})
+	for _, level := range b.cfg.ThroughputLevels {
+		run := runs[level]
 		t := floors.throughput[level]
-		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, perMinute(n, window), n, len(errs)
+		t.Concurrency, t.Ours, t.OursCycles, t.OursFailures = level, run.perMinute(), run.n, run.failed
 		if t.Floor > 0 {
 			t.OursVsFloorPct = 100 * t.Ours / t.Floor
 		}
