@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // The installation in manifests/, applied to the local control plane as an

@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e holds the end-to-end tests: each runs the real reclaimable
 // binary against a real local control plane (see package cluster).
 package e2e
