@@ -123,7 +123,7 @@ func TestNodeLocalWarmVolumeDrawsItsWorkloadsNextPod(t *testing.T) {
 // TestNodeLocalFreeVolumeDrawsAnotherWorkloadsPod: a free volume, kept for
 // no claim (reuseScope cluster, no reservation), draws a pod of another
 // workload to its node: the scheduler scores a node where a free volume fits
-// the pod's claim, configured as the README says.
+// the pod's claim, configured as docs/pools.md says.
 func TestNodeLocalFreeVolumeDrawsAnotherWorkloadsPod(t *testing.T) {
 	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, map[string]string{"reuseScope": "cluster", "reserveFor": "0"})
 	c.drawsTheNextPod(t, "first-workload", "second-workload")

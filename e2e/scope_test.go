@@ -160,7 +160,7 @@ func TestReuseScopeNamespaceHoldsWhileControllersAreDown(t *testing.T) {
 }
 
 // Under reuseScope cluster a released volume is free for any claim, data
-// included, as the README warns.
+// included, as docs/releaser.md warns.
 func TestReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)

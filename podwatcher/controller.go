@@ -3,7 +3,7 @@
 //
 // A Pod or Job asks for a claim for its volume V with the annotations
 // "dynamic-pvc-provisioner.kubernetes.io/V.enabled" and ".../V.pvc" (see
-// README.md). The claim gets the name the volume's persistentVolumeClaim
+// docs/podwatcher.md). The claim gets the name the volume's persistentVolumeClaim
 // names, the labels managed-by (the controller ID) and claimed-by (the
 // owner's UID) and an ownerReference to the owner. A claim without the
 // managed-by label of this controller's ID is never touched.

@@ -266,8 +266,8 @@ func (c *Cluster) schedulerConfigPath() string {
 	return filepath.Join(c.Dir, "scheduler.yaml")
 }
 
-// writeSchedulerConfig configures the scheduler as the README's node-local
-// pools section advises: VolumeBinding scores a node where a free volume
+// writeSchedulerConfig configures the scheduler as the local backend's
+// section of docs/pools.md advises: VolumeBinding scores a node where a free volume
 // fits the pod's claim by how closely it fits (a volume of the claim's size
 // scores highest), so that a warm member draws the pod to its node.
 func (c *Cluster) writeSchedulerConfig() error {

@@ -155,7 +155,7 @@ func (d *demo) finish() {
 		"The volumes' directories are under %s.\n",
 		d.controllers.Pid(), d.controllers.LogPath, d.c.Kubeconfig, d.c.BinDir, d.share)
 	if d.node != nil {
-		fmt.Printf("Run your own pod on the real node (the consumer image prints what it finds; see the README):\n"+
+		fmt.Printf("Run your own pod on the real node (the consumer image prints what it finds; see docs/development.md):\n"+
 			"  kubectl run mine --image=%s --image-pull-policy=Never --restart=Never \\\n"+
 			"    --overrides='{\"spec\":{\"nodeSelector\":{%q:\"true\"},\"tolerations\":[{\"key\":%q,\"operator\":\"Exists\"}]}}' -- write /hello world\n"+
 			"  kubectl logs mine\n", cluster.ConsumerImage, cluster.RealNodeLabel, cluster.RealNodeTaint)

@@ -12,16 +12,16 @@ import (
 	"testing"
 )
 
-// The Configuration section of README.md documents every flag of every
+// The Flags section of docs/configuration.md documents every flag of every
 // subcommand, so that an administrator can trust it. Its flag tables are
-// read from the "### " subsections of "## Configuration": the subsection
+// read from the "### " subsections of "## Flags": the subsection
 // whose heading names a subcommand (`podwatcher`, `provisioner`, `releaser`)
 // lists that controller's flags, any other subsection lists flags that every
 // subcommand has. `all` has the common flags and those of the three
 // controllers. Only the first cell of each table row counts, so a flag
 // mentioned in a description is not taken for a row of its own.
 
-const readmePath = "../../README.md"
+const referencePath = "../../docs/configuration.md"
 
 var controllerSubcommands = []string{"podwatcher", "provisioner", "releaser"}
 
@@ -50,12 +50,12 @@ func helpFlags(t *testing.T, subcommand string) []string {
 	return names
 }
 
-// readmeFlagTables returns, per subsection of README.md's Configuration
+// referenceFlagTables returns, per subsection of the reference's Flags
 // section, the flags named in the first cell of its table rows. The key is
 // the subcommand the heading names, or "" for flags common to all.
-func readmeFlagTables(t *testing.T) map[string][]string {
+func referenceFlagTables(t *testing.T) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile(readmePath)
+	data, err := os.ReadFile(referencePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func readmeFlagTables(t *testing.T) map[string][]string {
 	for _, l := range strings.Split(string(data), "\n") {
 		switch {
 		case strings.HasPrefix(l, "## "):
-			inSection = strings.TrimSpace(strings.TrimPrefix(l, "## ")) == "Configuration"
+			inSection = strings.TrimSpace(strings.TrimPrefix(l, "## ")) == "Flags"
 			found = found || inSection
 			current = ""
 			continue
@@ -92,19 +92,19 @@ func readmeFlagTables(t *testing.T) map[string][]string {
 		}
 	}
 	if !found {
-		t.Fatalf("%s has no \"## Configuration\" section", readmePath)
+		t.Fatalf("%s has no \"## Flags\" section", referencePath)
 	}
 	return tables
 }
 
-func TestReadmeFlagTablesMatchTheBinary(t *testing.T) {
-	tables := readmeFlagTables(t)
+func TestReferenceFlagTablesMatchTheBinary(t *testing.T) {
+	tables := referenceFlagTables(t)
 	if len(tables[""]) == 0 {
-		t.Fatalf("the Configuration section of %s has no table of common flags", readmePath)
+		t.Fatalf("the Flags section of %s has no table of common flags", referencePath)
 	}
 	for _, sub := range controllerSubcommands {
 		if len(tables[sub]) == 0 {
-			t.Fatalf("the Configuration section of %s has no flags table for `%s`", readmePath, sub)
+			t.Fatalf("the Flags section of %s has no flags table for `%s`", referencePath, sub)
 		}
 	}
 	for _, sub := range append(slices.Clone(controllerSubcommands), "all") {
@@ -124,12 +124,12 @@ func TestReadmeFlagTablesMatchTheBinary(t *testing.T) {
 			for _, name := range helpFlags(t, sub) {
 				actual[name] = true
 				if !documented[name] {
-					t.Errorf("reclaimable %s has the flag --%s, which the Configuration tables of README.md do not list for it", sub, name)
+					t.Errorf("reclaimable %s has the flag --%s, which the Flags tables of docs/configuration.md do not list for it", sub, name)
 				}
 			}
 			for name := range documented {
 				if !actual[name] {
-					t.Errorf("the Configuration tables of README.md list --%s for `%s`, which the binary does not have", name, sub)
+					t.Errorf("the Flags tables of docs/configuration.md list --%s for `%s`, which the binary does not have", name, sub)
 				}
 			}
 		})
