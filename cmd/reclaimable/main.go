@@ -139,10 +139,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting", "command", cmd, "version", version)
 
-	env, err := controller.NewEnv(common, "reclaimable-"+cmd+"/"+version)
+	env, controllers, err := build(cmd, common, pw, prov, rel)
 	if err != nil {
 		logger.Error(err, "Invalid configuration")
 		return 1
+	}
+	if err := env.Run(ctx, controllers...); err != nil {
+		logger.Error(err, "Stopped")
+		return 1
+	}
+	logger.Info("Stopped")
+	return 0
+}
+
+// build makes the environment and the controllers of one subcommand; it
+// starts nothing (env.Run does).
+func build(cmd string, common controller.Options, pw podwatcher.Config, prov provisioner.Config, rel releaser.Config) (*controller.Env, []controller.Runnable, error) {
+	env, err := controller.NewEnv(common, "reclaimable-"+cmd+"/"+version)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Process-wide settings of client-go, before any queue or informer.
 	controller.StreamInitialLists()
@@ -158,17 +173,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, newController := range constructors[cmd] {
 		c, err := newController()
 		if err != nil {
-			logger.Error(err, "Invalid configuration")
-			return 1
+			return nil, nil, err
 		}
 		controllers = append(controllers, c)
 	}
-	if err := env.Run(ctx, controllers...); err != nil {
-		logger.Error(err, "Stopped")
-		return 1
-	}
-	logger.Info("Stopped")
-	return 0
+	return env, controllers, nil
 }
 
 // lifecycle makes or removes a local volume's directory under the pod's

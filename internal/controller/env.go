@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -42,10 +42,11 @@ type Env struct {
 	// Config is the configuration Client was built from.
 	Config *rest.Config
 	// Registry collects the Prometheus metrics served at /metrics.
-	Registry *prometheus.Registry
+	Registry *Registry
 
 	eventClient kubernetes.Interface
 	broadcaster record.EventBroadcaster
+	metrics     http.Handler
 
 	mu        sync.Mutex
 	factories map[factoryKey]informers.SharedInformerFactory
@@ -85,15 +86,19 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 		return nil, fmt.Errorf("building event client: %w", err)
 	}
 
-	registry := prometheus.NewRegistry()
+	registry := NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(requests)
+	// The handler registers its own error counter: made here, it is in
+	// the registry before the first scrape, as every other metric is.
+	metricsHandler := promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
 
 	return &Env{
 		Options:     opts,
 		Client:      client,
 		Config:      cfg,
 		Registry:    registry,
+		metrics:     metricsHandler,
 		eventClient: eventClient,
 		factories:   map[factoryKey]informers.SharedInformerFactory{},
 		health:      newHealth(),
@@ -169,7 +174,7 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	stopServers, err := e.health.serve(ctx, e.HealthAddr, e.MetricsAddr, e.Registry)
+	stopServers, err := e.health.serve(ctx, e.HealthAddr, e.MetricsAddr, e.metrics)
 	if err != nil {
 		return err
 	}

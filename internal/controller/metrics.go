@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +11,69 @@ import (
 
 // Namespace prefixes every metric the controllers export.
 const Namespace = "reclaimable"
+
+// Registry is a process's metrics registry. It keeps the collectors
+// registered with it, so that Names lists every metric the process exports,
+// including a vector that has no sample yet and so is absent from a scrape:
+// the metrics reference is checked against that list.
+type Registry struct {
+	*prometheus.Registry
+
+	mu         sync.Mutex
+	collectors []prometheus.Collector
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{Registry: prometheus.NewRegistry()}
+}
+
+// Register registers c, and keeps it for Names.
+func (r *Registry) Register(c prometheus.Collector) error {
+	if err := r.Registry.Register(c); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collectors = append(r.collectors, c)
+	return nil
+}
+
+// MustRegister registers each collector, and panics at the first that
+// cannot be.
+func (r *Registry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// descName finds a Desc's fully-qualified name in its String form, the only
+// place the prometheus client shows it.
+var descName = regexp.MustCompile(`fqName: "([^"]*)"`)
+
+// Names returns the sorted names of every metric registered so far.
+func (r *Registry) Names() []string {
+	r.mu.Lock()
+	collectors := slices.Clone(r.collectors)
+	r.mu.Unlock()
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		for _, c := range collectors {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		if m := descName.FindStringSubmatch(d.String()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
 
 // Register registers a controller's collectors with the process's registry,
 // stopping at the first that cannot be: two controllers, or two of the same,

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 )
 
@@ -56,12 +54,12 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 // serve starts the health and metrics servers (an empty address disables
 // one). Listening happens before it returns, so a port already in use is
 // an error at start-up rather than a silent gap.
-func (h *health) serve(ctx context.Context, healthAddr, metricsAddr string, registry *prometheus.Registry) (stop func(), err error) {
+func (h *health) serve(ctx context.Context, healthAddr, metricsAddr string, metrics http.Handler) (stop func(), err error) {
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", h.healthz)
 	healthMux.HandleFunc("/readyz", h.readyz)
 	metricsMux := http.NewServeMux()
-	metricsMux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	metricsMux.Handle("/metrics", metrics)
 
 	var servers []*http.Server
 	for _, s := range []struct {
