@@ -72,17 +72,18 @@ type madeVolume struct {
 }
 
 // newBackends registers every backend by the name a class gives it.
-// provisionerName is the provisioner's own name; client runs the local
-// backend's lifecycle pods, events follows them, and lifecycle (if not nil)
-// times them.
+// provisionerName is the provisioner's own name; client runs the backends'
+// lifecycle pods, events follows them, and lifecycle (if not nil) times
+// them.
 func newBackends(provisionerName string, client kubernetes.Interface, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
+	pods := lifecyclePods{
+		client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
+		timeout: cfg.LifecycleTimeout, events: events, durations: lifecycle,
+	}
 	return map[string]backend{
-		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}},
+		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}, pods: pods},
 		backendStatic:    staticBackend{},
-		backendLocal: &localBackend{provisioner: provisionerName, pods: lifecyclePods{
-			client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
-			timeout: cfg.LifecycleTimeout, events: events, durations: lifecycle,
-		}},
+		backendLocal:     &localBackend{provisioner: provisionerName, pods: pods},
 	}
 }
 

@@ -39,7 +39,9 @@ type Config struct {
 	// in parallel.
 	Workers int
 	// LifecycleNamespace, LifecycleImage and LifecycleTimeout shape the
-	// pods that make and remove the local backend's directories on nodes.
+	// pods that make and remove volume directories where the provisioner
+	// cannot: on a local volume's node, and in a share where a consumer
+	// left what the provisioner's user may not remove.
 	LifecycleNamespace string
 	LifecycleImage     string
 	LifecycleTimeout   time.Duration
@@ -51,9 +53,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
 	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")
 	fs.StringVar(&c.LifecycleNamespace, "lifecycle-namespace", "reclaimable-lifecycle",
-		"Namespace of the pods that make and remove the directories of local-backend volumes on their nodes; the provisioner creates and deletes pods there only.")
+		"Namespace of the pods that make and remove volume directories where the provisioner cannot: on a local-backend volume's node, and in a directory-backend share where a consumer left what the provisioner's user may not remove; the provisioner creates and deletes pods there only.")
 	fs.StringVar(&c.LifecycleImage, "lifecycle-image", "",
-		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused.")
+		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
 }

@@ -24,7 +24,8 @@ import (
 // The directory backend makes each volume a directory in the class's baseDir
 // (a share mounted into the provisioner) that consumers reach through a
 // hostPath or NFS source. It removes a directory only for a volume with
-// reclaim policy Delete.
+// reclaim policy Delete: itself, or, where a consumer left what the
+// provisioner's user may not remove, through a lifecycle pod.
 
 // Parameters of the directory backend.
 const (
@@ -53,6 +54,10 @@ const (
 type directoryBackend struct {
 	provisioner string
 	dirs        directories
+	// pods remove what the provisioner's own user may not.
+	pods lifecyclePods
+	// remove is dirs.remove; a test stands in for a user who may not.
+	remove func(baseDir, name string) error
 }
 
 func (*directoryBackend) parameters() []string {
@@ -173,10 +178,48 @@ func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 	if name != pv.Name || sourceDirName(pv) != name {
 		return fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
 	}
-	if err := b.dirs.remove(baseDir, name); err != nil {
+	remove := b.remove
+	if remove == nil {
+		remove = b.dirs.remove
+	}
+	err := remove(baseDir, name)
+	if errors.Is(err, fs.ErrPermission) {
+		err = b.removeThroughPod(ctx, pv, baseDir, name, remove, err)
+	}
+	if err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a volume", "pv", pv.Name, "baseDir", baseDir)
+	return nil
+}
+
+// removeThroughPod removes the directory of pv through a delete pod on a
+// node that reaches the share. The provisioner runs as a user of its own
+// with no capabilities: it may not remove the subdirectories a consumer made
+// as another user with the usual modes (0755), nor the files in them. The
+// pod, as root, may. Its success is checked, not believed: the provisioner
+// removes the directory again, which must then succeed.
+func (b *directoryBackend) removeThroughPod(ctx context.Context, pv *corev1.PersistentVolume, baseDir, name string, remove func(string, string) error, denied error) error {
+	if b.pods.image == "" {
+		return fmt.Errorf("%w: a consumer left files the provisioner's user may not remove, and without --lifecycle-image it starts no pod that may", denied)
+	}
+	job := lifecycleJob{op: LifecycleDelete, volume: name}
+	switch {
+	case pv.Spec.HostPath != nil:
+		job.dir = path.Dir(pv.Spec.HostPath.Path)
+	case pv.Spec.NFS != nil:
+		job.dir, job.nfsServer = path.Dir(pv.Spec.NFS.Path), pv.Spec.NFS.Server
+	}
+	if pv.Spec.NodeAffinity != nil {
+		job.affinity = pv.Spec.NodeAffinity.Required
+	}
+	klog.FromContext(ctx).V(2).Info("Removing a volume's directory through a lifecycle pod", "pv", pv.Name, "err", denied)
+	if err := b.pods.run(ctx, job); err != nil {
+		return fmt.Errorf("%w; removing it through a lifecycle pod: %w", denied, err)
+	}
+	if err := remove(baseDir, name); err != nil {
+		return fmt.Errorf("the lifecycle pod that removed %s succeeded, yet: %w", filepath.Join(baseDir, name), err)
+	}
 	return nil
 }
 

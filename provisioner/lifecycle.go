@@ -21,11 +21,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Lifecycle pods make and remove the directories of node-local volumes on
-// the node that holds them: the provisioner cannot reach a node's disk. A
-// pod runs the reclaimable image's "lifecycle" command with the node's
-// directory of volumes mounted at LifecycleMount; what it works on comes
-// from its environment, never from a claim unchecked.
+// Lifecycle pods make and remove volume directories where the provisioner
+// cannot: on a node's disk, which it does not reach (the local backend),
+// and in a share whose files a consumer wrote as its own user, in
+// directories of its own mode, which the provisioner's user may not remove
+// (the directory backend). A pod runs the reclaimable image's "lifecycle"
+// command as root, with the directory that holds the volume's directory
+// mounted at LifecycleMount; what it works on comes from its environment,
+// never from a claim unchecked. It runs in a namespace of its own, whose
+// Pod Security level admits it; the provisioner's pod stays "restricted".
 
 // The lifecycle operations.
 const (
@@ -33,8 +37,9 @@ const (
 	LifecycleDelete = "delete"
 )
 
-// LifecycleMount is where a lifecycle pod sees the class's nodePath, the
-// pod's volume lifecycleVolume.
+// LifecycleMount is where a lifecycle pod sees the directory that holds
+// the volume's directory (a local class's nodePath, a directory class's
+// share), the pod's volume lifecycleVolume.
 const (
 	LifecycleMount  = "/pool"
 	lifecycleVolume = "pool"
@@ -84,13 +89,38 @@ type lifecyclePods struct {
 	durations *prometheus.HistogramVec
 }
 
-// lifecycleJob is one operation on one volume's directory on one node.
+// lifecycleJob is one operation on one volume's directory.
 type lifecycleJob struct {
-	op, node, nodePath, volume string
-	mode                       fs.FileMode
-	size                       string
+	op, volume string
+	// node pins the pod to the node that holds the directory; "" leaves
+	// the choice to the scheduler, among the nodes affinity admits (all,
+	// if nil): any of them reaches the share.
+	node     string
+	affinity *corev1.NodeSelector
+	// dir holds the volume's directory, as the node (a host path) or the
+	// NFS server nfsServer shows it; the pod mounts it.
+	dir, nfsServer string
+	mode           fs.FileMode
+	size           string
 	// templates names the class's ConfigMap of pod templates, "" for none.
 	templates string
+}
+
+// where names the node a job's pod runs on, for messages.
+func (j lifecycleJob) where() string {
+	if j.node == "" {
+		return "a node that reaches the share"
+	}
+	return "node " + j.node
+}
+
+// mount is the pod's volume of the directory that holds the volume's.
+func (j lifecycleJob) mount() corev1.VolumeSource {
+	if j.nfsServer != "" {
+		return corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: j.nfsServer, Path: j.dir}}
+	}
+	typ := corev1.HostPathDirectory
+	return corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: j.dir, Type: &typ}}
 }
 
 // podName names the pod of job after its operation and volume, so that a
@@ -100,7 +130,17 @@ func (j lifecycleJob) podName() string { return j.op + "-" + j.volume }
 
 // pod is the built-in lifecycle pod of job.
 func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
-	typ := corev1.HostPathDirectory
+	// A pod bound to its node runs there whatever the node's taints: the
+	// directory is there. One the scheduler places tolerates the taints
+	// that only keep other pods away, not those of a node that is gone.
+	tolerations := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	var affinity *corev1.Affinity
+	if j.node == "" {
+		tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		if j.affinity != nil {
+			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: j.affinity.DeepCopy()}}
+		}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      j.podName(),
@@ -108,11 +148,10 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 			Labels:    map[string]string{labelLifecycle: j.op, "app.kubernetes.io/managed-by": "reclaimable"},
 		},
 		Spec: corev1.PodSpec{
-			// Bound to the node already: the directory is there, whatever
-			// the scheduler would think of the node.
 			NodeName:      j.node,
+			Affinity:      affinity,
 			RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Tolerations:   tolerations,
 			Containers: []corev1.Container{{
 				Name:            "lifecycle",
 				Image:           l.image,
@@ -120,7 +159,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 				Args:            []string{"lifecycle", j.op},
 				Env: []corev1.EnvVar{
 					{Name: EnvVolumeName, Value: j.volume},
-					{Name: EnvVolumePath, Value: path.Join(j.nodePath, j.volume)},
+					{Name: EnvVolumePath, Value: path.Join(j.dir, j.volume)},
 					{Name: EnvVolumeMode, Value: octalMode(j.mode)},
 					{Name: EnvVolumeSize, Value: j.size},
 				},
@@ -132,9 +171,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "FOWNER", "DAC_OVERRIDE", "FSETID"}},
 				},
 			}},
-			Volumes: []corev1.Volume{{Name: lifecycleVolume, VolumeSource: corev1.VolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: j.nodePath, Type: &typ},
-			}}},
+			Volumes: []corev1.Volume{{Name: lifecycleVolume, VolumeSource: j.mount()}},
 		},
 	}
 }
@@ -211,7 +248,7 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 		pod, err = pods.Get(ctx, j.podName(), metav1.GetOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("starting the %s pod %s/%s on node %s: %w", j.op, l.namespace, j.podName(), j.node, err)
+		return fmt.Errorf("starting the %s pod %s/%s on %s: %w", j.op, l.namespace, j.podName(), j.where(), err)
 	}
 	defer l.remove(ctx, pod)
 
@@ -231,14 +268,14 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 		}
 		if errors.Is(err, errGone) {
 			l.observe(j.op, "failed", started)
-			return fmt.Errorf("the %s pod %s/%s on node %s was deleted before it finished", j.op, l.namespace, pod.Name, j.node)
+			return fmt.Errorf("the %s pod %s/%s on %s was deleted before it finished", j.op, l.namespace, pod.Name, j.where())
 		}
 		l.observe(j.op, "deadline", started)
-		return fmt.Errorf("the %s pod %s/%s on node %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.node, l.timeout, podState(last))
+		return fmt.Errorf("the %s pod %s/%s on %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.where(), l.timeout, podState(last))
 	}
 	if last.Status.Phase == corev1.PodFailed {
 		l.observe(j.op, "failed", started)
-		return fmt.Errorf("the %s pod %s/%s on node %s failed: %s", j.op, l.namespace, pod.Name, j.node, terminationMessage(last))
+		return fmt.Errorf("the %s pod %s/%s on %s failed: %s", j.op, l.namespace, pod.Name, j.where(), terminationMessage(last))
 	}
 	l.observe(j.op, "succeeded", started)
 	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))

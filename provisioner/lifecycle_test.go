@@ -113,7 +113,7 @@ func finish(t *testing.T, client *fake.Clientset, name string, phase corev1.PodP
 }
 
 func TestLifecyclePodsRun(t *testing.T) {
-	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
+	job := lifecycleJob{op: LifecycleCreate, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
 	newPods := func(t *testing.T, timeout time.Duration) (lifecyclePods, *fake.Clientset) {
 		client := fake.NewClientset()
 		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, events: startedEvents(t, client),
@@ -241,7 +241,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 
 func TestLifecyclePod(t *testing.T) {
 	l := lifecyclePods{namespace: "lifecycle", image: "reclaimable:test"}
-	p := l.pod(lifecycleJob{op: LifecycleDelete, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775 | fs.ModeSetgid, size: "1Gi"})
+	p := l.pod(lifecycleJob{op: LifecycleDelete, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775 | fs.ModeSetgid, size: "1Gi"})
 	if p.Spec.NodeName != "n1" || p.Namespace != "lifecycle" || p.Name != "delete-pvc-1" {
 		t.Errorf("pod %s/%s on %q", p.Namespace, p.Name, p.Spec.NodeName)
 	}
@@ -284,7 +284,7 @@ spec:
 	}
 	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "bad"}, Data: map[string]string{"create": "spec: {containerz: []}"}}
 	l := lifecyclePods{client: fake.NewClientset(cm, bad), namespace: "lifecycle", image: "reclaimable:test"}
-	job := lifecycleJob{op: LifecycleCreate, node: "n1", nodePath: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi", templates: "quota"}
+	job := lifecycleJob{op: LifecycleCreate, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi", templates: "quota"}
 
 	p, err := l.podFor(context.Background(), job)
 	if err != nil {

@@ -112,7 +112,7 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		return madeVolume{}, err
 	}
 	size := v.claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, nodePath: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String(), templates: c.templates}
+	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, dir: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String(), templates: c.templates}
 	if err := c.pods.run(ctx, job); err != nil {
 		// Whatever the create pod made before it failed goes.
 		job.op = LifecycleDelete
@@ -152,7 +152,7 @@ func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) 
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, nodePath: nodePath, volume: name, templates: pv.Annotations[annLifecycleTemplates]}); err != nil {
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: pv.Annotations[annLifecycleTemplates]}); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)
