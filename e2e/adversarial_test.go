@@ -30,7 +30,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 	ns := framework.Namespace(t)
 	id := framework.Name("hostile")
 	provisioner := "hostile.reclaimable/" + id
-	root := t.TempDir()
+	root := framework.ControllerDir(t)
 	class := createDirectoryClass(t, "hostile", id, provisioner,
 		map[string]string{"baseDir": root, "hostPath": root, "maxVolumes": "3", "maxCapacity": "1Ti"})
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}})

@@ -73,7 +73,7 @@ func TestHarnessBinaryLeadsAndShutsDownCleanly(t *testing.T) {
 	id := framework.Name("plumbing")
 	// A podwatcher watching every namespace would race the other tests'
 	// podwatchers for their pods: keep it to a namespace of its own.
-	p := framework.StartController(t, "all", "--controller-id="+id, "--namespace="+framework.Namespace(t), "--directory-root="+t.TempDir())
+	p := framework.StartController(t, "all", "--controller-id="+id, "--namespace="+framework.Namespace(t), "--directory-root="+framework.ControllerDir(t))
 	p.WaitReady(t)
 
 	leases := []string{id + "-podwatcher", id + "-provisioner", id + "-releaser"}

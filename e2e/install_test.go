@@ -35,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -310,9 +309,11 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, serviceAccounts map[str
 		errorf("%d replicas", r)
 	}
 	psc := spec.SecurityContext
-	if psc == nil || !deref(psc.RunAsNonRoot, false) || deref(psc.RunAsUser, 0) != 65532 ||
+	// The end-to-end tests run every controller as this user and group,
+	// with no capability (framework.StartController).
+	if psc == nil || !deref(psc.RunAsNonRoot, false) || deref(psc.RunAsUser, 0) != framework.DeployedUID || deref(psc.RunAsGroup, 0) != framework.DeployedGID ||
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		errorf("pod security context %+v: want runAsNonRoot, runAsUser 65532, seccomp RuntimeDefault", psc)
+		errorf("pod security context %+v: want runAsNonRoot, runAsUser %d and runAsGroup %d as the tests run it, seccomp RuntimeDefault", psc, framework.DeployedUID, framework.DeployedGID)
 	}
 	if len(spec.Containers) != 1 {
 		t.Fatalf("Deployment %s: %d containers, want 1", d.Name, len(spec.Containers))
@@ -598,11 +599,7 @@ func kubeconfigFor(t *testing.T, controller string) string {
 	cfg.AuthInfos[controller] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: controller}
 	cfg.CurrentContext = "local"
-	path := filepath.Join(t.TempDir(), controller+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return framework.WriteControllerKubeconfig(t, cfg, framework.ControllerDir(t), controller+".kubeconfig")
 }
 
 // noForbidden fails the test if a controller was refused anything.
@@ -636,11 +633,8 @@ func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 	ns := framework.Namespace(t)
 
 	// The share, as the provisioner's pod would see it under --directory-root.
-	root := t.TempDir()
-	volumes := filepath.Join(root, "volumes")
-	if err := os.Mkdir(volumes, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	volumes := framework.ControllerDir(t, "volumes")
+	root := filepath.Dir(volumes)
 	class := framework.Name("install")
 	retain := corev1.PersistentVolumeReclaimRetain
 	wait := storagev1.VolumeBindingWaitForFirstConsumer

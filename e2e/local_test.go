@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
@@ -183,21 +182,17 @@ func (c *localCase) drawsTheNextPod(t *testing.T, claim, next string) {
 
 // TestNodeLocalDeleteRemovesTheDirectory: with reclaim policy Delete, a
 // delete pod on the node removes the volume's directory once its claim is
-// gone, then the volume object goes.
+// gone, whatever its consumer left there as its own user (a file, a 0755
+// and a 0555 directory, each with a file), then the volume object goes.
 func TestNodeLocalDeleteRemovesTheDirectory(t *testing.T) {
 	c := newLocalCase(t, corev1.PersistentVolumeReclaimDelete, nil)
 	const claim = "scratch"
-	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "scratch data\n"))
+	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "fill", "/cache"))
 	volume := boundVolume(t, c.ns, claim)
 	c.onTheNode(t, volume)
+	consumersTree(t, volume.Spec.HostPath.Path)
 	deletePod(t, c.ns, "writer", claim)
-	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}, "volume "+volume.Name+" to be deleted")
-	if _, err := os.Stat(volume.Spec.HostPath.Path); !os.IsNotExist(err) {
-		t.Errorf("the directory %s of deleted volume %s is still on the node: %v", volume.Spec.HostPath.Path, volume.Name, err)
-	}
+	volumeAndDirectoryGone(t, volume.Name, volume.Spec.HostPath.Path)
 	c.noHelperLeft(t)
 	c.inv.Check(t, 10*time.Second)
 }

@@ -10,16 +10,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // newNodeCase is a cycleCase for a test on the real node, in parallel
@@ -340,4 +344,83 @@ func TestNodeClaimInUseStaysUntilItsPodIsGone(t *testing.T) {
 		t.Errorf("the volume back in the pool holds %q, want the pod's last write %q", b, last)
 	}
 	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeDirectoryDeleteRemovesWhatAConsumerLeft: the provisioner runs as
+// deployed (user 65532, no capability). A consumer on the real node, as
+// uid 1000, leaves a file, a 0755 directory and a 0555 directory, each
+// holding a file, in a volume of a directory class with reclaim policy
+// Delete. Once its claim is gone, the volume's directory is gone from the
+// share and the volume object too: the provisioner's user may not remove
+// the consumer's directories, so a delete pod did, on the node that
+// reaches the share.
+func TestNodeDirectoryDeleteRemovesWhatAConsumerLeft(t *testing.T) {
+	framework.RealNode(t)
+	t.Parallel()
+	ns, helpers := framework.Namespace(t), framework.Namespace(t)
+	id := framework.Name("deployed")
+	provisioner := "deployed.reclaimable/" + id
+	base := framework.ControllerDir(t, "pool")
+	policy, binding := corev1.PersistentVolumeReclaimDelete, storagev1.VolumeBindingImmediate
+	class := framework.CreateClass(t, objects.NewClass(framework.Name("deployed"), provisioner, func(sc *storagev1.StorageClass) {
+		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.ReclaimPolicy, sc.VolumeBindingMode = &policy, &binding
+		sc.Parameters = map[string]string{"backend": "directory", "source": "hostPath", "baseDir": base, "hostPath": base}
+		// The share is a directory of this machine, which the real node
+		// is; the fake node does not reach it.
+		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+			{Key: cluster.RealNodeLabel, Values: []string{"true"}},
+		}}}
+	}))
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}})
+	controllers := framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+ns,
+		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+helpers, "--lifecycle-image="+cluster.ReclaimableImage,
+		"--cleanup-interval=5s", "--release-interval=5s")
+	controllers.WaitReady(t)
+
+	const claim = "scratch"
+	runToCompletion(t, ns, nodePod("builder", claim, class, 1000, "fill", "/cache"))
+	volume := boundVolume(t, ns, claim)
+	dir := volume.Spec.HostPath.Path
+	consumersTree(t, dir)
+	deletePod(t, ns, "builder", claim)
+	volumeAndDirectoryGone(t, volume.Name, dir)
+	if !strings.Contains(controllers.Log(), "Removing a volume's directory through a lifecycle pod") {
+		t.Errorf("the provisioner removed %s without a lifecycle pod: does it run as the manifests run it?", dir)
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := framework.Client().CoreV1().Pods(helpers).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, err
+	}, "no lifecycle pod to be left in "+helpers)
+	inv.Check(t, 10*time.Second)
+}
+
+// consumersTree checks that dir holds what the consumer's fill left, as
+// uid 1000: a 0555 directory with a file in it, which the provisioner's
+// user may not remove.
+func consumersTree(t *testing.T, dir string) {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, "readonly"))
+	if err != nil {
+		t.Fatalf("the consumer's tree is not in the volume's directory %s: %v", dir, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o555 || st.Uid != 1000 {
+		t.Fatalf("%s/readonly has mode %v and owner %d, want 0555 and the consumer's uid 1000", dir, fi.Mode().Perm(), st.Uid)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "readonly", "a.o")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// volumeAndDirectoryGone waits until the volume object is deleted, and
+// checks that its directory went before it.
+func volumeAndDirectoryGone(t *testing.T, volume, dir string) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "volume "+volume+" to be deleted")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the directory %s of deleted volume %s is still there: %v", dir, volume, err)
+	}
 }

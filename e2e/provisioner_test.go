@@ -51,12 +51,9 @@ func startProvisioner(t *testing.T, args ...string) *provisionerEnv {
 		ns:   framework.Namespace(t),
 		id:   framework.Name("prov"),
 		name: "e2e.reclaimable.test/" + framework.Name("p"),
-		root: t.TempDir(),
 	}
-	e.base = filepath.Join(e.root, "pool")
-	if err := os.Mkdir(e.base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e.base = framework.ControllerDir(t, "pool")
+	e.root = filepath.Dir(e.base)
 	e.proc = framework.StartController(t, append([]string{"provisioner",
 		"--provisioner-name=" + e.name,
 		"--controller-id=" + e.id,

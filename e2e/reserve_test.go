@@ -40,7 +40,7 @@ func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *p
 	client := framework.Client()
 	id := framework.Name("pool")
 	prov := "pool.example.com/" + id
-	base := t.TempDir()
+	base := framework.ControllerDir(t)
 	params := map[string]string{"baseDir": base, "hostPath": base}
 	maps.Copy(params, extra)
 	class := createDirectoryClass(t, "pool", id, prov, params)

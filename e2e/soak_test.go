@@ -206,11 +206,8 @@ func newCycleCase(t *testing.T, prefix string) *cycleCase {
 	id := framework.Name(prefix)
 	provisioner := prefix + ".reclaimable/" + id
 	ns := framework.Namespace(t)
-	root := t.TempDir()
-	base := filepath.Join(root, "pool")
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := framework.ControllerDir(t, "pool")
+	root := filepath.Dir(base)
 	class := createDirectoryClass(t, prefix, id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
 	return &cycleCase{
 		id: id, ns: ns, class: class,

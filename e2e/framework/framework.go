@@ -30,6 +30,9 @@ import (
 var (
 	current *cluster.Cluster
 	binary  string
+	// controllerKubeconfig is an administrator's kubeconfig that the
+	// controllers' user may read.
+	controllerKubeconfig string
 	// realNode is the real node, nil when it did not start; then
 	// realNodeErr says why.
 	realNode    *cluster.Node
@@ -51,6 +54,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The controllers' user runs the binary from here.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if binary, err = process.Build(ctx, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -58,6 +66,11 @@ func run(m *testing.M) int {
 	current, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if controllerKubeconfig, err = writeControllerKubeconfig(filepath.Join(dir, "controllers")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		current.Stop()
 		return 1
 	}
 	realNode, realNodeErr = startRealNode(ctx)

@@ -24,10 +24,12 @@ type Process struct {
 
 // StartController runs the reclaimable binary: args[0] is the subcommand
 // (podwatcher, provisioner, releaser, all), the rest its flags. The process
-// talks to the cluster as an administrator unless args name another
-// --kubeconfig, serves health and metrics on free loopback ports, and uses
-// short leader-election timings (a later flag in args overrides any of
-// these). It is stopped at cleanup; its log is printed if the test failed.
+// runs as the manifests run it (user 65532, no capabilities; see
+// deployed.go), talks to the cluster as an administrator unless args name
+// another --kubeconfig, serves health and metrics on free loopback ports,
+// and uses short leader-election timings (a later flag in args overrides
+// any of these). It is stopped at cleanup; its log is printed if the test
+// failed.
 func StartController(t testing.TB, args ...string) *Process {
 	t.Helper()
 	if len(args) == 0 {
@@ -39,7 +41,7 @@ func StartController(t testing.TB, args ...string) *Process {
 	}
 	f.Close()
 	c, err := process.NewController(Binary(), f.Name(), append([]string{args[0],
-		"--kubeconfig=" + Kubeconfig(),
+		"--kubeconfig=" + controllerKubeconfig,
 		"--leader-elect-resource-namespace=default",
 		"--leader-elect-lease-duration=4s",
 		"--leader-elect-renew-deadline=3s",
@@ -49,6 +51,7 @@ func StartController(t testing.TB, args ...string) *Process {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.Credential = deployedCredential()
 	p := &Process{t: t, c: c, HealthAddr: c.HealthAddr, MetricsAddr: c.MetricsAddr}
 	p.Start()
 	t.Cleanup(func() {

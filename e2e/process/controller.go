@@ -38,6 +38,9 @@ type Controller struct {
 	// is killed with its parent: a crashed test or benchmark must not
 	// leave controllers behind that act on the next run's cluster.
 	OutliveParent bool
+	// Credential, if not nil, is the user and groups the process runs as:
+	// those of its Deployment, for a test of what it may do as deployed.
+	Credential *syscall.Credential
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -74,7 +77,7 @@ func (c *Controller) Start() error {
 	if c.runningLocked() {
 		return fmt.Errorf("reclaimable %s is already running", c.Args[0])
 	}
-	attr := &syscall.SysProcAttr{Setpgid: c.OwnProcessGroup}
+	attr := &syscall.SysProcAttr{Setpgid: c.OwnProcessGroup, Credential: c.Credential}
 	if !c.OutliveParent {
 		attr.Pdeathsig = syscall.SIGKILL
 	}

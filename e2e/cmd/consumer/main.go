@@ -10,6 +10,10 @@
 //	consumer read   FILE               print FILE
 //	consumer expect FILE TEXT          FILE must hold exactly TEXT
 //	consumer sleep  DURATION           wait, for pods that must stay running
+//	consumer fill   DIR                leave in DIR what a build leaves in its
+//	                                   cache, as the usual umask makes it: a
+//	                                   file, a 0755 directory and a 0555
+//	                                   directory, each with a file inside
 //
 // A file it creates is writable by its group, as a cache shared by the
 // pods of one team is. Every line it prints starts with the uid it runs
@@ -37,10 +41,10 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: consumer write|append|add|await|read|expect|sleep ARGS")
+		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1}[cmd]
+	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1}[cmd]
 	if need == 0 {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -97,6 +101,8 @@ func run(args []string) error {
 			return fmt.Errorf("%s holds %q, want %q", args[0], b, args[1])
 		}
 		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
+	case "fill":
+		return fill(args[0])
 	case "sleep":
 		d, err := time.ParseDuration(args[0])
 		if err != nil {
@@ -119,6 +125,32 @@ func add(path, text string) error {
 		return err
 	}
 	report("added %s to %s, which now holds: %s", strconv.Quote(text), path, strconv.Quote(string(b)))
+	return nil
+}
+
+// fill leaves in dir a file, a directory of mode 0755 and one of mode 0555,
+// each holding a file: what only their owner, or root, may remove.
+func fill(dir string) error {
+	if err := os.WriteFile(dir+"/top.txt", []byte("top\n"), 0o644); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		mode fs.FileMode
+	}{{"objects", 0o755}, {"readonly", 0o555}} {
+		p := dir + "/" + d.name
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p+"/a.o", []byte("object\n"), 0o644); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode); err != nil {
+			return err
+		}
+		report("made %s (mode %04o) holding a.o", p, d.mode)
+	}
+	report("wrote %s/top.txt", dir)
 	return nil
 }
 
