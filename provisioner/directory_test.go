@@ -224,7 +224,14 @@ func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 		{name: "no lifecycle image", pv: pv, removals: []error{denied}, wantErr: "without --lifecycle-image"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// The reactor goes in before anything reads the client: the
+			// informer and the kubelet's stand-in run alongside.
 			client := fake.NewClientset()
+			var seen *corev1.Pod
+			client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				seen = a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
+				return false, nil, nil
+			})
 			calls := 0
 			b := &directoryBackend{
 				pods: lifecyclePods{client: client, namespace: "lifecycle", image: tt.image, timeout: time.Minute, events: startedEvents(t, client)},
@@ -239,13 +246,8 @@ func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 					return tt.removals[calls-1]
 				},
 			}
-			var seen *corev1.Pod
 			if tt.pod != "" {
 				finish(t, client, "delete-pvc-1", tt.pod, "")
-				client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-					seen = a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
-					return false, nil, nil
-				})
 			}
 			err := b.delete(context.Background(), tt.pv)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
