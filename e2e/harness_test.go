@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // The harness itself: the real PV controller binds a claim to a Retain
@@ -150,4 +151,58 @@ func TestHarnessFollowSeesAPhaseThatPassesAtOnce(t *testing.T) {
 	if want := []corev1.PersistentVolumePhase{corev1.VolumeAvailable, corev1.VolumeReleased, corev1.VolumeAvailable}; !slices.Equal(phases, want) {
 		t.Errorf("volume %s went through phases %v, want %v", pv.Name, phases, want)
 	}
+}
+
+// In `reclaimable all`, each controller writes under a field manager of its
+// own: managedFields name the podwatcher on the claim it made, the
+// provisioner on the volume it made (through the provisioning library),
+// and the releaser on the association label and the release it wrote.
+func TestHarnessEachControllerWritesUnderItsOwnName(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client := framework.Client()
+	c := newCycleCase(t, "managers")
+	framework.StartController(t, c.args...).WaitReady(t)
+	if err := createOwner(ctx, c.ns, "builder", "cache", c.class, false); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := waitBound(ctx, c.ns, "cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wroteField(t, "claim", claim.ManagedFields, "reclaimable-podwatcher", keys.ClaimManagedBy)
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", "hostPath")
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		pv, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err == nil && pv.Labels[keys.VolumeManagedBy] != "", err
+	}, "the releaser to associate volume "+pv.Name)
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-releaser", keys.VolumeManagedBy)
+
+	if err := deleteOwner(ctx, c.ns, "builder", false); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		pv, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err == nil && pv.Annotations[keys.ReleasedAt] != "", err
+	}, "the releaser to release volume "+pv.Name)
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-releaser", keys.ReleasedAt)
+}
+
+// wroteField fails the test unless manager owns the field named key (a
+// label, an annotation or a spec field) in managed.
+func wroteField(t *testing.T, what string, managed []metav1.ManagedFieldsEntry, manager, key string) {
+	t.Helper()
+	var managers []string
+	for _, m := range managed {
+		managers = append(managers, m.Manager)
+		if m.Manager == manager && m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:`+key+`"`) {
+			return
+		}
+	}
+	t.Errorf("the %s's field %s is not owned by %s; its managers: %v", what, key, manager, managers)
 }

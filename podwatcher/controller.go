@@ -148,7 +148,11 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return newController(env.Client, env.ControllerID, cfg,
+	client, err := env.ClientFor("podwatcher")
+	if err != nil {
+		return nil, err
+	}
+	return newController(client, env.ControllerID, cfg,
 		env.InformerFactory(cfg.Namespace, ""),
 		// Only our claims are cached: a cluster's other claims are none of
 		// our business, and a claim without our label is never touched.

@@ -92,7 +92,11 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err := m.register(env.Registry); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	return newController(env.Client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), m, env.ProvisionerName, cfg)
+	client, err := env.ClientFor("provisioner")
+	if err != nil {
+		return nil, err
+	}
+	return newController(client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), m, env.ProvisionerName, cfg)
 }
 
 // newController wires the provisioner to the library on factory's informers.

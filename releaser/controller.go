@@ -108,7 +108,11 @@ type Controller struct {
 func New(env *controller.Env, cfg Config) (*Controller, error) {
 	all := env.InformerFactory("", "")
 	p := policy{controllerID: env.ControllerID, provisionerName: env.ProvisionerName, claimRule: !cfg.DisableAutomaticAssociation}
-	return newController(env.Client, p, cfg,
+	client, err := env.ClientFor("releaser")
+	if err != nil {
+		return nil, err
+	}
+	return newController(client, p, cfg,
 		all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses(),
 		// The podwatcher reads the same cache when both run in one process.
 		env.ManagedClaims(""),

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -74,6 +75,9 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &requestCounter{next: rt, count: requests} })
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(opts.QPS), opts.Burst
+	// One limit for every client built from cfg (ClientFor's too), as
+	// --kube-api-qps promises for the process.
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	useProtobuf(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -81,6 +85,7 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	}
 	eventCfg := rest.CopyConfig(cfg)
 	eventCfg.QPS, eventCfg.Burst = float32(opts.EventQPS), opts.EventBurst
+	eventCfg.RateLimiter = nil // a limit of its own: events never delay work
 	eventClient, err := kubernetes.NewForConfig(eventCfg)
 	if err != nil {
 		return nil, fmt.Errorf("building event client: %w", err)
