@@ -10,7 +10,6 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,8 +39,15 @@ type fixture struct {
 	client   *fake.Clientset
 	c        *Controller
 	recorder *record.FakeRecorder
+	reg      *prometheus.Registry
 	all      informers.SharedInformerFactory
 	ours     informers.SharedInformerFactory
+}
+
+// metric reads a sample of the podwatcher's metrics, as /metrics shows it.
+func (f *fixture) metric(name string, labelPairs ...string) float64 {
+	f.t.Helper()
+	return controllertest.Metric(f.t, f.reg, name, labelPairs...)
 }
 
 // newFixture builds a controller whose caches hold cached and whose API
@@ -54,10 +60,11 @@ func newFixture(t *testing.T, cached []runtime.Object, live ...runtime.Object) *
 		t:        t,
 		client:   client,
 		recorder: record.NewFakeRecorder(100),
+		reg:      prometheus.NewRegistry(),
 		all:      informers.NewSharedInformerFactory(client, 0),
 		ours:     informers.NewSharedInformerFactory(client, 0),
 	}
-	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours.Core().V1().PersistentVolumeClaims(), f.recorder, prometheus.NewRegistry())
+	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours.Core().V1().PersistentVolumeClaims(), f.recorder, f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +168,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 		claim.Labels["team"] != "build" || len(claim.OwnerReferences) != 1 || claim.OwnerReferences[0].UID != "uid-p" {
 		t.Errorf("created claim = %+v", claim.ObjectMeta)
 	}
-	if got := testutil.ToFloat64(f.c.metrics.created); got != 1 {
+	if got := f.metric("reclaimable_podwatcher_claims_created_total"); got != 1 {
 		t.Errorf("claims_created_total = %v", got)
 	}
 
@@ -258,7 +265,7 @@ func TestRejectionReportedOnce(t *testing.T) {
 	}
 	f.expectActions()
 	f.expectEvents("Warning " + ReasonInvalidEnabled)
-	if got := testutil.ToFloat64(f.c.metrics.rejections.WithLabelValues(ReasonInvalidEnabled)); got != 1 {
+	if got := f.metric("reclaimable_podwatcher_rejections_total", "reason", ReasonInvalidEnabled); got != 1 {
 		t.Errorf("rejections_total{reason=%s} = %v, want 1", ReasonInvalidEnabled, got)
 	}
 
@@ -458,10 +465,10 @@ func TestCleanup(t *testing.T) {
 			} else {
 				f.expectEvents()
 			}
-			if got, want := testutil.ToFloat64(f.c.metrics.deleted), b2f(deleted); got != want {
+			if got, want := f.metric("reclaimable_podwatcher_claims_deleted_total"), b2f(deleted); got != want {
 				t.Errorf("claims_deleted_total = %v, want %v", got, want)
 			}
-			if got, want := testutil.ToFloat64(f.c.metrics.leftToGC), b2f(tt.leftToGC); got != want {
+			if got, want := f.metric("reclaimable_podwatcher_claims_left_to_garbage_collector_total"), b2f(tt.leftToGC); got != want {
 				t.Errorf("claims_left_to_garbage_collector_total = %v, want %v", got, want)
 			}
 		})
@@ -531,10 +538,10 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 			}
 			f.expectActions("delete persistentvolumeclaims")
 			f.expectEvents("Normal ClaimDeleted")
-			if got := testutil.ToFloat64(f.c.metrics.deleted); got != 1 {
+			if got := f.metric("reclaimable_podwatcher_claims_deleted_total"); got != 1 {
 				t.Errorf("claims_deleted_total = %v, want 1", got)
 			}
-			if got := testutil.ToFloat64(f.c.metrics.leftToGC); got != 1 {
+			if got := f.metric("reclaimable_podwatcher_claims_left_to_garbage_collector_total"); got != 1 {
 				t.Errorf("claims_left_to_garbage_collector_total = %v, want 1 (counted once)", got)
 			}
 		})

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -88,7 +87,7 @@ func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
 	if gates := live.(*corev1.Pod).Spec.SchedulingGates; len(gates) != 1 || gates[0].Name != "example.com/other" {
 		t.Errorf("gates left = %v, want only the other one", gates)
 	}
-	if got := testutil.ToFloat64(f.c.metrics.gatesRemoved); got != 1 {
+	if got := f.metric("reclaimable_podwatcher_scheduling_gates_removed_total"); got != 1 {
 		t.Errorf("scheduling_gates_removed_total = %v", got)
 	}
 }

@@ -17,7 +17,10 @@ type metrics struct {
 	apiErrors    *prometheus.CounterVec
 }
 
-func newMetrics(registry prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the podwatcher's metrics. gated counts the pods held
+// by the claims gate and tells the age of the oldest, read from the cache
+// at each scrape.
+func newMetrics(registry prometheus.Registerer, gated func() (int, time.Duration)) (*metrics, error) {
 	const subsystem = "podwatcher"
 	m := &metrics{
 		created: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "claims_created_total",
@@ -33,26 +36,18 @@ func newMetrics(registry prometheus.Registerer) (*metrics, error) {
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "api_errors_total",
 			Help: "Requests to the API server that failed unexpectedly, by operation."}, []string{"operation"}),
 	}
-	if err := controller.Register(registry, m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors); err != nil {
+	gatedPods := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "gated_pods",
+		Help: "Pods held by the claims scheduling gate."}, func() float64 {
+		n, _ := gated()
+		return float64(n)
+	})
+	oldestGated := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "oldest_gated_seconds",
+		Help: "Age of the oldest pod held by the claims scheduling gate (0: none); it grows while a pod waits for a claim that does not come."}, func() float64 {
+		_, oldest := gated()
+		return oldest.Seconds()
+	})
+	if err := controller.Register(registry, m.created, m.deleted, m.leftToGC, m.gatesRemoved, m.rejections, m.apiErrors, gatedPods, oldestGated); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-// registerGatedPods adds the gauges of the pods held by the claims gate,
-// read from the cache at each scrape.
-func registerGatedPods(registry prometheus.Registerer, gated func() (int, time.Duration)) error {
-	const subsystem = "podwatcher"
-	return controller.Register(registry,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "gated_pods",
-			Help: "Pods held by the claims scheduling gate."}, func() float64 {
-			n, _ := gated()
-			return float64(n)
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "oldest_gated_seconds",
-			Help: "Age of the oldest pod held by the claims scheduling gate (0: none); it grows while a pod waits for a claim that does not come."}, func() float64 {
-			_, oldest := gated()
-			return oldest.Seconds()
-		}),
-	)
 }

@@ -9,16 +9,12 @@ package provisioner
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -28,54 +24,6 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 )
-
-// Config holds the flags of the provisioner.
-type Config struct {
-	// DirectoryRoot is the directory every baseDir of the directory backend
-	// must lie in: a StorageClass cannot make the provisioner write or
-	// delete anywhere else.
-	DirectoryRoot string
-	// Workers is the number of claims provisioned, and of volumes deleted,
-	// in parallel.
-	Workers int
-	// LifecycleNamespace, LifecycleImage and LifecycleTimeout shape the
-	// pods that make and remove volume directories where the provisioner
-	// cannot: on a local volume's node, and in a share where a consumer
-	// left what the provisioner's user may not remove.
-	LifecycleNamespace string
-	LifecycleImage     string
-	LifecycleTimeout   time.Duration
-}
-
-// AddFlags registers the flags of the provisioner on fs.
-func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.DirectoryRoot, "directory-root", "/var/lib/reclaimable",
-		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
-	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")
-	fs.StringVar(&c.LifecycleNamespace, "lifecycle-namespace", "reclaimable-lifecycle",
-		"Namespace of the pods that make and remove volume directories where the provisioner cannot: on a local-backend volume's node, and in a directory-backend share where a consumer left what the provisioner's user may not remove; the provisioner creates and deletes pods there only.")
-	fs.StringVar(&c.LifecycleImage, "lifecycle-image", "",
-		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
-	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
-		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
-}
-
-func (c *Config) validate() error {
-	var errs []error
-	if !filepath.IsAbs(c.DirectoryRoot) || filepath.Clean(c.DirectoryRoot) != c.DirectoryRoot {
-		errs = append(errs, fmt.Errorf("--directory-root %q must be an absolute path in clean form", c.DirectoryRoot))
-	}
-	if c.Workers < 1 {
-		errs = append(errs, errors.New("--provisioner-workers must be at least 1"))
-	}
-	if c.LifecycleTimeout <= 0 {
-		errs = append(errs, errors.New("--lifecycle-timeout must be positive"))
-	}
-	if msgs := validation.IsDNS1123Label(c.LifecycleNamespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--lifecycle-namespace %q: %s", c.LifecycleNamespace, strings.Join(msgs, "; ")))
-	}
-	return errors.Join(errs...)
-}
 
 // Controller is the provisioner.
 type Controller struct {
@@ -88,21 +36,21 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := newMetrics()
-	if err := m.register(env.Registry); err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
-	}
 	client, err := env.ClientFor("provisioner")
 	if err != nil {
 		return nil, err
 	}
-	return newController(client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), m, env.ProvisionerName, cfg)
+	return newController(client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
 }
 
 // newController wires the provisioner to the library on factory's informers.
 // Options in extra override the library's settings made here.
-func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, m *metrics,
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, registry prometheus.Registerer,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
+	m, err := newMetrics(registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering provisioner metrics: %w", err)
+	}
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
 	if err := controller.IndexVolumesByClass(volumes); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)

@@ -2,10 +2,11 @@ package provisioner
 
 import (
 	"context"
-	"github.com/spf13/pflag"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,7 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	c, err := newController(client, factory, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), newMetrics(), name,
+	c, err := newController(client, factory, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), prometheus.NewRegistry(), name,
 		Config{DirectoryRoot: t.TempDir(), Workers: 1},
 		lib.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(time.Hour, time.Hour)))
 	if err != nil {

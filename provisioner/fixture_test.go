@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ type fixture struct {
 	volumes  cache.Indexer // what the informer shows; tests decide when it catches up
 	claims   cache.Indexer
 	recorder *record.FakeRecorder
+	reg      *prometheus.Registry
 	root     string
 
 	mu       sync.Mutex
@@ -63,7 +65,12 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	}
 	f.client = fake.NewClientset(objs...)
 	controllertest.ResourceVersionPreconditions(f.client, corev1.SchemeGroupVersion.WithResource("persistentvolumes"))
-	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, newMetrics(), Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
+	f.reg = prometheus.NewRegistry()
+	m, err := newMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, m, Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
 	if err := f.p.lifecycle.start(t.Context()); err != nil {
 		t.Fatal(err)
 	}

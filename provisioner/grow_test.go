@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -62,7 +62,7 @@ func TestProvisionGrowsTheDirectoryPool(t *testing.T) {
 	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o750 {
 		t.Errorf("directory: %v, %v", fi, err)
 	}
-	if n := testutil.ToFloat64(f.p.metrics.created.WithLabelValues("pool")); n != 1 {
+	if n := controllertest.Metric(t, f.reg, "reclaimable_provisioner_volumes_created_total", "class", "pool"); n != 1 {
 		t.Errorf("created metric = %v", n)
 	}
 

@@ -79,6 +79,16 @@ func TestOctalMode(t *testing.T) {
 	}
 }
 
+// lifecycleDurations is the provisioner's histogram of lifecycle pods.
+func lifecycleDurations(t *testing.T) *prometheus.HistogramVec {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.lifecycle
+}
+
 // startedEvents is a cache of the lifecycle pods on client, running until
 // the test ends.
 func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycleEvents {
@@ -117,7 +127,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 	newPods := func(t *testing.T, timeout time.Duration) (lifecyclePods, *fake.Clientset) {
 		client := fake.NewClientset()
 		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, events: startedEvents(t, client),
-			durations: newMetrics().lifecycle}, client
+			durations: lifecycleDurations(t)}, client
 	}
 	// timed checks that the pod's run was timed once, with result.
 	timed := func(t *testing.T, l lifecyclePods, result string) {

@@ -23,14 +23,16 @@ type metrics struct {
 	lib       libmetrics.Metrics
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the provisioner's metrics and the library's. The
+// pool_members gauge reports nothing until its count is set.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	class := []string{"class"}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: controller.Namespace, Subsystem: subsystem, Name: name, Help: help,
 		}, class)
 	}
-	return &metrics{
+	m := &metrics{
 		issued: counter("pool_issued_total",
 			"Claims given a volume from the retained pool, data included."),
 		created: counter("volumes_created_total",
@@ -51,6 +53,18 @@ func newMetrics() *metrics {
 			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
+	if err := controller.Register(reg,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.members,
+		m.lib.PersistentVolumeClaimProvisionTotal,
+		m.lib.PersistentVolumeClaimProvisionFailedTotal,
+		m.lib.PersistentVolumeClaimProvisionDurationSeconds,
+		m.lib.PersistentVolumeDeleteTotal,
+		m.lib.PersistentVolumeDeleteFailedTotal,
+		m.lib.PersistentVolumeDeleteDurationSeconds,
+	); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // membersCollector reports the pool_members gauge from the volume cache at
@@ -69,16 +83,4 @@ func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.count() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
-}
-
-func (m *metrics) register(r prometheus.Registerer) error {
-	return controller.Register(r,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.members,
-		m.lib.PersistentVolumeClaimProvisionTotal,
-		m.lib.PersistentVolumeClaimProvisionFailedTotal,
-		m.lib.PersistentVolumeClaimProvisionDurationSeconds,
-		m.lib.PersistentVolumeDeleteTotal,
-		m.lib.PersistentVolumeDeleteFailedTotal,
-		m.lib.PersistentVolumeDeleteDurationSeconds,
-	)
 }

@@ -3,8 +3,6 @@ package provisioner
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
@@ -56,10 +54,7 @@ func TestPoolMetrics(t *testing.T) {
 			pv.Annotations[keys.HeldForNamespace] = "tenant-a"
 		}),
 	})
-	reg := prometheus.NewRegistry()
-	if err := f.p.metrics.register(reg); err != nil {
-		t.Fatal(err)
-	}
+	reg := f.reg
 	for _, tt := range []struct {
 		state, namespace string
 		want             float64
@@ -71,7 +66,7 @@ func TestPoolMetrics(t *testing.T) {
 	old := volume("reserved", "1Gi", reservedFor("ns", "job", t0()))
 	cur := volume("reserved", "1Gi", bound("ns", "job", "u9"))
 	f.p.onVolume(old, cur)
-	if got := testutil.ToFloat64(f.p.metrics.issues.WithLabelValues("pool", string(issueSameClaim))); got != 1 {
+	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(issueSameClaim)); got != 1 {
 		t.Errorf("issues_total{kind=same-claim} = %v, want 1", got)
 	}
 }

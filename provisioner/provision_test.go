@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -63,7 +63,7 @@ func testProvisionIssuesPoolMember(t *testing.T, scope string) {
 	if ev := f.events(); !hasEvent(ev, "Normal IssuedFromPool Volume last-used-by-it issued from the pool of class pool with the data of its last use (claim cache)") {
 		t.Errorf("events = %v", ev)
 	}
-	if n := testutil.ToFloat64(f.p.metrics.issued.WithLabelValues("pool")); n != 1 {
+	if n := controllertest.Metric(t, f.reg, "reclaimable_provisioner_pool_issued_total", "class", "pool"); n != 1 {
 		t.Errorf("issued metric = %v", n)
 	}
 }
@@ -112,7 +112,7 @@ func TestProvisionTriesTheNextMemberOnConflict(t *testing.T) {
 	if got := f.server("a").Spec.ClaimRef.UID; got != "other-uid" {
 		t.Errorf("the volume another writer took now points at %q", got)
 	}
-	if n := testutil.ToFloat64(f.p.metrics.conflicts.WithLabelValues("pool")); n != 1 {
+	if n := controllertest.Metric(t, f.reg, "reclaimable_provisioner_pool_take_conflicts_total", "class", "pool"); n != 1 {
 		t.Errorf("conflict metric = %v, want 1", n)
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	testingclock "k8s.io/utils/clock/testing"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -27,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
@@ -80,8 +79,7 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatalf("newController: %v", err)
 	}
-	clk := testingclock.NewFakePassiveClock(testNow)
-	c.clock, c.deleted.clock = clk, clk
+	c.useClock(testingclock.NewFakePassiveClock(testNow))
 	c.conflictRecheck = 0
 	// The queue only records keys, so that a test can see what was queued.
 	c.queue = controller.NewQueue("releaser-test", func(_ context.Context, key string) error {

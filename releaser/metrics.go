@@ -54,6 +54,22 @@ func newMetrics(reg prometheus.Registerer, oldest func() float64) (*metrics, err
 	return m, nil
 }
 
+// oldestReleasedSeconds is the oldest_released_seconds gauge: the age of the
+// oldest volume of this controller ID that is still Released.
+func (c *Controller) oldestReleasedSeconds() float64 {
+	objs, err := c.volumeIndex.ByIndex(byReleased, c.policy.controllerID)
+	if err != nil {
+		return 0
+	}
+	pvs := make([]*corev1.PersistentVolume, 0, len(objs))
+	for _, obj := range objs {
+		if pv, ok := obj.(*corev1.PersistentVolume); ok {
+			pvs = append(pvs, pv)
+		}
+	}
+	return c.releasedTime.oldest(pvs, c.clock.Now()).Seconds()
+}
+
 // releasedClock tells since when a volume has been Released. The PV
 // controller records the time of every phase change in
 // status.lastPhaseTransitionTime; for a volume without it (an older cluster)

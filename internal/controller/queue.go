@@ -88,3 +88,19 @@ func (q *Queue[T]) next(ctx context.Context) bool {
 	q.queue.Forget(key)
 	return true
 }
+
+// Every calls sweep every period until ctx is done, the first time one
+// period from now: a sweep is the safety net for events a replica missed,
+// and at start the informers' initial lists have just queued every object.
+func Every(ctx context.Context, period time.Duration, sweep func(context.Context)) {
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			sweep(ctx)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package releaser
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+)
+
+// sync decides, for one volume, whether to associate it, release it, or
+// change the hold of a free one, from the cache and, for a claim's absence,
+// the API server; write.go makes the writes it decides on.
+
+// classOf is pv's StorageClass as the cache has it; nil for none.
+func (c *Controller) classOf(pv *corev1.PersistentVolume) *storagev1.StorageClass {
+	name := volumehelpers.GetPersistentVolumeClass(pv)
+	if name == "" {
+		return nil
+	}
+	class, err := c.classes.Get(name)
+	if err != nil {
+		return nil
+	}
+	return class
+}
+
+// managedClaim returns the managed claim with the namespace and name of pv's
+// claimRef, if the cache has one.
+func (c *Controller) managedClaim(pv *corev1.PersistentVolume) *corev1.PersistentVolumeClaim {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.Namespace == "" || ref.Name == "" {
+		return nil
+	}
+	claim, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
+	if err != nil {
+		return nil
+	}
+	return claim
+}
+
+// sync associates one volume if a rule says so, and releases it if it is
+// ours, Released, and its claim is gone.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	logger := klog.FromContext(ctx).WithValues("pv", name)
+	ctx = klog.NewContext(ctx, logger)
+	pv, err := c.volumes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if c.writes.stale(pv.Name, pv.ResourceVersion) {
+		logger.V(4).Info("Cache predates the releaser's last write, waiting for the newer version")
+		return nil
+	}
+
+	if r, ok := c.policy.associationRule(pv, c.classOf(pv), c.managedClaim(pv)); ok {
+		if pv, err = c.associate(ctx, pv, r); pv == nil || err != nil {
+			return err
+		}
+	}
+
+	switch fix, ns, name := c.policy.rescopeOf(pv, c.classOf(pv)); fix {
+	case scopeHold:
+		return c.hold(ctx, pv, ns, name)
+	case scopeLetGo:
+		return c.letGo(ctx, pv)
+	}
+
+	if until, reserved := reservedUntil(pv, c.policy.controllerID); reserved {
+		if wait := until.Sub(c.clock.Now()); wait > 0 {
+			c.queue.AddAfter(name, wait)
+			return nil
+		}
+		return c.endReservation(ctx, pv)
+	}
+
+	ok, why := releasable(pv, c.policy.controllerID)
+	if !ok {
+		// Counted once per version of the volume, like the warning, so
+		// that the metric does not grow with every sweep.
+		if why == invalidClaimRef && c.warn(pv, errInvalidClaimRef, "Not released: spec.claimRef names no claim (namespace %q, name %q), so the releaser cannot tell whether it still exists; clear spec.claimRef by hand if the volume is free",
+			pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name) {
+			c.metrics.errors.WithLabelValues(errInvalidClaimRef).Inc()
+		}
+		logger.V(5).Info("Nothing to release", "reason", why)
+		return nil
+	}
+	gone, err := c.claimGone(ctx, pv.Spec.ClaimRef)
+	if err != nil {
+		c.metrics.errors.WithLabelValues(errClaimCheck).Inc()
+		if apierrors.IsForbidden(err) {
+			c.warn(pv, errClaimCheck, "Cannot check whether claim %s/%s still exists: %v", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, err)
+		}
+		return fmt.Errorf("checking claim %s/%s of volume %s: %w", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, name, err)
+	}
+	if !gone {
+		logger.V(4).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
+		return nil
+	}
+	return c.release(ctx, pv)
+}
+
+// claimGone reports whether the claim ref points at no longer exists with
+// that namespace, name and UID. Only the API server can say so: the managed
+// claims cache may only prove the claim still exists; a deletion seen on the
+// watch stands for the API server's answer.
+func (c *Controller) claimGone(ctx context.Context, ref *corev1.ObjectReference) (bool, error) {
+	if ref.UID != "" && c.deleted.has(ref.UID) {
+		return true, nil
+	}
+	// Still there: the deletion, when it comes, queues the volume again.
+	return controller.Gone(ctx,
+		func(claim *corev1.PersistentVolumeClaim) bool { return sameClaim(ref, claim) },
+		func() (*corev1.PersistentVolumeClaim, error) {
+			return c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
+		},
+		func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+			return c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		})
+}

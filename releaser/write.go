@@ -1,0 +1,204 @@
+package releaser
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The releaser's writes to volumes: each one update guarded by the
+// volume's resourceVersion, with the event that records it.
+
+// associate labels pv with the controller ID. It changes nothing else, so it
+// is safe on a Bound volume. It returns the updated volume, or nil when the
+// volume changed or vanished meanwhile.
+func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume, r rule) (*corev1.PersistentVolume, error) {
+	logger := klog.FromContext(ctx)
+	updated := pv.DeepCopy()
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	updated.Labels[keys.VolumeManagedBy] = c.policy.controllerID
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, c.writeFailed(ctx, pv, errAssociate, "associate", err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.metrics.associations.WithLabelValues(string(r)).Inc()
+	msg := c.policy.describe(r, pv)
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "Associated", "Associated with controller ID %s: %s", c.policy.controllerID, msg)
+	logger.Info("Associated volume", "rule", r)
+	return res, nil
+}
+
+// release clears pv's claimRef, and its association unless a rule that does
+// not depend on the claim still holds, in one update guarded by its
+// resourceVersion, and records the claim it was released from. With the
+// class's reserveFor, the claimRef keeps the claim's namespace and name
+// without its UID instead: the PV controller then binds the volume to the
+// next claim of that name and to no other, until the reservation ends.
+func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) error {
+	logger := klog.FromContext(ctx)
+	ref := pv.Spec.ClaimRef
+	class := c.classOf(pv)
+	updated := pv.DeepCopy()
+	updated.Spec.ClaimRef = nil
+	keptBy, keep := c.policy.keepsAssociation(pv, class)
+	if !keep {
+		delete(updated.Labels, keys.VolumeManagedBy)
+	}
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	now := c.clock.Now()
+	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
+	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
+	delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, keys.HeldForNamespace)
+	reserve := c.policy.reservation(class, keep)
+	until := now.Add(reserve)
+	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
+	if reserve > 0 || heldFor != "" {
+		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
+	}
+	if reserve > 0 {
+		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
+	}
+	if heldFor != "" {
+		updated.Annotations[keys.HeldForNamespace] = heldFor
+	}
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, "release", err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.metrics.releases.Inc()
+	scope := ""
+	if heldFor != "" {
+		scope = fmt.Sprintf("; only claims of namespace %s may have it (%s: %s)", heldFor, keys.ReuseScope, keys.ReuseScopeNamespace)
+	}
+	if reserve > 0 {
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists%s",
+			ref.Namespace, ref.Name, until.UTC().Format(keys.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID, scope)
+		c.queue.AddAfter(pv.Name, reserve)
+	} else {
+		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists%s", ref.Namespace, ref.Name, ref.UID, scope)
+	}
+	kv := []any{"claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "associationKept", keep, "reservedFor", reserve, "heldForNamespace", heldFor}
+	if keep {
+		kv = append(kv, "rule", keptBy)
+	}
+	logger.Info("Released volume", kv...)
+	return nil
+}
+
+// endReservation makes a reserved volume an ordinary free member: it clears
+// the claimRef by name, or under reuseScope namespace keeps it as the
+// volume's hold, unless a claim of that name took the volume meanwhile,
+// which the update's resourceVersion would tell.
+func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVolume) error {
+	ref := pv.Spec.ClaimRef
+	_, kept := c.policy.keepsAssociation(pv, c.classOf(pv))
+	heldFor := c.policy.heldNamespace(c.classOf(pv), kept, ref.Namespace)
+	updated := pv.DeepCopy()
+	delete(updated.Annotations, keys.ReservedUntil)
+	scope := "any claim"
+	if heldFor != "" {
+		updated.Annotations[keys.HeldForNamespace] = heldFor
+		scope = "any claim of namespace " + heldFor
+	} else {
+		updated.Spec.ClaimRef = nil
+		delete(updated.Annotations, keys.HeldForNamespace)
+	}
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, "end the reservation of", err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "ReservationExpired", "The reservation for claim %s/%s ended unused; the volume is free for %s", ref.Namespace, ref.Name, scope)
+	klog.FromContext(ctx).Info("Reservation ended", "claim", klog.KRef(ref.Namespace, ref.Name), "heldForNamespace", heldFor)
+	return nil
+}
+
+// hold keeps a free volume of a namespace-scoped class for claims of ns
+// alone, naming its last claim ns/name by namespace and name so that the PV
+// controller binds it to no other claim.
+func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
+	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
+		updated.Spec.ClaimRef = byName(ns, name)
+		updated.Annotations[keys.HeldForNamespace] = ns
+	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
+}
+
+// letGo makes a held volume free for any claim, its class now saying
+// reuseScope cluster.
+func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) error {
+	ns, _ := controller.HeldFor(pv)
+	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
+		updated.Spec.ClaimRef = nil
+		delete(updated.Annotations, keys.HeldForNamespace)
+	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeCluster))
+}
+
+// rescope writes change to a free volume and reports it with an event. The
+// update carries the version in which the volume was seen free: if a claim
+// took it meanwhile, the write fails and nothing is lost.
+func (c *Controller) rescope(ctx context.Context, pv *corev1.PersistentVolume, verb string, change func(*corev1.PersistentVolume), reason, msg string) error {
+	updated := pv.DeepCopy()
+	change(updated)
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, verb, err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.recorder.Event(res, corev1.EventTypeNormal, reason, msg)
+	klog.FromContext(ctx).Info("Changed the hold of a free volume", "reason", reason, "claimRef", updated.Spec.ClaimRef)
+	return nil
+}
+
+// byName is a claimRef that names a claim by namespace and name, without
+// UID: the PV controller binds the volume to that claim, should it exist,
+// and to no other.
+func byName(ns, name string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name}
+}
+
+// writeFailed handles a failed update of pv. A conflict means a newer
+// version exists: its event queues the volume again, and a recheck shortly
+// after covers a lost event. A volume that is gone needs nothing. Anything
+// else is retried with back-off, and reported on the volume when an
+// administrator has to act (missing permission, a volume the API rejects).
+func (c *Controller) writeFailed(ctx context.Context, pv *corev1.PersistentVolume, reason, verb string, err error) error {
+	switch {
+	case apierrors.IsConflict(err):
+		c.metrics.errors.WithLabelValues(errConflict).Inc()
+		klog.FromContext(ctx).V(2).Info("Volume changed meanwhile, deciding again from the newer version", "action", verb)
+		c.queue.AddAfter(pv.Name, c.conflictRecheck)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	}
+	c.metrics.errors.WithLabelValues(reason).Inc()
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		c.warn(pv, reason, "Cannot %s the volume: %v", verb, err)
+	}
+	return fmt.Errorf("%s volume %s: %w", verb, pv.Name, err)
+}
+
+// warn records a Warning event on pv, once per reason and version of it,
+// and reports whether it did.
+func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, args ...any) bool {
+	if !c.warned.first(pv.Name, pv.ResourceVersion, reason) {
+		return false
+	}
+	c.recorder.Eventf(pv, corev1.EventTypeWarning, reason, format, args...)
+	return true
+}
