@@ -565,7 +565,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	}
 	waiting := e.claim("waiting", class, "1Gi")
 	msg := e.event("waiting", "PoolExhausted")
-	if !strings.Contains(msg, "static pool") || !strings.Contains(msg, "1 volumes, 1 in use") || !strings.Contains(msg, "reclaimable.kubernetes.io/pool="+class) {
+	if !strings.Contains(msg, "static pool") || !strings.Contains(msg, "1 volumes, 1 in use") || !strings.Contains(msg, keys.Domain+"/pool="+class) {
 		t.Errorf("PoolExhausted message %q does not say what to do", msg)
 	}
 

@@ -186,3 +186,86 @@ func TestReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	}
 	r.inv.Check(t, 10*time.Second)
 }
+
+// A volume and a pod as the previous version wrote them, with the keys
+// under their old names alone, are served, reserved, held, gated and
+// released as before, and what the controllers write now carries both
+// names: a volume reserved and held for a/cache is passed over for b/cache,
+// bound to a/cache when it comes back, and reserved again on its release;
+// a pod gated under the gate's old name is released once its claim exists.
+func TestOldNamesKeepWorking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := framework.Client()
+	a, b := framework.Namespace(t), framework.Namespace(t)
+	r := newReserveCase(t, "10m", a, b)
+	r.create(a, "cache")
+	volume := r.boundTo(a, "cache")
+	r.deleteGone(a, "cache")
+	r.reservedFor(volume, a, "cache")
+
+	// The previous version's volume: every key of the project under its
+	// old name alone. Written with the controllers stopped, as an upgrade
+	// finds it.
+	r.provisioner.Stop()
+	r.releaser.Stop()
+	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range pv.Annotations {
+		if old := keys.Old(k); old != "" {
+			delete(pv.Annotations, k)
+			pv.Annotations[old] = v
+		}
+	}
+	if _, ok := pv.Annotations[keys.Old(keys.ReservedUntil)]; !ok {
+		t.Fatalf("volume %s has no reservation to rename: %v", volume, pv.Annotations)
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+
+	// Held: another namespace's claim of the same name gets a new volume.
+	r.create(b, "cache")
+	if got := r.boundTo(b, "cache"); got == volume {
+		t.Fatalf("claim %s/cache got volume %s, held for namespace %s under the old key", b, volume, a)
+	}
+	// Reserved and served: the claim of its name gets it back.
+	r.create(a, "cache")
+	if got := r.boundTo(a, "cache"); got != volume {
+		t.Fatalf("claim %s/cache got volume %s, want %s, reserved for it under the old key", a, got, volume)
+	}
+	// Released: reserved again, under both names.
+	r.deleteGone(a, "cache")
+	r.reservedFor(volume, a, "cache")
+	pv, err = client.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{keys.ReservedUntil, keys.HeldForNamespace, keys.LastClaim, keys.ReleasedAt} {
+		if pv.Annotations[k] == "" || pv.Annotations[k] != pv.Annotations[keys.Old(k)] {
+			t.Errorf("after the release, %s = %q and %s = %q; want both written, equal", k, pv.Annotations[k], keys.Old(k), pv.Annotations[keys.Old(k)])
+		}
+	}
+
+	// Gated under the old name: released once its claim exists.
+	framework.StartController(t, "podwatcher", "--controller-id="+r.id, "--namespace="+a).WaitReady(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "builder", Annotations: soakOwnerAnnotations("cache", r.class)},
+		Spec:       soakPodSpec("cache", corev1.RestartPolicyNever),
+	}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: keys.Old(keys.ClaimsGate)}}
+	if _, err := client.CoreV1().Pods(a).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(a).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && len(p.Spec.SchedulingGates) == 0, err
+	}, "the pod's gate under its old name to be removed")
+	if got := r.boundTo(a, "cache"); got != volume {
+		t.Errorf("the pod's claim got volume %s, want %s, reserved for it", got, volume)
+	}
+	r.inv.Check(t, 5*time.Second)
+}

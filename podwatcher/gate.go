@@ -63,10 +63,18 @@ func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 	return n, oldest
 }
 
-func hasGate(pod *corev1.Pod) bool { return gateIndex(pod) >= 0 }
+func hasGate(pod *corev1.Pod) bool { return len(gateIndexes(pod)) > 0 }
 
-func gateIndex(pod *corev1.Pod) int {
-	return slices.IndexFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == keys.ClaimsGate })
+// gateIndexes are the places of the claims gate in pod's gates, under
+// either of its names, last first (the order they are removed in).
+func gateIndexes(pod *corev1.Pod) []int {
+	var at []int
+	for i, g := range pod.Spec.SchedulingGates {
+		if slices.Contains(keys.Names(keys.ClaimsGate), g.Name) {
+			at = append([]int{i}, at...)
+		}
+	}
+	return at
 }
 
 // podGatedOn indexes a gated pod by every claim it mounts: its own claims,
@@ -179,13 +187,17 @@ func (c *Controller) claimExists(ctx context.Context, namespace, name string) (b
 	return false, fmt.Errorf("looking for claim %s/%s: %w", namespace, name, err)
 }
 
-// removeGate removes the claims gate, and nothing else, from pod. The patch
-// first tests that the gate is still where the cache saw it, so that a
-// change made meanwhile cannot make it remove another gate.
+// removeGate removes the claims gate, under either name, and nothing else,
+// from pod, in one patch. The patch first tests that each gate is still
+// where the cache saw it, so that a change made meanwhile cannot make it
+// remove another gate.
 func (c *Controller) removeGate(ctx context.Context, pod *corev1.Pod) error {
-	i := gateIndex(pod)
-	patch := fmt.Sprintf(`[{"op":"test","path":"/spec/schedulingGates/%d/name","value":%q},{"op":"remove","path":"/spec/schedulingGates/%d"}]`,
-		i, keys.ClaimsGate, i)
+	var ops []string
+	for _, i := range gateIndexes(pod) {
+		ops = append(ops, fmt.Sprintf(`{"op":"test","path":"/spec/schedulingGates/%d/name","value":%q},{"op":"remove","path":"/spec/schedulingGates/%d"}`,
+			i, pod.Spec.SchedulingGates[i].Name, i))
+	}
+	patch := "[" + strings.Join(ops, ",") + "]"
 	_, err := c.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
 	switch {
 	case err == nil:

@@ -75,7 +75,7 @@ func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
 	if err := f.sync(podKey("p")); err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"op":"test","path":"/spec/schedulingGates/1/name","value":"reclaimable.kubernetes.io/claims"},{"op":"remove","path":"/spec/schedulingGates/1"}]`
+	want := `[{"op":"test","path":"/spec/schedulingGates/1/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/1"}]`
 	if got := f.gatePatch(); got != want {
 		t.Errorf("patch = %s, want %s", got, want)
 	}
@@ -190,4 +190,33 @@ func TestGateHeldLongIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expectEvents("Warning " + ReasonGateHeldLong)
+}
+
+// A pod gated under the gate's old name, or under both names, is released
+// as one under the new name: every claims gate goes, in one patch that
+// tests each, and the other gates stay.
+func TestGateRemovedUnderEitherName(t *testing.T) {
+	old := keys.Old(keys.ClaimsGate)
+	for _, tt := range []struct {
+		name  string
+		gates []string
+		want  string
+	}{
+		{"old name", []string{old, "example.com/other"},
+			`[{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.kubernetes.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
+		{"both names", []string{keys.ClaimsGate, "example.com/other", old},
+			`[{"op":"test","path":"/spec/schedulingGates/2/name","value":"reclaimable.kubernetes.io/claims"},{"op":"remove","path":"/spec/schedulingGates/2"},` +
+				`{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), tt.gates...)
+			f := newFixture(t, []runtime.Object{pod})
+			if err := f.sync(podKey("p")); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.gatePatch(); got != tt.want {
+				t.Errorf("patch = %s, want %s", got, tt.want)
+			}
+		})
+	}
 }

@@ -47,8 +47,8 @@ const (
 // annBaseDir and annDirectory record where a volume's directory is, for
 // delete.
 const (
-	annBaseDir   = "reclaimable.kubernetes.io/base-dir"
-	annDirectory = "reclaimable.kubernetes.io/directory"
+	annBaseDir   = keys.Domain + "/base-dir"
+	annDirectory = keys.Domain + "/directory"
 )
 
 type directoryBackend struct {
@@ -168,13 +168,13 @@ func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, err
 	if err := c.dirs.create(c.baseDir, v.name, c.directoryMode); err != nil {
 		return madeVolume{}, err
 	}
-	return madeVolume{source: c.volumeSource(v.name), annotations: map[string]string{annBaseDir: c.baseDir, annDirectory: v.name}}, nil
+	return madeVolume{source: c.volumeSource(v.name), annotations: keys.Map(annBaseDir, c.baseDir, annDirectory, v.name)}, nil
 }
 
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
 func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	name, baseDir := pv.Annotations[annDirectory], pv.Annotations[annBaseDir]
+	name, baseDir := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annBaseDir)
 	if name != pv.Name || sourceDirName(pv) != name {
 		return fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
 	}

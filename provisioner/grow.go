@@ -80,14 +80,14 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   opts.PVName,
 			Labels: volumeLabels,
-			Annotations: map[string]string{
-				annBackend:     params.backend,
-				keys.LastClaim: claimKey(claim),
-				annIssuedAt:    p.clock.Now().UTC().Format(time.RFC3339),
+			Annotations: keys.Map(
+				annBackend, params.backend,
+				keys.LastClaim, claimKey(claim),
+				annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 				// See take: a volume whose claim got bound elsewhere
 				// returns to the pool.
-				volumehelpers.AnnBoundByController: "yes",
-			},
+				volumehelpers.AnnBoundByController, "yes",
+			),
 		},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:    corev1.ResourceList{corev1.ResourceStorage: claim.Spec.Resources.Requests[corev1.ResourceStorage]},

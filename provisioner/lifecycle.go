@@ -19,6 +19,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // Lifecycle pods make and remove volume directories where the provisioner
@@ -54,7 +56,7 @@ const (
 )
 
 // labelLifecycle marks lifecycle pods with their operation.
-const labelLifecycle = "reclaimable.kubernetes.io/lifecycle"
+const labelLifecycle = keys.Domain + "/lifecycle"
 
 // RunLifecycle carries out op on the volume directory that env names, in
 // base (the pod's mount of the node's directory of volumes). Both are
@@ -145,7 +147,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      j.podName(),
 			Namespace: l.namespace,
-			Labels:    map[string]string{labelLifecycle: j.op, "app.kubernetes.io/managed-by": "reclaimable"},
+			Labels:    keys.Map(labelLifecycle, j.op, "app.kubernetes.io/managed-by", "reclaimable"),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:      j.node,

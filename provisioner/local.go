@@ -32,12 +32,12 @@ const (
 	paramLifecycleTemplates = "lifecycleTemplates"
 	// annNode records the node that holds a local volume's directory, for
 	// delete.
-	annNode = "reclaimable.kubernetes.io/node"
+	annNode = keys.Domain + "/node"
 	// annNodePath records the class's nodePath, for delete.
-	annNodePath = "reclaimable.kubernetes.io/node-path"
+	annNodePath = keys.Domain + "/node-path"
 	// annLifecycleTemplates records the class's lifecycleTemplates, so that
 	// the class's own delete pod removes the volume's directory.
-	annLifecycleTemplates = "reclaimable.kubernetes.io/lifecycle-templates"
+	annLifecycleTemplates = keys.Domain + "/lifecycle-templates"
 )
 
 type localBackend struct {
@@ -121,9 +121,9 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		}
 		return madeVolume{}, err
 	}
-	annotations := map[string]string{annNode: v.node.Name, annNodePath: c.nodePath, annDirectory: v.name}
+	annotations := keys.Map(annNode, v.node.Name, annNodePath, c.nodePath, annDirectory, v.name)
 	if c.templates != "" {
-		annotations[annLifecycleTemplates] = c.templates
+		keys.Set(annotations, annLifecycleTemplates, c.templates)
 	}
 	typ := corev1.HostPathDirectory
 	hostname := v.node.Labels[corev1.LabelHostname]
@@ -145,14 +145,14 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 // the error as a Warning, for an administrator to clean the disk and
 // delete the object.
 func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	name, node, nodePath := pv.Annotations[annDirectory], pv.Annotations[annNode], pv.Annotations[annNodePath]
+	name, node, nodePath := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annNode), keys.Value(pv.Annotations, annNodePath)
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
 		return fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
 	}
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: pv.Annotations[annLifecycleTemplates]}); err != nil {
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, annLifecycleTemplates)}); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // Keys this provisioner writes and reads, in addition to the shared ones in
@@ -24,10 +25,10 @@ const (
 	// annBackend records on a PersistentVolume the backend that made it, so
 	// that Delete needs neither the StorageClass (which may be gone or
 	// changed by then) nor any guess. The backend adds what it needs.
-	annBackend = "reclaimable.kubernetes.io/backend"
+	annBackend = keys.Domain + "/backend"
 
 	// annIssuedAt is the RFC 3339 time a volume was last issued to a claim.
-	annIssuedAt = "reclaimable.kubernetes.io/issued-at"
+	annIssuedAt = keys.Domain + "/issued-at"
 )
 
 // Names of the StorageClass parameters every backend shares; a backend

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +15,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // Event reasons, on the claim unless said otherwise.
@@ -277,7 +278,7 @@ func claimKey(claim *corev1.PersistentVolumeClaim) string {
 // Which class it serves is the class's business; the metrics need no more.
 func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
 	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
-		(pv.Annotations[keys.ProvisionedBy] == p.name || pv.Labels[PoolLabel] != "")
+		(pv.Annotations[keys.ProvisionedBy] == p.name || keys.Value(pv.Labels, PoolLabel) != "")
 }
 
 // memberStates counts the pool volumes in the cache by class, state and

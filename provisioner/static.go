@@ -7,11 +7,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // PoolLabel puts a PersistentVolume into the static pool of the StorageClass
 // it names (the PV's storageClassName must name it too).
-const PoolLabel = "reclaimable.kubernetes.io/pool"
+const PoolLabel = keys.Domain + "/pool"
 
 // staticBackend serves a pool that an administrator fills by labelling
 // existing PersistentVolumes with PoolLabel; it never makes or removes one.
@@ -30,11 +32,11 @@ func (staticBackend) delete(context.Context, *corev1.PersistentVolume) error {
 type staticClass struct{ name string }
 
 func (c staticClass) isMember(pv *corev1.PersistentVolume) bool {
-	return pv.Labels[PoolLabel] == c.name
+	return keys.Value(pv.Labels, PoolLabel) == c.name
 }
 
 // A claim may pick a static pool's volumes by the pool label too.
-func (staticClass) selectorKeys() []string { return []string{PoolLabel} }
+func (staticClass) selectorKeys() []string { return keys.Names(PoolLabel) }
 
 func (c staticClass) maker() (volumeMaker, string) {
 	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", PoolLabel, c.name)

@@ -48,6 +48,9 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		if err != nil {
 			return lost, err
 		}
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
 		if namespaced {
 			// Should the claim end up bound to another volume, the PV
 			// controller unbinds this one; without its bound-by-controller
@@ -55,12 +58,12 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			// claimRef, which would let it bind any claim of any namespace,
 			// and the mark below keeps it free for this namespace.
 			delete(updated.Annotations, volumehelpers.AnnBoundByController)
-			metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.HeldForNamespace, claim.Namespace)
+			keys.Set(updated.Annotations, keys.HeldForNamespace, claim.Namespace)
 		}
-		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, keys.LastClaim, claimKey(claim))
-		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+		keys.Set(updated.Annotations, keys.LastClaim, claimKey(claim))
+		keys.Set(updated.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
 		// Issued, the volume is no longer kept for anyone.
-		delete(updated.Annotations, keys.ReservedUntil)
+		keys.Delete(updated.Annotations, keys.ReservedUntil)
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:

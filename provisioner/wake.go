@@ -1,10 +1,12 @@
 package provisioner
 
 import (
-	"github.com/reclaimable/reclaimable/internal/controller"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // This file holds the claims that wait for a full pool: Provision records
@@ -40,7 +42,7 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	switch {
 	case cur == nil:
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
-	case isFreed(cur) && (old == nil || !isFreed(old) || old.Labels[PoolLabel] != cur.Labels[PoolLabel]):
+	case isFreed(cur) && (old == nil || !isFreed(old) || keys.Value(old.Labels, PoolLabel) != keys.Value(cur.Labels, PoolLabel)):
 		p.wake(volumehelpers.GetPersistentVolumeClass(cur))
 	}
 }

@@ -381,7 +381,7 @@ func TestSyncRelease(t *testing.T) {
 			if !reflect.DeepEqual(got.Labels, wantLabels) {
 				t.Errorf("labels = %v, want %v", got.Labels, wantLabels)
 			}
-			wantAnnotations := map[string]string{keys.LastClaim: "ns/data", keys.ReleasedAt: "2025-03-01T12:00:00Z"}
+			wantAnnotations := keys.Map(keys.LastClaim, "ns/data", keys.ReleasedAt, "2025-03-01T12:00:00Z")
 			for k, v := range tt.pv.Annotations {
 				wantAnnotations[k] = v
 			}

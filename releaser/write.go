@@ -59,10 +59,10 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 		updated.Annotations = map[string]string{}
 	}
 	now := c.clock.Now()
-	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
-	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
-	delete(updated.Annotations, keys.ReservedUntil)
-	delete(updated.Annotations, keys.HeldForNamespace)
+	keys.Set(updated.Annotations, keys.LastClaim, ref.Namespace+"/"+ref.Name)
+	keys.Set(updated.Annotations, keys.ReleasedAt, now.UTC().Format(time.RFC3339))
+	keys.Delete(updated.Annotations, keys.ReservedUntil)
+	keys.Delete(updated.Annotations, keys.HeldForNamespace)
 	reserve := c.policy.reservation(class, keep)
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
@@ -70,10 +70,10 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
 	}
 	if reserve > 0 {
-		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
+		keys.Set(updated.Annotations, keys.ReservedUntil, until.UTC().Format(keys.ReservedUntilFormat))
 	}
 	if heldFor != "" {
-		updated.Annotations[keys.HeldForNamespace] = heldFor
+		keys.Set(updated.Annotations, keys.HeldForNamespace, heldFor)
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -109,14 +109,14 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 	_, kept := c.policy.keepsAssociation(pv, c.classOf(pv))
 	heldFor := c.policy.heldNamespace(c.classOf(pv), kept, ref.Namespace)
 	updated := pv.DeepCopy()
-	delete(updated.Annotations, keys.ReservedUntil)
+	keys.Delete(updated.Annotations, keys.ReservedUntil)
 	scope := "any claim"
 	if heldFor != "" {
-		updated.Annotations[keys.HeldForNamespace] = heldFor
+		keys.Set(updated.Annotations, keys.HeldForNamespace, heldFor)
 		scope = "any claim of namespace " + heldFor
 	} else {
 		updated.Spec.ClaimRef = nil
-		delete(updated.Annotations, keys.HeldForNamespace)
+		keys.Delete(updated.Annotations, keys.HeldForNamespace)
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -134,7 +134,7 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
 	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = byName(ns, name)
-		updated.Annotations[keys.HeldForNamespace] = ns
+		keys.Set(updated.Annotations, keys.HeldForNamespace, ns)
 	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
 }
 
@@ -144,7 +144,7 @@ func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) err
 	ns, _ := controller.HeldFor(pv)
 	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = nil
-		delete(updated.Annotations, keys.HeldForNamespace)
+		keys.Delete(updated.Annotations, keys.HeldForNamespace)
 	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeCluster))
 }
 

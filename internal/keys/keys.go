@@ -1,7 +1,85 @@
 // Package keys holds the labels and annotations that the controllers of one
 // installation use to recognise each other's objects. They are part of the
-// product's interface: users write some of them by hand, so they never change.
+// product's interface: users write some of them by hand.
+//
+// The keys this project introduced moved once, from reclaimable.kubernetes.io
+// to the project's own domain (Domain): Kubernetes reserves kubernetes.io and
+// k8s.io for its own components, and the project's API group needs a domain
+// it owns. For one release each of them is read under both names, the new
+// one first (Get), and written under both (Set, Delete), so that a rolling
+// upgrade, and the volumes and pods an earlier version wrote, keep working;
+// the claims gate is accepted under both names. The keys of the system this
+// project replaces (ClaimPrefix, VolumeManagedBy, ClassControllerID) are its
+// interface and stay as they are.
 package keys
+
+import "strings"
+
+const (
+	// Domain prefixes the keys this project introduced.
+	Domain = "reclaimable.github.io"
+	// OldDomain prefixed them before; see the package comment.
+	OldDomain = "reclaimable.kubernetes.io"
+)
+
+// Old returns the name key had under OldDomain, or "" for a key that has
+// no other name.
+func Old(key string) string {
+	if name, ok := strings.CutPrefix(key, Domain+"/"); ok {
+		return OldDomain + "/" + name
+	}
+	return ""
+}
+
+// Names returns key and its old name, if it has one.
+func Names(key string) []string {
+	if old := Old(key); old != "" {
+		return []string{key, old}
+	}
+	return []string{key}
+}
+
+// Get returns the value of key in m, under its new name, else its old one.
+func Get(m map[string]string, key string) (string, bool) {
+	if v, ok := m[key]; ok {
+		return v, true
+	}
+	if old := Old(key); old != "" {
+		v, ok := m[old]
+		return v, ok
+	}
+	return "", false
+}
+
+// Value is Get's value alone.
+func Value(m map[string]string, key string) string {
+	v, _ := Get(m, key)
+	return v
+}
+
+// Set writes value under both names of key; m must not be nil.
+func Set(m map[string]string, key, value string) {
+	for _, k := range Names(key) {
+		m[k] = value
+	}
+}
+
+// Map returns a map of the key and value pairs kv, each key under both
+// names.
+func Map(kv ...string) map[string]string {
+	m := make(map[string]string, len(kv))
+	for i := 0; i+1 < len(kv); i += 2 {
+		Set(m, kv[i], kv[i+1])
+	}
+	return m
+}
+
+// Delete removes both names of key from m.
+func Delete(m map[string]string, key string) {
+	for _, k := range Names(key) {
+		delete(m, k)
+	}
+}
 
 const (
 	// ClaimPrefix starts every key the podwatcher reads on a Pod or Job:
@@ -37,7 +115,7 @@ const (
 	// update that returns the volume to the pool; the provisioner writes it
 	// when it issues a pool member, and prefers members whose last claim had
 	// the namespace and name of the claim it serves.
-	LastClaim = "reclaimable.kubernetes.io/last-claim"
+	LastClaim = Domain + "/last-claim"
 
 	// ReserveFor is the StorageClass parameter (a duration) for which a
 	// released volume of the class stays reserved for its last claim's
@@ -49,7 +127,7 @@ const (
 	// milliseconds (ReservedUntilFormat), until which the releaser keeps it
 	// reserved (spec.claimRef naming its last claim by namespace and name,
 	// without UID) for that claim to come back.
-	ReservedUntil = "reclaimable.kubernetes.io/reserved-until"
+	ReservedUntil = Domain + "/reserved-until"
 
 	// ReservedUntilFormat writes ReservedUntil: RFC 3339 with milliseconds,
 	// so that reservations made within one second keep their order.
@@ -69,16 +147,16 @@ const (
 	// volume of a namespace-scoped class to the pool: the PV controller binds
 	// such a volume to no claim but the one named, and the provisioner issues
 	// it to claims of that namespace only.
-	HeldForNamespace = "reclaimable.kubernetes.io/held-for-namespace"
+	HeldForNamespace = Domain + "/held-for-namespace"
 
 	// ClaimsGate is the scheduling gate that holds a Pod until every claim
 	// it asks for by annotation exists. The podwatcher removes it, and only
 	// it; a pod created without it is scheduled as any other.
-	ClaimsGate = "reclaimable.kubernetes.io/claims"
+	ClaimsGate = Domain + "/claims"
 
 	// ReleasedAt on a PersistentVolume is the RFC 3339 time the releaser last
 	// returned it to the pool.
-	ReleasedAt = "reclaimable.kubernetes.io/released-at"
+	ReleasedAt = Domain + "/released-at"
 )
 
 // EnabledKey returns the annotation that switches claim creation on for a volume.
