@@ -36,14 +36,13 @@ const claimsPolicy = "reclaimable-claims-by-annotation"
 // before the policy keep working.
 func TestInstallClaimsOnlyForThoseWhoMayCreateClaims(t *testing.T) {
 	t.Parallel()
-	install(t)
-	ctx := context.Background()
-	admin := framework.Client()
 	ns := framework.Namespace(t)
 	author := serviceAccountClient(t, ns, "author", rbacv1.PolicyRule{
 		APIGroups: []string{"", "batch", "apps"}, Resources: []string{"pods", "jobs", "deployments"},
 		Verbs: []string{"create", "get", "list", "update", "patch"},
 	})
+	install(t)
+	ctx, admin := context.Background(), framework.Client()
 	// Made by an administrator, as before the policy: the author may
 	// change it but for its claim annotations.
 	if _, err := admin.AppsV1().Deployments(ns).Create(ctx, annotatedDeployment("earlier", "earlier-cache"), metav1.CreateOptions{}); err != nil {
