@@ -11,7 +11,7 @@ E2E_FLAGS ?=
 # root and start a control plane, so a plain `go test ./...` leaves them out.
 E2E_TAGS  := -tags e2e
 
-.PHONY: all build test unit fuzz e2e soak lint bench demo cluster-up cluster-down clean node-deps
+.PHONY: all build test unit fuzz e2e soak lint generate verify-generate bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
@@ -41,11 +41,37 @@ SOAK_WORKERS  ?= 10
 soak:
 	$(GO) test $(E2E_TAGS) -count=1 -timeout 60m -run '^TestSoakChaos$$' -v ./e2e/ -args -soak.duration=$(SOAK_DURATION) -soak.workers=$(SOAK_WORKERS)
 
-lint:
+lint: verify-generate
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet $(E2E_TAGS) ./...
 	cd e2e/tools && $(GO) vet ./etcd
+
+## generate: from the API types in apis/, their deep copies, the typed client
+## (clientset, listers, informers in client/) and the CRD (manifests/crd/),
+## with the generators pinned in hack/tools
+MODULE    := github.com/reclaimable/reclaimable
+TOOLS     := $(CURDIR)/_output/tools
+API_PKGS  := $(MODULE)/apis/reclaimable/v1alpha1
+HEADER    := hack/boilerplate.go.txt
+generate:
+	cd hack/tools && GOBIN=$(TOOLS) $(GO) install k8s.io/code-generator/cmd/deepcopy-gen k8s.io/code-generator/cmd/client-gen \
+		k8s.io/code-generator/cmd/lister-gen k8s.io/code-generator/cmd/informer-gen sigs.k8s.io/controller-tools/cmd/controller-gen
+	$(TOOLS)/deepcopy-gen --go-header-file $(HEADER) --output-file zz_generated.deepcopy.go $(API_PKGS)
+	rm -rf client manifests/crd
+	$(TOOLS)/client-gen --go-header-file $(HEADER) --clientset-name versioned --input-base $(CURDIR)/apis --input reclaimable/v1alpha1 \
+		--output-dir client/clientset --output-pkg $(MODULE)/client/clientset
+	$(TOOLS)/lister-gen --go-header-file $(HEADER) --output-dir client/listers --output-pkg $(MODULE)/client/listers $(API_PKGS)
+	$(TOOLS)/informer-gen --go-header-file $(HEADER) --output-dir client/informers --output-pkg $(MODULE)/client/informers \
+		--versioned-clientset-package $(MODULE)/client/clientset/versioned --listers-package $(MODULE)/client/listers $(API_PKGS)
+	$(TOOLS)/controller-gen crd paths=./apis/... output:crd:dir=manifests/crd
+
+## verify-generate: fails when the generated files differ from what make generate makes
+verify-generate:
+	@before=$$(mktemp -d) && mkdir -p $$before/manifests && cp -r apis client $$before/ && cp -r manifests/crd $$before/manifests/ && \
+	$(MAKE) -s generate >/dev/null && \
+	if ! diff -r $$before/apis apis || ! diff -r $$before/client client || ! diff -r $$before/manifests/crd manifests/crd; then \
+		echo "Generated files are stale: run make generate and commit the result"; rm -rf $$before; exit 1; fi; rm -rf $$before
 
 ## node-deps: the one system package the real node needs to build (runc's
 ## seccomp support), installed when missing and when run as root; without

@@ -1,0 +1,128 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VolumePool is the pool of one StorageClass as an object: the settings an
+// administrator edits (a StorageClass's parameters cannot be changed once it
+// exists) and the state of its members. Deleting a pool deletes no volume:
+// its class goes back to its own parameters.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=vpool,categories=reclaimable
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.storageClassName`
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.free`
+// +kubebuilder:printcolumn:name="Held",type=integer,JSONPath=`.status.held`
+// +kubebuilder:printcolumn:name="Bound",type=integer,JSONPath=`.status.bound`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxVolumes`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VolumePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec VolumePoolSpec `json:"spec"`
+	// +optional
+	Status VolumePoolStatus `json:"status,omitempty"`
+}
+
+// VolumePoolSpec is what an administrator says of a pool. A field left out
+// falls back to the class's parameter of the same name, then to its default.
+type VolumePoolSpec struct {
+	// StorageClassName is the class whose volumes form the pool; its
+	// provisioner must be this one. One pool per class: a second pool for
+	// the same class has no effect, and a condition names the first.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storageClassName cannot be changed: make another pool for another class"
+	StorageClassName string `json:"storageClassName"`
+
+	// MaxVolumes is the most volumes the class may have, whatever their
+	// reclaim policy.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxVolumes *int32 `json:"maxVolumes,omitempty"`
+
+	// MaxVolumesPerNode is the most volumes of the class on one node
+	// (node-local backends).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxVolumesPerNode *int32 `json:"maxVolumesPerNode,omitempty"`
+
+	// ReserveFor is how long a volume returned to the pool stays reserved
+	// for the next claim of its last claim's namespace and name, from 0s
+	// (no reservation) to 168h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) <= duration('168h')",message="reserveFor must be a duration from 0s to 168h, such as 10m"
+	ReserveFor *metav1.Duration `json:"reserveFor,omitempty"`
+
+	// ReuseScope says who may have a volume next: claims of the namespace
+	// it was last bound in (namespace), or any claim of the class
+	// (cluster), data included.
+	// +optional
+	// +kubebuilder:validation:Enum=namespace;cluster
+	ReuseScope string `json:"reuseScope,omitempty"`
+}
+
+// VolumePoolStatus is the state of a pool's members, counted from what the
+// volumes show.
+type VolumePoolStatus struct {
+	// ObservedGeneration is the generation of the spec this status is of.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Free members: Available, no claim named.
+	// +optional
+	Free int32 `json:"free"`
+	// Held members: free for the claims of one namespace only.
+	// +optional
+	Held int32 `json:"held"`
+	// Reserved members: kept for one claim's namespace and name.
+	// +optional
+	Reserved int32 `json:"reserved"`
+	// Bound members.
+	// +optional
+	Bound int32 `json:"bound"`
+	// Released members: their claim is gone, not yet back in the pool.
+	// +optional
+	Released int32 `json:"released"`
+	// Total members, in every state.
+	// +optional
+	Total int32 `json:"total"`
+
+	// Capacity is the capacity of every member together.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// LastIssued is when a member was last issued to a claim.
+	// +optional
+	LastIssued *metav1.Time `json:"lastIssued,omitempty"`
+	// LastReleased is when a member was last returned to the pool.
+	// +optional
+	LastReleased *metav1.Time `json:"lastReleased,omitempty"`
+
+	// Conditions: Ready, and Exhausted while a claim waits at the maximum.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VolumePoolList is a list of VolumePools.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+type VolumePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []VolumePool `json:"items"`
+}

@@ -1,0 +1,108 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/process"
+)
+
+// The VolumePool API as the API server serves it from the generated CRD,
+// through the generated client: a valid pool is stored; each kind of
+// invalid one is refused at admission with a message that says what to
+// fix; kubectl lists pools with the printer columns, under the short name
+// too.
+func TestVolumePoolAPI(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(process.RepoRoot(), "manifests", "crd")); err != nil {
+		t.Fatal(err)
+	}
+	client, err := versioned.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := client.ReclaimableV1alpha1().VolumePools()
+	name := framework.Name("pool")
+	pool := &v1alpha1.VolumePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: "build-cache", MaxVolumes: ptr.To[int32](50),
+			ReserveFor: &metav1.Duration{Duration: 10 * time.Minute}, ReuseScope: "namespace"},
+	}
+	// The API server serves a new CRD within moments of its creation.
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := pools.Create(ctx, pool, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil, nil
+	}, "the VolumePool API to be served")
+	if _, err := pools.Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+
+	dyn, err := dynamic.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("volumepools")
+	for _, tt := range []struct {
+		name string
+		spec map[string]any
+		want string
+	}{
+		{"no class", map[string]any{"maxVolumes": int64(3)}, "spec.storageClassName: Required value"},
+		{"no volumes", map[string]any{"storageClassName": "c", "maxVolumes": int64(0)}, "spec.maxVolumes: Invalid value: 0: spec.maxVolumes in body should be greater than or equal to 1"},
+		{"a reservation of nine days", map[string]any{"storageClassName": "c", "reserveFor": "216h"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
+		{"a reservation that is no duration", map[string]any{"storageClassName": "c", "reserveFor": "soon"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
+		{"an unknown scope", map[string]any{"storageClassName": "c", "reuseScope": "everyone"}, `supported values: "namespace", "cluster"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "VolumePool",
+				"metadata": map[string]any{"name": framework.Name("bad")}, "spec": tt.spec,
+			}}
+			_, err := dyn.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("create: %v, want it refused as invalid with %q", err, tt.want)
+			}
+		})
+	}
+	got, err := pools.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.StorageClassName = "another"
+	if _, err := pools.Update(ctx, got, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "storageClassName cannot be changed") {
+		t.Fatalf("changing the class: %v, want it refused", err)
+	}
+
+	for _, resource := range []string{"volumepools", "vpool"} {
+		out, _, err := kubectl(ctx, "get", resource, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME CLASS FREE HELD BOUND TOTAL MAX AGE" {
+			t.Fatalf("kubectl get %s:\n%s\nwant the columns NAME CLASS FREE HELD BOUND TOTAL MAX AGE and one row", resource, out)
+		}
+		// The status columns are empty until a manager counts the members:
+		// read MAX at its column.
+		row, at := strings.Fields(lines[1]), strings.Index(lines[0], "MAX")
+		if len(row) < 2 || row[0] != name || row[1] != "build-cache" || len(lines[1]) <= at || !strings.HasPrefix(lines[1][at:], "50") {
+			t.Errorf("kubectl get %s row %q, want the pool, its class and its maximum 50 under MAX", resource, lines[1])
+		}
+	}
+}
