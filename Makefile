@@ -48,7 +48,7 @@ lint: verify-generate
 	cd e2e/tools && $(GO) vet ./etcd
 
 ## generate: from the API types in apis/, their deep copies, the typed client
-## (clientset, listers, informers in client/) and the CRD (manifests/crd/),
+## (clientset, listers, informers in client/) and the CRD (manifests/base/crd/),
 ## with the generators pinned in hack/tools
 MODULE    := github.com/reclaimable/reclaimable
 TOOLS     := $(CURDIR)/_output/tools
@@ -58,19 +58,19 @@ generate:
 	cd hack/tools && GOBIN=$(TOOLS) $(GO) install k8s.io/code-generator/cmd/deepcopy-gen k8s.io/code-generator/cmd/client-gen \
 		k8s.io/code-generator/cmd/lister-gen k8s.io/code-generator/cmd/informer-gen sigs.k8s.io/controller-tools/cmd/controller-gen
 	$(TOOLS)/deepcopy-gen --go-header-file $(HEADER) --output-file zz_generated.deepcopy.go $(API_PKGS)
-	rm -rf client manifests/crd
+	rm -rf client manifests/base/crd
 	$(TOOLS)/client-gen --go-header-file $(HEADER) --clientset-name versioned --input-base $(CURDIR)/apis --input reclaimable/v1alpha1 \
 		--output-dir client/clientset --output-pkg $(MODULE)/client/clientset
 	$(TOOLS)/lister-gen --go-header-file $(HEADER) --output-dir client/listers --output-pkg $(MODULE)/client/listers $(API_PKGS)
 	$(TOOLS)/informer-gen --go-header-file $(HEADER) --output-dir client/informers --output-pkg $(MODULE)/client/informers \
 		--versioned-clientset-package $(MODULE)/client/clientset/versioned --listers-package $(MODULE)/client/listers $(API_PKGS)
-	$(TOOLS)/controller-gen crd paths=./apis/... output:crd:dir=manifests/crd
+	$(TOOLS)/controller-gen crd paths=./apis/... output:crd:dir=manifests/base/crd
 
 ## verify-generate: fails when the generated files differ from what make generate makes
 verify-generate:
-	@before=$$(mktemp -d) && mkdir -p $$before/manifests && cp -r apis client $$before/ && cp -r manifests/crd $$before/manifests/ && \
+	@before=$$(mktemp -d) && mkdir -p $$before/manifests/base && cp -r apis client $$before/ && cp -r manifests/base/crd $$before/manifests/base/ && \
 	$(MAKE) -s generate >/dev/null && \
-	if ! diff -r $$before/apis apis || ! diff -r $$before/client client || ! diff -r $$before/manifests/crd manifests/crd; then \
+	if ! diff -r $$before/apis apis || ! diff -r $$before/client client || ! diff -r $$before/manifests/base/crd manifests/base/crd; then \
 		echo "Generated files are stale: run make generate and commit the result"; rm -rf $$before; exit 1; fi; rm -rf $$before
 
 ## node-deps: the one system package the real node needs to build (runc's

@@ -32,10 +32,12 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
@@ -143,7 +145,7 @@ patches:
 		}},
 		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
 			"storageclass.storage.k8s.io/reclaimable", "storageclass.storage.k8s.io/reclaimable-local", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
-			"podtemplate/ci-agent",
+			"podtemplate/ci-agent", "volumepool.reclaimable.github.io/reclaimable",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,6 +265,14 @@ func decodeObjects(t *testing.T, text string) []runtime.Object {
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) {
+			// A kind client-go does not know, such as the CRDs: kept as
+			// it is, with its metadata.
+			u := &unstructured.Unstructured{}
+			if err = yaml.Unmarshal(doc, &u.Object); err == nil {
+				obj = u
+			}
+		}
 		if err != nil {
 			t.Fatalf("decoding %s: %v", doc, err)
 		}
@@ -509,6 +519,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses([]string{"update", "delete"}, "", "events", userNS, ""),
 				accesses(writes, "storage.k8s.io", "storageclasses", anyNS, ""),
 				accesses(writes, "", "nodes", anyNS, ""),
+				accesses(writes, "reclaimable.github.io", "volumepools", anyNS, ""),
 			),
 		}
 		// Another controller's Lease is not this one's to take.
@@ -534,6 +545,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(writes, "batch", "jobs", anyNS, ""),
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
 				accesses(read, "", "nodes", anyNS, ""),
+				accesses(read, "reclaimable.github.io", "volumepools", anyNS, ""),
 			),
 		},
 		"releaser": {
@@ -541,6 +553,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumes", anyNS, ""),
 				accesses(read, "", "persistentvolumeclaims", anyNS, ""),
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
+				accesses(read, "reclaimable.github.io", "volumepools", anyNS, ""),
 			),
 			denied: slices.Concat(
 				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumes", anyNS, ""),
@@ -558,6 +571,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumeclaims", anyNS, ""),
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
 				accesses(read, "", "nodes", anyNS, ""),
+				accesses(read, "reclaimable.github.io", "volumepools", anyNS, ""),
 			),
 			denied: slices.Concat(
 				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),

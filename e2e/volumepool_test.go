@@ -29,7 +29,7 @@ import (
 func TestVolumePoolAPI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(process.RepoRoot(), "manifests", "crd")); err != nil {
+	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(process.RepoRoot(), "manifests", "base", "crd")); err != nil {
 		t.Fatal(err)
 	}
 	client, err := versioned.NewForConfig(framework.Config())
@@ -105,4 +105,67 @@ func TestVolumePoolAPI(t *testing.T) {
 			t.Errorf("kubectl get %s row %q, want the pool, its class and its maximum 50 under MAX", resource, lines[1])
 		}
 	}
+}
+
+// A VolumePool's settings act on its class as the class's parameters would,
+// and unlike them can be changed: a pool of at most one volume refuses the
+// second claim, the class's own parameters cannot be edited, and raising
+// the pool's maxVolumes serves the waiting claim at once. Deleting the pool
+// leaves every volume.
+func TestVolumePoolSettingsOverrideTheClass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	r := newPoolCase(t, nil, ns)
+	client, err := versioned.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := client.ReclaimableV1alpha1().VolumePools()
+	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{
+		ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")},
+		Spec:       v1alpha1.VolumePoolSpec{StorageClassName: r.class, MaxVolumes: ptr.To[int32](1)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+
+	r.create(ns, "first")
+	first := r.boundTo(ns, "first")
+	r.create(ns, "second")
+	t.Logf("event: %s", waitEventMessage(t, ns, "second", "PoolExhausted", "of at most 1 volumes"))
+
+	// What the pool replaces: a class's parameters are fixed.
+	class, err := framework.Client().StorageV1().StorageClasses().Get(ctx, r.class, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class.Parameters["maxVolumes"] = "2"
+	if _, err := framework.Client().StorageV1().StorageClasses().Update(ctx, class, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "parameters: Forbidden") {
+		t.Fatalf("editing the class's parameters: %v, want the API server to refuse it", err)
+	}
+
+	pool.Spec.MaxVolumes = ptr.To[int32](2)
+	if _, err := pools.Update(ctx, pool, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	second := r.boundTo(ns, "second")
+	if second == first {
+		t.Fatalf("both claims got volume %s", first)
+	}
+
+	if err := pools.Delete(ctx, pool.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := pools.Get(ctx, pool.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the pool to be gone")
+	for _, v := range []string{first, second} {
+		if _, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, v, metav1.GetOptions{}); err != nil {
+			t.Errorf("volume %s after the pool was deleted: %v", v, err)
+		}
+	}
+	r.inv.Check(t, 5*time.Second)
 }

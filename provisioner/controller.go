@@ -40,12 +40,16 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newController(client, env.InformerFactory("", ""), env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	pools, err := env.Pools()
+	if err != nil {
+		return nil, err
+	}
+	return newController(client, env.InformerFactory("", ""), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
 }
 
 // newController wires the provisioner to the library on factory's informers.
 // Options in extra override the library's settings made here.
-func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, recorder record.EventRecorder, registry prometheus.Registerer,
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, pools cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
 	m, err := newMetrics(registry)
 	if err != nil {
@@ -62,6 +66,13 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg)
 	p.requeue = claims.requeue
+	if pools != nil {
+		p.pools = pools.GetIndexer()
+		// A pool's new maximum may serve the claims that wait for room.
+		if err := controller.OnPoolChange(pools, p.wake); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pv, ok := obj.(*corev1.PersistentVolume); ok {

@@ -50,9 +50,12 @@ const (
 // provisioner implements the library's Provisioner: it issues pool members,
 // grows pools through their backend and deletes what it created.
 type provisioner struct {
-	name     string
-	client   kubernetes.Interface
-	volumes  cache.Indexer
+	name    string
+	client  kubernetes.Interface
+	volumes cache.Indexer
+	// pools holds the VolumePools, whose settings override their class's
+	// parameters.
+	pools    cache.Indexer
 	claims   corelisters.PersistentVolumeClaimLister
 	recorder record.EventRecorder
 	metrics  *metrics
@@ -77,7 +80,8 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
 	lifecycle := newLifecycleEvents(client, cfg.LifecycleNamespace)
 	p := &provisioner{
-		name: name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
+		pools: controller.NoPools(),
+		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		lifecycle: lifecycle,
 		backends:  newBackends(name, client, cfg, lifecycle, m.lifecycle),
 		requeue:   func(*corev1.PersistentVolumeClaim) {},
@@ -132,7 +136,7 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 }
 
 func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) (_ *corev1.PersistentVolume, _ lib.ProvisioningState, err error) {
-	claim, class := opts.PVC, opts.StorageClass
+	claim, class := opts.PVC, controller.EffectiveClass(opts.StorageClass, controller.PoolOf(p.pools, opts.StorageClass.Name))
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "class", class.Name)
 	ctx = klog.NewContext(ctx, logger)
 

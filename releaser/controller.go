@@ -64,6 +64,8 @@ type Controller struct {
 	deleted *deletedClaims
 	writes  *ownWrites
 	warned  *warnings
+	// pools holds the VolumePools, whose settings override their class's.
+	pools cache.Indexer
 }
 
 // New builds the releaser on env's informers.
@@ -77,11 +79,25 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newController(client, p, cfg,
+	c, err := newController(client, p, cfg,
 		all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses(),
 		// The podwatcher reads the same cache when both run in one process.
 		env.ManagedClaims(""),
 		env.Recorder("reclaimable-releaser"), env.Registry)
+	if err != nil {
+		return nil, err
+	}
+	pools, err := env.Pools()
+	if err != nil {
+		return nil, err
+	}
+	c.pools = pools.GetIndexer()
+	// A pool's reserveFor and reuseScope change what its class's volumes
+	// should be: look at them again.
+	if err := controller.OnPoolChange(pools, func(class string) { c.enqueueIndexed(controller.VolumesByClass, class) }); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func newController(client kubernetes.Interface, p policy, cfg Config,
@@ -94,6 +110,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		cfg:             cfg,
 		recorder:        recorder,
 		conflictRecheck: defaultConflictRecheck,
+		pools:           controller.NoPools(),
 		volumes:         volumes.Lister(),
 		volumeIndex:     volumes.Informer().GetIndexer(),
 		classes:         classes.Lister(),

@@ -18,7 +18,8 @@ import (
 // change the hold of a free one, from the cache and, for a claim's absence,
 // the API server; write.go makes the writes it decides on.
 
-// classOf is pv's StorageClass as the cache has it; nil for none.
+// classOf is pv's StorageClass as the cache has it, with its pool's
+// settings over its parameters; nil for none.
 func (c *Controller) classOf(pv *corev1.PersistentVolume) *storagev1.StorageClass {
 	name := volumehelpers.GetPersistentVolumeClass(pv)
 	if name == "" {
@@ -28,7 +29,7 @@ func (c *Controller) classOf(pv *corev1.PersistentVolume) *storagev1.StorageClas
 	if err != nil {
 		return nil
 	}
-	return class
+	return controller.EffectiveClass(class, controller.PoolOf(c.pools, name))
 }
 
 // managedClaim returns the managed claim with the namespace and name of pv's

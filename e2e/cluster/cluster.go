@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +143,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.installCRDs(ctx); err != nil {
 		return nil, err
 	}
 	for _, n := range opts.Nodes {
@@ -444,6 +449,24 @@ func (c *Cluster) waitNodeReady(ctx context.Context, name string, alive func() e
 	})
 	if err != nil {
 		return fmt.Errorf("node %s not Ready (%s): %w", name, last, err)
+	}
+	return nil
+}
+
+// installCRDs installs the project's CustomResourceDefinitions, as the
+// installation does, and waits until they are served: every controller
+// watches its objects, so none would report ready without them.
+func (c *Cluster) installCRDs(ctx context.Context) error {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "manifests", "base", "crd")
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-f", dir},
+		{"wait", "--for=condition=Established", "--timeout=60s", "-f", dir},
+	} {
+		cmd := exec.CommandContext(ctx, c.Kubectl(), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("installing the CRDs: kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -51,8 +52,10 @@ type Env struct {
 
 	mu        sync.Mutex
 	factories map[factoryKey]informers.SharedInformerFactory
-	synced    []cache.InformerSynced
-	health    *health
+	// pools is the factory of the VolumePool informer, once asked for.
+	pools  poolinformers.SharedInformerFactory
+	synced []cache.InformerSynced
+	health *health
 }
 
 type factoryKey struct {
@@ -199,10 +202,17 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 	for _, f := range e.factories {
 		factories = append(factories, f)
 	}
+	pools := e.pools
+	if pools != nil {
+		pools.Start(ctx.Done())
+	}
 	e.mu.Unlock()
 	defer func() {
 		for _, f := range factories {
 			f.Shutdown()
+		}
+		if pools != nil {
+			pools.Shutdown()
 		}
 	}()
 

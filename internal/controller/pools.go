@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// PoolsByClass indexes VolumePools by the class they are the pool of.
+const PoolsByClass = "reclaimable/pools-by-class"
+
+// Pool parameters a VolumePool's spec overrides on its class.
+const (
+	ParamMaxVolumes        = "maxVolumes"
+	ParamMaxVolumesPerNode = "maxVolumesPerNode"
+)
+
+// Pools returns the shared informer on VolumePools, indexed by class, so
+// that the controllers of one process share its watch. Call it before Run.
+func (e *Env) Pools() (cache.SharedIndexInformer, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pools == nil {
+		client, err := versioned.NewForConfig(e.Config)
+		if err != nil {
+			return nil, fmt.Errorf("building the VolumePool client: %w", err)
+		}
+		e.pools = poolinformers.NewSharedInformerFactory(client, 0)
+		inf := e.pools.Reclaimable().V1alpha1().VolumePools().Informer()
+		if err := inf.AddIndexers(cache.Indexers{PoolsByClass: poolClass}); err != nil {
+			return nil, err
+		}
+		e.synced = append(e.synced, inf.HasSynced)
+	}
+	return e.pools.Reclaimable().V1alpha1().VolumePools().Informer(), nil
+}
+
+func poolClass(obj any) ([]string, error) {
+	if p, ok := obj.(*v1alpha1.VolumePool); ok {
+		return []string{p.Spec.StorageClassName}, nil
+	}
+	return nil, nil
+}
+
+// PoolOf returns the pool of the class named class, from pools (an indexer
+// with PoolsByClass): the oldest, by creation and then by name, when there
+// are several, so that a second pool for a class changes nothing.
+func PoolOf(pools cache.Indexer, class string) *v1alpha1.VolumePool {
+	objs, err := pools.ByIndex(PoolsByClass, class)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	var all []*v1alpha1.VolumePool
+	for _, o := range objs {
+		if p, ok := o.(*v1alpha1.VolumePool); ok {
+			all = append(all, p)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return slices.MinFunc(all, func(a, b *v1alpha1.VolumePool) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+}
+
+// EffectiveClass is class as its pool says it is: a copy with the pool's
+// settings written over the class's parameters of the same names, or class
+// itself when it has no pool. StorageClass parameters cannot be changed
+// once the class exists; a pool's can. Every rule that reads a class's
+// parameters reads the effective class, so a pool's setting acts exactly
+// as the parameter would.
+func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *storagev1.StorageClass {
+	if class == nil || pool == nil {
+		return class
+	}
+	s := pool.Spec
+	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" {
+		return class
+	}
+	out := class.DeepCopy()
+	if out.Parameters == nil {
+		out.Parameters = map[string]string{}
+	}
+	if s.MaxVolumes != nil {
+		out.Parameters[ParamMaxVolumes] = strconv.Itoa(int(*s.MaxVolumes))
+	}
+	if s.MaxVolumesPerNode != nil {
+		out.Parameters[ParamMaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
+	}
+	if s.ReserveFor != nil {
+		out.Parameters[keys.ReserveFor] = s.ReserveFor.Duration.String()
+	}
+	if s.ReuseScope != "" {
+		out.Parameters[keys.ReuseScope] = s.ReuseScope
+	}
+	return out
+}
+
+// OnPoolChange calls changed with the class of each pool added, changed
+// or deleted (both classes of a pool whose class changed, which admission
+// refuses), so that a controller acts on the class's new settings.
+func OnPoolChange(pools cache.SharedIndexInformer, changed func(class string)) error {
+	classOf := func(obj any) string {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if p, ok := obj.(*v1alpha1.VolumePool); ok {
+			return p.Spec.StorageClassName
+		}
+		return ""
+	}
+	_, err := pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { changed(classOf(obj)) },
+		UpdateFunc: func(old, obj any) {
+			if a, b := classOf(old), classOf(obj); a != b {
+				changed(a)
+			}
+			changed(classOf(obj))
+		},
+		DeleteFunc: func(obj any) { changed(classOf(obj)) },
+	})
+	return err
+}
+
+// NoPools is an empty pool index, for a controller built without pools.
+func NoPools() cache.Indexer {
+	return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{PoolsByClass: poolClass})
+}
