@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -37,13 +39,41 @@ func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *pool
 
 func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
 	t.Helper()
+	return newPoolCaseWith(t, extra, false, namespaces...)
+}
+
+// newVolumePoolCase is newPoolCase with reserveFor and reuseScope set on a
+// VolumePool of the class, over class parameters that say otherwise (no
+// reservation, the other scope): what the test sees is the pool's doing.
+func newVolumePoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
+	t.Helper()
+	return newPoolCaseWith(t, extra, true, namespaces...)
+}
+
+func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespaces ...string) *poolCase {
+	t.Helper()
 	client := framework.Client()
 	id := framework.Name("pool")
 	prov := "pool.example.com/" + id
 	base := framework.ControllerDir(t)
 	params := map[string]string{"baseDir": base, "hostPath": base}
-	maps.Copy(params, extra)
+	if !onPool {
+		maps.Copy(params, extra)
+	} else {
+		if _, ok := extra[keys.ReserveFor]; ok {
+			params[keys.ReserveFor] = "0"
+		}
+		switch extra[keys.ReuseScope] {
+		case keys.ReuseScopeCluster:
+			params[keys.ReuseScope] = keys.ReuseScopeNamespace
+		case keys.ReuseScopeNamespace:
+			params[keys.ReuseScope] = keys.ReuseScopeCluster
+		}
+	}
 	class := createDirectoryClass(t, "pool", id, prov, params)
+	if onPool {
+		createVolumePool(t, class, extra)
+	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{}); err == nil {
@@ -56,7 +86,7 @@ func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *p
 	})
 	r := &poolCase{t: t, class: class, id: id, provisionerName: prov, base: base}
 	scope := framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: namespaces}
-	if params[keys.ReuseScope] != keys.ReuseScopeCluster {
+	if extra[keys.ReuseScope] != keys.ReuseScopeCluster {
 		scope.NamespaceScoped = scope.Classes
 	}
 	r.inv = framework.WatchInvariants(t, scope)
@@ -207,7 +237,17 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 func TestReserveForKeepsNamespacesApart(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	r := newReserveCase(t, "10m", a, b)
+	reservationsKeepNamespacesApart(t, newReserveCase(t, "10m", a, b), a, b)
+}
+
+// The same with reserveFor on the class's VolumePool.
+func TestVolumePoolReserveForKeepsNamespacesApart(t *testing.T) {
+	t.Parallel()
+	a, b := framework.Namespace(t), framework.Namespace(t)
+	reservationsKeepNamespacesApart(t, newVolumePoolCase(t, map[string]string{keys.ReserveFor: "10m"}, a, b), a, b)
+}
+
+func reservationsKeepNamespacesApart(t *testing.T, r *poolCase, a, b string) {
 	r.create(a, "cache")
 	r.create(b, "cache")
 	va, vb := r.boundTo(a, "cache"), r.boundTo(b, "cache")
@@ -254,4 +294,28 @@ func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
 		volume = r.boundTo(ns, "job")
 	}
 	r.inv.Check(t, 10*time.Second)
+}
+
+// createVolumePool makes the pool of class with settings (reserveFor,
+// reuseScope) as a VolumePool; it is deleted at cleanup.
+func createVolumePool(t *testing.T, class string, settings map[string]string) {
+	t.Helper()
+	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope]}
+	if s, ok := settings[keys.ReserveFor]; ok {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.ReserveFor = &metav1.Duration{Duration: d}
+	}
+	client, err := versioned.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := client.ReclaimableV1alpha1().VolumePools()
+	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
 }

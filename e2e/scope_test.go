@@ -164,7 +164,17 @@ func TestReuseScopeNamespaceHoldsWhileControllersAreDown(t *testing.T) {
 func TestReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	r := newPoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, a, b)
+	clusterScopeShares(t, newPoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, a, b), a, b)
+}
+
+// The same with reuseScope on the class's VolumePool.
+func TestVolumePoolReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
+	t.Parallel()
+	a, b := framework.Namespace(t), framework.Namespace(t)
+	clusterScopeShares(t, newVolumePoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, a, b), a, b)
+}
+
+func clusterScopeShares(t *testing.T, r *poolCase, a, b string) {
 	r.create(a, "cache")
 	filled := r.boundTo(a, "cache")
 	file := r.fill(filled)
