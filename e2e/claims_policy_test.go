@@ -10,7 +10,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -148,13 +147,8 @@ func serviceAccountClient(t *testing.T, ns, name string, rules ...rbacv1.PolicyR
 		t.Fatal(err)
 	}
 	grant(t, ns, name, rules...)
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: newInt64(3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := rest.AnonymousClientConfig(framework.Config())
-	cfg.BearerToken = tr.Status.Token
+	cfg.BearerToken = serviceAccountToken(t, ns, name)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -618,20 +618,27 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 // ServiceAccount with a token from the TokenRequest API, as its pod would.
 func kubeconfigFor(t *testing.T, controller string) string {
 	t.Helper()
-	ctx := context.Background()
-	tr, err := framework.Client().CoreV1().ServiceAccounts(installNamespace).CreateToken(ctx, "reclaimable-"+controller,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: newInt64(3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for %s: %v", controller, err)
-	}
+	token := serviceAccountToken(t, installNamespace, "reclaimable-"+controller)
 	admin := framework.Config()
 	cluster := &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthority: admin.CAFile, CertificateAuthorityData: admin.CAData}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = cluster
-	cfg.AuthInfos[controller] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.AuthInfos[controller] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: controller}
 	cfg.CurrentContext = "local"
 	return framework.WriteControllerKubeconfig(t, cfg, framework.ControllerDir(t), controller+".kubeconfig")
+}
+
+// serviceAccountToken requests an hour's token of the ServiceAccount name
+// in ns, as its pod would be given.
+func serviceAccountToken(t *testing.T, ns, name string) string {
+	t.Helper()
+	tr, err := framework.Client().CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: newInt64(3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for %s/%s: %v", ns, name, err)
+	}
+	return tr.Status.Token
 }
 
 // noForbidden fails the test if a controller was refused anything.

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -308,11 +307,7 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) {
 		}
 		spec.ReserveFor = &metav1.Duration{Duration: d}
 	}
-	client, err := versioned.NewForConfig(framework.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools := client.ReclaimableV1alpha1().VolumePools()
+	pools := volumePools(t)
 	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,20 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	reclaimablev1alpha1 "github.com/reclaimable/reclaimable/client/clientset/versioned/typed/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 )
+
+// volumePools is an administrator's client of VolumePools.
+func volumePools(t *testing.T) reclaimablev1alpha1.VolumePoolInterface {
+	t.Helper()
+	client, err := versioned.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.ReclaimableV1alpha1().VolumePools()
+}
 
 // The VolumePool API as the API server serves it from the generated CRD,
 // through the generated client: a valid pool is stored; each kind of
@@ -32,11 +43,7 @@ func TestVolumePoolAPI(t *testing.T) {
 	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(process.RepoRoot(), "manifests", "base", "crd")); err != nil {
 		t.Fatal(err)
 	}
-	client, err := versioned.NewForConfig(framework.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools := client.ReclaimableV1alpha1().VolumePools()
+	pools := volumePools(t)
 	name := framework.Name("pool")
 	pool := &v1alpha1.VolumePool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -117,11 +124,7 @@ func TestVolumePoolSettingsOverrideTheClass(t *testing.T) {
 	ctx := context.Background()
 	ns := framework.Namespace(t)
 	r := newPoolCase(t, nil, ns)
-	client, err := versioned.NewForConfig(framework.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pools := client.ReclaimableV1alpha1().VolumePools()
+	pools := volumePools(t)
 	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{
 		ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")},
 		Spec:       v1alpha1.VolumePoolSpec{StorageClassName: r.class, MaxVolumes: ptr.To[int32](1)},

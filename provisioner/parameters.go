@@ -37,8 +37,8 @@ const (
 	paramBackend      = "backend"
 	paramSelectorKeys = "selectorKeys"
 	// The growth limits.
-	paramMaxVolumes        = "maxVolumes"
-	paramMaxVolumesPerNode = "maxVolumesPerNode"
+	paramMaxVolumes        = keys.MaxVolumes
+	paramMaxVolumesPerNode = keys.MaxVolumesPerNode
 	paramMaxCapacity       = "maxCapacity"
 )
 

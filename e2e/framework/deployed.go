@@ -36,12 +36,18 @@ func deployedCredential() *syscall.Credential {
 // volume with fsGroup gives a pod its share.
 func ForControllers(t testing.TB, path string) {
 	t.Helper()
-	if deployedCredential() == nil {
-		return
-	}
-	if err := os.Chown(path, DeployedUID, DeployedGID); err != nil {
+	if err := giveToControllers(path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// giveToControllers makes path the controllers' user's, where the tests
+// run as root and can.
+func giveToControllers(path string) error {
+	if deployedCredential() == nil {
+		return nil
+	}
+	return os.Chown(path, DeployedUID, DeployedGID)
 }
 
 // ControllerDir returns a new directory that the controllers' user owns,
@@ -87,10 +93,8 @@ func writeControllerKubeconfig(dir string) (string, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", err
 	}
-	if c := deployedCredential(); c != nil {
-		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
-			return "", err
-		}
+	if err := giveToControllers(dir); err != nil {
+		return "", err
 	}
 	cfg, err := clientcmd.LoadFromFile(current.Kubeconfig)
 	if err != nil {
@@ -108,10 +112,8 @@ func writeKubeconfigFor(cfg *clientcmdapi.Config, dir, name string) (string, err
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", err
 	}
-	if c := deployedCredential(); c != nil {
-		if err := os.Chown(path, int(c.Uid), int(c.Gid)); err != nil {
-			return "", err
-		}
+	if err := giveToControllers(path); err != nil {
+		return "", err
 	}
 	return path, nil
 }

@@ -18,12 +18,6 @@ import (
 // PoolsByClass indexes VolumePools by the class they are the pool of.
 const PoolsByClass = "reclaimable/pools-by-class"
 
-// Pool parameters a VolumePool's spec overrides on its class.
-const (
-	ParamMaxVolumes        = "maxVolumes"
-	ParamMaxVolumesPerNode = "maxVolumesPerNode"
-)
-
 // Pools returns the shared informer on VolumePools, indexed by class, so
 // that the controllers of one process share its watch. Call it before Run.
 func (e *Env) Pools() (cache.SharedIndexInformer, error) {
@@ -45,10 +39,22 @@ func (e *Env) Pools() (cache.SharedIndexInformer, error) {
 }
 
 func poolClass(obj any) ([]string, error) {
-	if p, ok := obj.(*v1alpha1.VolumePool); ok {
-		return []string{p.Spec.StorageClassName}, nil
+	if class := poolClassName(obj); class != "" {
+		return []string{class}, nil
 	}
 	return nil, nil
+}
+
+// poolClassName is the class of a VolumePool, or of the last state of a
+// deleted one; "" for anything else.
+func poolClassName(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*v1alpha1.VolumePool); ok {
+		return p.Spec.StorageClassName
+	}
+	return ""
 }
 
 // PoolOf returns the pool of the class named class, from pools (an indexer
@@ -95,10 +101,10 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		out.Parameters = map[string]string{}
 	}
 	if s.MaxVolumes != nil {
-		out.Parameters[ParamMaxVolumes] = strconv.Itoa(int(*s.MaxVolumes))
+		out.Parameters[keys.MaxVolumes] = strconv.Itoa(int(*s.MaxVolumes))
 	}
 	if s.MaxVolumesPerNode != nil {
-		out.Parameters[ParamMaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
+		out.Parameters[keys.MaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
 	}
 	if s.ReserveFor != nil {
 		out.Parameters[keys.ReserveFor] = s.ReserveFor.Duration.String()
@@ -113,24 +119,15 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 // or deleted (both classes of a pool whose class changed, which admission
 // refuses), so that a controller acts on the class's new settings.
 func OnPoolChange(pools cache.SharedIndexInformer, changed func(class string)) error {
-	classOf := func(obj any) string {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if p, ok := obj.(*v1alpha1.VolumePool); ok {
-			return p.Spec.StorageClassName
-		}
-		return ""
-	}
 	_, err := pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(classOf(obj)) },
+		AddFunc: func(obj any) { changed(poolClassName(obj)) },
 		UpdateFunc: func(old, obj any) {
-			if a, b := classOf(old), classOf(obj); a != b {
+			if a, b := poolClassName(old), poolClassName(obj); a != b {
 				changed(a)
 			}
-			changed(classOf(obj))
+			changed(poolClassName(obj))
 		},
-		DeleteFunc: func(obj any) { changed(classOf(obj)) },
+		DeleteFunc: func(obj any) { changed(poolClassName(obj)) },
 	})
 	return err
 }

@@ -117,6 +117,12 @@ const (
 	// the namespace and name of the claim it serves.
 	LastClaim = Domain + "/last-claim"
 
+	// MaxVolumes and MaxVolumesPerNode are the StorageClass parameters that
+	// bound a class's volumes, in all and on one node. The provisioner reads
+	// them; a VolumePool may set them over the class.
+	MaxVolumes        = "maxVolumes"
+	MaxVolumesPerNode = "maxVolumesPerNode"
+
 	// ReserveFor is the StorageClass parameter (a duration) for which a
 	// released volume of the class stays reserved for its last claim's
 	// namespace and name. The provisioner validates it; the releaser acts on
