@@ -466,11 +466,12 @@ func (a access) String() string {
 // can asks the API server's authorizer whether controller's ServiceAccount
 // may do a.
 func can(ctx context.Context, controller string, a access) (bool, error) {
+	resource, subresource, _ := strings.Cut(a.resource, "/") // "volumepools/status"
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   saUser(controller),
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+			Verb: a.verb, Group: a.group, Resource: resource, Subresource: subresource, Namespace: a.namespace, Name: a.name,
 		},
 	}}
 	res, err := framework.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
@@ -572,6 +573,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
 				accesses(read, "", "nodes", anyNS, ""),
 				accesses(read, "reclaimable.github.io", "volumepools", anyNS, ""),
+				accesses([]string{"update"}, "reclaimable.github.io", "volumepools/status", anyNS, ""),
 			),
 			denied: slices.Concat(
 				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),
@@ -582,13 +584,15 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses([]string{"create", "update", "delete"}, "", "configmaps", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods", installNamespace, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
+				accesses([]string{"patch"}, "reclaimable.github.io", "volumepools/status", anyNS, ""),
 			),
 		},
 	}
-	// Only the provisioner runs lifecycle pods.
+	// Only the provisioner runs lifecycle pods and writes a pool's status.
 	for _, c := range []string{"podwatcher", "releaser"} {
 		g := specific[c]
 		g.denied = append(g.denied, accesses([]string{"create", "delete"}, "", "pods", lifecycleNamespace, "")...)
+		g.denied = append(g.denied, accesses(writes, "reclaimable.github.io", "volumepools/status", anyNS, "")...)
 		specific[c] = g
 	}
 

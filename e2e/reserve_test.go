@@ -24,8 +24,10 @@ import (
 // served by its own provisioner and releaser, for the reservation and
 // reuse-scope tests.
 type poolCase struct {
-	t                     *testing.T
-	class, id             string
+	t         *testing.T
+	class, id string
+	// pool is the class's VolumePool, "" for none.
+	pool                  string
 	provisionerName, base string
 	inv                   *framework.Invariants
 	provisioner, releaser *framework.Process
@@ -70,8 +72,9 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 		}
 	}
 	class := createDirectoryClass(t, "pool", id, prov, params)
+	var pool string
 	if onPool {
-		createVolumePool(t, class, extra)
+		pool = createVolumePool(t, class, extra)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -83,7 +86,7 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 			}
 		}
 	})
-	r := &poolCase{t: t, class: class, id: id, provisionerName: prov, base: base}
+	r := &poolCase{t: t, class: class, pool: pool, id: id, provisionerName: prov, base: base}
 	scope := framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: namespaces}
 	if extra[keys.ReuseScope] != keys.ReuseScopeCluster {
 		scope.NamespaceScoped = scope.Classes
@@ -97,7 +100,8 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 // end.
 func (r *poolCase) start() {
 	r.t.Helper()
-	r.provisioner = framework.StartController(r.t, "provisioner", "--controller-id="+r.id, "--provisioner-name="+r.provisionerName, "--directory-root="+r.base)
+	r.provisioner = framework.StartController(r.t, "provisioner", "--controller-id="+r.id, "--provisioner-name="+r.provisionerName, "--directory-root="+r.base,
+		"--pool-status-interval=1s")
 	r.releaser = framework.StartController(r.t, "releaser", "--controller-id="+r.id, "--provisioner-name="+r.provisionerName)
 	r.provisioner.WaitReady(r.t)
 	r.releaser.WaitReady(r.t)
@@ -297,7 +301,7 @@ func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
 
 // createVolumePool makes the pool of class with settings (reserveFor,
 // reuseScope) as a VolumePool; it is deleted at cleanup.
-func createVolumePool(t *testing.T, class string, settings map[string]string) {
+func createVolumePool(t *testing.T, class string, settings map[string]string) string {
 	t.Helper()
 	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope]}
 	if s, ok := settings[keys.ReserveFor]; ok {
@@ -313,4 +317,5 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+	return pool.Name
 }

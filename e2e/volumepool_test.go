@@ -4,15 +4,19 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
@@ -20,6 +24,8 @@ import (
 	reclaimablev1alpha1 "github.com/reclaimable/reclaimable/client/clientset/versioned/typed/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // volumePools is an administrator's client of VolumePools.
@@ -171,4 +177,153 @@ func TestVolumePoolSettingsOverrideTheClass(t *testing.T) {
 		}
 	}
 	r.inv.Check(t, 5*time.Second)
+}
+
+// poolCounts is a VolumePool's counts, in the order of its status.
+type poolCounts struct{ free, held, reserved, bound, released, total int32 }
+
+func countsOf(s v1alpha1.VolumePoolStatus) poolCounts {
+	return poolCounts{s.Free, s.Held, s.Reserved, s.Bound, s.Released, s.Total}
+}
+
+// waitPoolStatus waits until the status of r's pool counts want, and
+// counts what the class's volumes show: want must be the truth, and the
+// status must say it.
+func (r *poolCase) waitPoolStatus(step string, want poolCounts) *v1alpha1.VolumePool {
+	r.t.Helper()
+	pools := volumePools(r.t)
+	var pool *v1alpha1.VolumePool
+	var live poolCounts
+	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		if pool, err = pools.Get(ctx, r.pool, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		pvs, err := framework.Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		live = poolCounts{}
+		for i := range pvs.Items {
+			if pvs.Items[i].Spec.StorageClassName != r.class {
+				continue
+			}
+			live.total++
+			switch controller.StateOf(&pvs.Items[i]) {
+			case controller.StateFree:
+				live.free++
+			case controller.StateHeld:
+				live.held++
+			case controller.StateReserved:
+				live.reserved++
+			case controller.StateBound:
+				live.bound++
+			case controller.StateReleased:
+				live.released++
+			}
+		}
+		return live == want && countsOf(pool.Status) == want && pool.Status.ObservedGeneration == pool.Generation, nil
+	}, fmt.Sprintf("%s: the pool's status and its volumes to count %+v", step, want))
+	r.t.Logf("%s: status %+v", step, countsOf(pool.Status))
+	return pool
+}
+
+// A VolumePool's status counts its members through a whole cycle, step by
+// step, as the volumes show them: bound, reserved for their last claim on
+// release (reserveFor), bound again; capacity and the last issue and
+// release times follow; a claim waiting at maxVolumes sets Exhausted, with
+// an event on the pool, and its end clears it. kubectl shows the counts.
+// The pool's events say where it overrides its class, and warn when
+// reuseScope widens to cluster.
+func TestVolumePoolStatusFollowsTheCycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	r := newVolumePoolCase(t, map[string]string{keys.ReserveFor: "10m", keys.ReuseScope: keys.ReuseScopeNamespace}, ns)
+	pools := volumePools(t)
+
+	pool := r.waitPoolStatus("a new pool", poolCounts{})
+	if !meta.IsStatusConditionTrue(pool.Status.Conditions, "Ready") || pool.Status.ReuseScope != keys.ReuseScopeNamespace {
+		t.Fatalf("a new pool: conditions %+v, reuseScope %q; want Ready and namespace", pool.Status.Conditions, pool.Status.ReuseScope)
+	}
+
+	r.create(ns, "a")
+	r.create(ns, "b")
+	a, b := r.boundTo(ns, "a"), r.boundTo(ns, "b")
+	pool = r.waitPoolStatus("two claims bound", poolCounts{bound: 2, total: 2})
+	if pool.Status.Capacity == nil || pool.Status.Capacity.Cmp(resource.MustParse("2Gi")) != 0 || pool.Status.LastIssued == nil {
+		t.Errorf("two claims bound: capacity %v, lastIssued %v; want 2Gi and a time", pool.Status.Capacity, pool.Status.LastIssued)
+	}
+
+	r.deleteGone(ns, "a")
+	r.reservedFor(a, ns, "a")
+	pool = r.waitPoolStatus("one released and reserved", poolCounts{reserved: 1, bound: 1, total: 2})
+	if pool.Status.LastReleased == nil {
+		t.Error("one released: no lastReleased")
+	}
+
+	// At most two volumes, both bound: a third claim waits.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pools.Get(ctx, r.pool, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Spec.MaxVolumes = ptr.To[int32](2)
+		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.create(ns, "c")
+	if got := r.boundTo(ns, "c"); got != a {
+		t.Fatalf("claim c got %s, want the reservation %s: the pool is full", got, a)
+	}
+	r.waitPoolStatus("every member bound", poolCounts{bound: 2, total: 2})
+	r.create(ns, "d")
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := pools.Get(ctx, r.pool, metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, "Exhausted"), err
+	}, "the pool to be Exhausted")
+	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Reason: "PoolExhausted", Message: "1 claims"})
+
+	out, _, err := kubectl(ctx, "get", "vpool", r.pool, "--no-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := strings.Fields(out); len(row) < 7 || strings.Join(row[1:7], " ") != r.class+" 0 0 2 2 2" {
+		t.Errorf("kubectl get vpool: %q, want CLASS %s FREE 0 HELD 0 BOUND 2 TOTAL 2 MAX 2", out, r.class)
+	}
+
+	// b's release serves d (a reservation for another name is taken when
+	// nothing else fits): nobody waits.
+	r.deleteGone(ns, "b")
+	if got := r.boundTo(ns, "d"); got != b {
+		t.Fatalf("claim d got %s, want %s", got, b)
+	}
+	pool = r.waitPoolStatus("d served", poolCounts{bound: 2, total: 2})
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := pools.Get(ctx, r.pool, metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionFalse(p.Status.Conditions, "Exhausted"), err
+	}, "the pool to be no longer Exhausted")
+
+	r.deleteGone(ns, "c")
+	r.deleteGone(ns, "d")
+	r.waitPoolStatus("all released", poolCounts{reserved: 2, total: 2})
+
+	// The class says otherwise on both settings (newVolumePoolCase): the
+	// pool said so when it was made. Widening the scope is a warning.
+	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Reason: "SettingsOverrideClass", Message: "reuseScope namespace (class: cluster)"})
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pools.Get(ctx, r.pool, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Spec.ReuseScope = keys.ReuseScopeCluster
+		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Type: "Warning", Reason: "ReuseScopeWidened", Message: "any namespace, data included"})
+	r.inv.Check(t, 10*time.Second)
 }

@@ -27,6 +27,9 @@ type Config struct {
 	LifecycleNamespace string
 	LifecycleImage     string
 	LifecycleTimeout   time.Duration
+	// PoolStatusInterval batches the writes of a VolumePool's status: at
+	// most one per pool per interval, however many members change.
+	PoolStatusInterval time.Duration
 }
 
 // AddFlags registers the flags of the provisioner on fs.
@@ -40,6 +43,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
+	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", 5*time.Second,
+		"Longest a VolumePool's status lags behind its members: changes within it are written at once, at most one status write per pool per interval.")
 }
 
 func (c *Config) validate() error {
@@ -52,6 +57,9 @@ func (c *Config) validate() error {
 	}
 	if c.LifecycleTimeout <= 0 {
 		errs = append(errs, errors.New("--lifecycle-timeout must be positive"))
+	}
+	if c.PoolStatusInterval <= 0 {
+		errs = append(errs, errors.New("--pool-status-interval must be positive"))
 	}
 	if msgs := validation.IsDNS1123Label(c.LifecycleNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--lifecycle-namespace %q: %s", c.LifecycleNamespace, strings.Join(msgs, "; ")))

@@ -23,12 +23,17 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/poolmanager"
 )
 
 // Controller is the provisioner.
 type Controller struct {
 	lib       *lib.ProvisionController
 	lifecycle *lifecycleEvents
+	// provisioner decides; the pool manager asks it about pools.
+	provisioner *provisioner
+	// pools keeps the VolumePools' status; nil without pools.
+	pools *poolmanager.Controller
 }
 
 // New builds the provisioner on env's shared informers.
@@ -44,7 +49,22 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newController(client, env.InformerFactory("", ""), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	c, err := newController(client, env.InformerFactory("", ""), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	if err != nil {
+		return nil, err
+	}
+	poolClient, err := env.PoolClientFor("poolmanager")
+	if err != nil {
+		return nil, err
+	}
+	factory := env.InformerFactory("", "")
+	c.pools, err = poolmanager.New(poolClient, pools, factory.Storage().V1().StorageClasses(), factory.Core().V1().PersistentVolumes().Informer(),
+		c.provisioner, env.ProvisionerName, env.Recorder("reclaimable-poolmanager"), env.Registry, cfg.PoolStatusInterval)
+	if err != nil {
+		return nil, err
+	}
+	c.provisioner.onWaitingChange = c.pools.Notify
+	return c, nil
 }
 
 // newController wires the provisioner to the library on factory's informers.
@@ -119,7 +139,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		lib.MetricsPort(0),
 	}
 	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
-	return &Controller{lib: pc, lifecycle: p.lifecycle}, nil
+	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p}, nil
 }
 
 // Name names the controller's lease and logs.
@@ -130,7 +150,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
+	// The pool manager runs while the provisioner leads: it reads the
+	// provisioner's claims in waiting, which only the leader has.
+	var wg sync.WaitGroup
+	if c.pools != nil {
+		wg.Go(func() { c.pools.Run(ctx) })
+	}
 	c.lib.Run(ctx)
+	wg.Wait()
 	return nil
 }
 

@@ -196,13 +196,17 @@ func newWaitingClaims() *waitingClaims {
 	return &waitingClaims{byClass: map[string]map[types.UID]types.NamespacedName{}}
 }
 
-func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) {
+// add records claim as waiting for class and reports whether it already
+// was: refused before for want of a member.
+func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byClass[class] == nil {
 		w.byClass[class] = map[types.UID]types.NamespacedName{}
 	}
+	_, was := w.byClass[class][claim.UID]
 	w.byClass[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
+	return was
 }
 
 func (w *waitingClaims) remove(class string, uid types.UID) {

@@ -58,7 +58,7 @@ func TestPoolMetrics(t *testing.T) {
 	for _, tt := range []struct {
 		state, namespace string
 		want             float64
-	}{{"free", "", 1}, {"free", "tenant-a", 1}, {"reserved", "", 1}, {"bound", "", 1}, {"released", "", 1}} {
+	}{{"free", "", 1}, {"held", "tenant-a", 1}, {"reserved", "", 1}, {"bound", "", 1}, {"released", "", 1}} {
 		if got := controllertest.Metric(t, reg, "reclaimable_provisioner_pool_members", "class", "pool", "state", tt.state, "namespace", tt.namespace); got != tt.want {
 			t.Errorf("pool_members{state=%s,namespace=%q} = %v, want %v", tt.state, tt.namespace, got, tt.want)
 		}

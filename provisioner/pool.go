@@ -385,19 +385,10 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 	return issueOtherMember, true
 }
 
-// memberState is what a pool member is doing, for the members gauge, and
-// for a free or reserved one held for a namespace (reuseScope namespace),
-// that namespace.
+// memberState is what a pool member is doing (controller.StateOf, as a
+// VolumePool's status counts it), for the members gauge, and for a held or
+// reserved one kept for a namespace (reuseScope namespace), that namespace.
 func memberState(pv *corev1.PersistentVolume) (state, namespace string) {
-	ref := pv.Spec.ClaimRef
 	namespace, _ = controller.HeldFor(pv)
-	switch {
-	case controller.Reserved(pv):
-		return "reserved", namespace
-	case pv.Status.Phase == corev1.VolumeReleased:
-		return "released", ""
-	case ref != nil && ref.UID != "":
-		return "bound", ""
-	}
-	return "free", namespace
+	return string(controller.StateOf(pv)), namespace
 }

@@ -69,6 +69,9 @@ type provisioner struct {
 
 	// requeue hands a claim back to the library's work queue.
 	requeue func(*corev1.PersistentVolumeClaim)
+	// onWaitingChange tells the pool manager that a claim of the class
+	// started or stopped waiting for its pool.
+	onWaitingChange func(class string)
 
 	// What the provisioner remembers between calls (memory.go).
 	takes   *takes
@@ -82,10 +85,11 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	p := &provisioner{
 		pools: controller.NoPools(),
 		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
-		lifecycle: lifecycle,
-		backends:  newBackends(name, client, cfg, lifecycle, m.lifecycle),
-		requeue:   func(*corev1.PersistentVolumeClaim) {},
-		waiting:   newWaitingClaims(),
+		lifecycle:       lifecycle,
+		backends:        newBackends(name, client, cfg, lifecycle, m.lifecycle),
+		requeue:         func(*corev1.PersistentVolumeClaim) {},
+		onWaitingChange: func(string) {},
+		waiting:         newWaitingClaims(),
 	}
 	p.useClock(clock.RealClock{})
 	m.members.count = p.memberStates
@@ -158,10 +162,14 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 
 	// Wait for a volume of the class to be freed from before the pool is
 	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
-	p.waiting.add(class.Name, claim)
+	waited := p.waiting.add(class.Name, claim)
 	defer func() {
-		if !errors.Is(err, errExhausted) {
-			p.waiting.remove(class.Name, claim.UID)
+		if errors.Is(err, errExhausted) {
+			return
+		}
+		p.waiting.remove(class.Name, claim.UID)
+		if waited {
+			p.onWaitingChange(class.Name) // it waits no more
 		}
 	}()
 
@@ -247,6 +255,7 @@ func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *stor
 			msg, state.otherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster)
 	}
 	p.recorder.Event(claim, corev1.EventTypeWarning, reason, msg)
+	p.onWaitingChange(class.Name)
 	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s", errExhausted, msg)}
 }
 
@@ -299,4 +308,15 @@ func (p *provisioner) memberStates() map[[3]string]int {
 		}
 	}
 	return out
+}
+
+// Members lists the pool of class, a class of this provisioner as its
+// VolumePool makes it, or says why the class is refused: what its claims
+// are told with InvalidStorageClassParameters.
+func (p *provisioner) Members(class *storagev1.StorageClass) ([]*corev1.PersistentVolume, error) {
+	params, err := parseParameters(class, p.backends)
+	if err != nil {
+		return nil, err
+	}
+	return p.members(class.Name, params.pool), nil
 }

@@ -16,16 +16,24 @@ import (
 // wake hands the claims waiting for class back to the library, which calls
 // Provision for them at once instead of after its back-off.
 func (p *provisioner) wake(class string) {
-	claims := p.waiting.still(class, func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim {
-		c, err := p.claims.PersistentVolumeClaims(key.Namespace).Get(key.Name)
-		if err != nil || c.UID != uid || c.Spec.VolumeName != "" {
-			return nil
-		}
-		return c
-	})
-	for _, c := range claims {
+	for _, c := range p.waiting.still(class, p.stillWaiting) {
 		p.requeue(c)
 	}
+}
+
+// Waiting counts the claims of class that wait for a full pool.
+func (p *provisioner) Waiting(class string) int {
+	return len(p.waiting.still(class, p.stillWaiting))
+}
+
+// stillWaiting returns the claim of uid and key as the cache has it, or nil
+// when it is gone, is another claim of that name, or has a volume.
+func (p *provisioner) stillWaiting(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim {
+	c, err := p.claims.PersistentVolumeClaims(key.Namespace).Get(key.Name)
+	if err != nil || c.UID != uid || c.Spec.VolumeName != "" {
+		return nil
+	}
+	return c
 }
 
 // onVolume wakes the claims waiting for a class when one of its volumes is

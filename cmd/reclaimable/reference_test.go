@@ -269,6 +269,15 @@ func TestReferenceEventTablesMatchTheCode(t *testing.T) {
 		t.Fatalf("cannot tell the reasons the provisioning library records: %v", problems)
 	}
 	recorded["provisioner"] = append(recorded["provisioner"], lib...)
+	// The pool manager runs in the provisioner's process.
+	pools, problems, err := recordedReasons("../../poolmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("poolmanager: %s", p)
+	}
+	recorded["provisioner"] = append(recorded["provisioner"], pools...)
 
 	documented := map[string][]string{}
 	for heading, reasons := range tables {

@@ -27,6 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/e2e/process"
@@ -529,6 +531,17 @@ func (b *bench) setup(ctx context.Context) error {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+	}
+	// A VolumePool that changes no setting: its status writes (at most one
+	// per --pool-status-interval) are part of the cost of a cycle.
+	poolClient, err := versioned.NewForConfig(b.cluster.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := poolClient.ReclaimableV1alpha1().VolumePools().Create(ctx, &v1alpha1.VolumePool{
+		ObjectMeta: metav1.ObjectMeta{Name: b.class}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: b.class},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
 	}
 	workers := b.cfg.Concurrency
 	for _, l := range slices.Concat(b.cfg.ThroughputLevels, b.cfg.SchedulingLevels) {

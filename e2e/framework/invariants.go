@@ -21,6 +21,8 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -50,7 +52,9 @@ type Scope struct {
 //  5. no associated volume whose claim is gone stays Released;
 //  6. no claim is bound to a volume that does not fit it;
 //  7. no volume of a namespace-scoped class (reuseScope namespace) is bound
-//     in a namespace other than the one it was last bound in.
+//     in a namespace other than the one it was last bound in;
+//  8. no VolumePool of a class in scope reports more members of a state, or
+//     in all, than the class has volumes in that state.
 //
 // 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
@@ -352,6 +356,7 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 			out = append(out, fmt.Sprintf("invariant 1: volume %s is named by claims %s", v, strings.Join(names, ", ")))
 		}
 	}
+	out = append(out, inv.poolStatus(ctx, pvList.Items)...)
 	// 4: no claim of ours outlives its owner.
 	for _, c := range claims {
 		if c.Labels[keys.ClaimManagedBy] != inv.scope.ControllerID || c.DeletionTimestamp != nil {
@@ -365,6 +370,54 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// poolStatus (8): each state's count in a pool's status is at most the
+// volumes of its class in that state. The class's volumes are a superset
+// of the pool's members, so the check holds whichever the backend counts;
+// a status that lags behind a change is caught only if it stays behind
+// past the settle time of Check.
+func (inv *Invariants) poolStatus(ctx context.Context, pvs []corev1.PersistentVolume) []string {
+	client, err := versioned.NewForConfig(Config())
+	if err != nil {
+		return []string{"building the VolumePool client: " + err.Error()}
+	}
+	pools, err := client.ReclaimableV1alpha1().VolumePools().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"listing VolumePools: " + err.Error()}
+	}
+	var out []string
+	for _, pool := range pools.Items {
+		class := pool.Spec.StorageClassName
+		if !inv.inClass(class) {
+			continue
+		}
+		counts, total := map[controller.MemberState]int32{}, int32(0)
+		for i := range pvs {
+			if pvs[i].Spec.StorageClassName == class {
+				counts[controller.StateOf(&pvs[i])]++
+				total++
+			}
+		}
+		s := pool.Status
+		for _, c := range []struct {
+			state    string
+			reported int32
+			exist    int32
+		}{
+			{"free", s.Free, counts[controller.StateFree]},
+			{"held", s.Held, counts[controller.StateHeld]},
+			{"reserved", s.Reserved, counts[controller.StateReserved]},
+			{"bound", s.Bound, counts[controller.StateBound]},
+			{"released", s.Released, counts[controller.StateReleased]},
+			{"total", s.Total, total},
+		} {
+			if c.reported > c.exist {
+				out = append(out, fmt.Sprintf("invariant 8: VolumePool %s reports %d %s members; class %s has %d such volumes", pool.Name, c.reported, c.state, class, c.exist))
+			}
+		}
+	}
 	return out
 }
 

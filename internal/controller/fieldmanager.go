@@ -19,14 +19,20 @@ func FieldManager(controller string) string { return "reclaimable-" + controller
 // the client, rather than on each call, is what reaches its writes too. In
 // `reclaimable all`, managedFields then say which controller wrote a field.
 func (e *Env) ClientFor(controller string) (kubernetes.Interface, error) {
-	cfg := rest.CopyConfig(e.Config)
-	name := FieldManager(controller)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return fieldManager{next: rt, name: name} })
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(e.ConfigFor(controller))
 	if err != nil {
 		return nil, fmt.Errorf("building the client of the %s: %w", controller, err)
 	}
 	return client, nil
+}
+
+// ConfigFor returns the configuration of ClientFor, for the clients of
+// other APIs (VolumePools) a controller writes with.
+func (e *Env) ConfigFor(controller string) *rest.Config {
+	cfg := rest.CopyConfig(e.Config)
+	name := FieldManager(controller)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return fieldManager{next: rt, name: name} })
+	return cfg
 }
 
 // fieldManager adds ?fieldManager=name to the writes that name none.

@@ -7,13 +7,24 @@ import (
 	"strconv"
 
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	poolscheme "github.com/reclaimable/reclaimable/client/clientset/versioned/scheme"
 	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
+
+// Events on VolumePools name their kind from the scheme the recorders use,
+// as kubernetes/sample-controller registers its types.
+func init() {
+	utilruntime.Must(poolscheme.AddToScheme(scheme.Scheme))
+}
 
 // PoolsByClass indexes VolumePools by the class they are the pool of.
 const PoolsByClass = "reclaimable/pools-by-class"
@@ -24,9 +35,9 @@ func (e *Env) Pools() (cache.SharedIndexInformer, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.pools == nil {
-		client, err := versioned.NewForConfig(e.Config)
+		client, err := poolClient(e.Config)
 		if err != nil {
-			return nil, fmt.Errorf("building the VolumePool client: %w", err)
+			return nil, err
 		}
 		e.pools = poolinformers.NewSharedInformerFactory(client, 0)
 		inf := e.pools.Reclaimable().V1alpha1().VolumePools().Informer()
@@ -36,6 +47,25 @@ func (e *Env) Pools() (cache.SharedIndexInformer, error) {
 		e.synced = append(e.synced, inf.HasSynced)
 	}
 	return e.pools.Reclaimable().V1alpha1().VolumePools().Informer(), nil
+}
+
+// PoolClientFor returns the VolumePool client a controller writes with,
+// as ClientFor does for the built-in APIs.
+func (e *Env) PoolClientFor(controller string) (versioned.Interface, error) {
+	return poolClient(e.ConfigFor(controller))
+}
+
+// poolClient builds a VolumePool client on cfg in JSON: custom resources
+// have no protobuf encoding, which cfg prefers for the built-in APIs.
+func poolClient(cfg *rest.Config) (versioned.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the VolumePool client: %w", err)
+	}
+	return client, nil
 }
 
 func poolClass(obj any) ([]string, error) {

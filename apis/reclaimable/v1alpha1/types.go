@@ -79,6 +79,13 @@ type VolumePoolStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// ReuseScope is the reuseScope in force: the pool's, else its class's
+	// parameter, else namespace. It is kept so that a change from
+	// namespace to cluster, which lets held volumes go to any namespace
+	// with their data, is reported once, by whichever replica sees it.
+	// +optional
+	ReuseScope string `json:"reuseScope,omitempty"`
+
 	// Free members: Available, no claim named.
 	// +optional
 	Free int32 `json:"free"`

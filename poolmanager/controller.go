@@ -1,0 +1,219 @@
+// Package poolmanager keeps the status of each VolumePool in line with its
+// members: how many are free, held, reserved, bound and released, their
+// capacity, and whether the pool is in force and whether claims wait at
+// its limit. It runs in the provisioner's process, while the provisioner
+// leads: the provisioner knows which volumes form a class's pool (its
+// backends) and which claims wait.
+package poolmanager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	storageinformers "k8s.io/client-go/informers/storage/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	poollisters "github.com/reclaimable/reclaimable/client/listers/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/controller"
+)
+
+// resyncPeriod is how often every pool is looked at without an event: a
+// waiting claim that is deleted changes no volume, and its pool would stay
+// Exhausted.
+const resyncPeriod = time.Minute
+
+// Provisioner is what the pool manager asks of the provisioner.
+type Provisioner interface {
+	// Members lists the pool of class, a class of this provisioner as its
+	// VolumePool makes it, or says why the provisioner refuses the class.
+	Members(class *storagev1.StorageClass) ([]*corev1.PersistentVolume, error)
+	// Waiting counts the claims of the class named class that wait for a
+	// member because the pool cannot grow.
+	Waiting(class string) int
+}
+
+// Controller is the pool manager.
+type Controller struct {
+	client      versioned.Interface
+	provisioner Provisioner
+	name        string
+	recorder    record.EventRecorder
+	metrics     *metrics
+	clock       clock.PassiveClock
+	// interval batches status writes: at most one per pool per interval.
+	interval time.Duration
+	queue    *controller.Queue[string]
+
+	pools     poollisters.VolumePoolLister
+	poolIndex cache.Indexer
+	classes   storagelisters.StorageClassLister
+}
+
+// New builds the pool manager of the provisioner named provisionerName on
+// shared informers: pools (indexed by controller.PoolsByClass), classes and
+// volumes (indexed by controller.VolumesByClass).
+func New(client versioned.Interface, pools cache.SharedIndexInformer, classes storageinformers.StorageClassInformer, volumes cache.SharedIndexInformer,
+	p Provisioner, provisionerName string, recorder record.EventRecorder, reg prometheus.Registerer, interval time.Duration) (*Controller, error) {
+	if interval <= 0 {
+		return nil, fmt.Errorf("the status interval must be positive, not %s", interval)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering pool manager metrics: %w", err)
+	}
+	c := &Controller{
+		client: client, provisioner: p, name: provisionerName, recorder: recorder, metrics: m,
+		clock: clock.RealClock{}, interval: interval,
+		pools:     poollisters.NewVolumePoolLister(pools.GetIndexer()),
+		poolIndex: pools.GetIndexer(),
+		classes:   classes.Lister(),
+	}
+	c.queue = controller.NewQueue("poolmanager", c.sync)
+	if err := controller.OnPoolChange(pools, c.enqueueClass); err != nil {
+		return nil, err
+	}
+	if _, err := classes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueClass(objectName(obj)) },
+		UpdateFunc: func(_, obj any) { c.enqueueClass(objectName(obj)) },
+		DeleteFunc: func(obj any) { c.enqueueClass(objectName(obj)) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueClass(volumeClass(obj)) },
+		UpdateFunc: func(_, obj any) { c.enqueueClass(volumeClass(obj)) },
+		DeleteFunc: func(obj any) { c.enqueueClass(volumeClass(obj)) },
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name names the controller's logs and queue.
+func (c *Controller) Name() string { return "poolmanager" }
+
+// Run keeps the pools' status until ctx is done.
+func (c *Controller) Run(ctx context.Context) {
+	klog.FromContext(ctx).Info("Managing VolumePools", "statusInterval", c.interval)
+	go controller.Every(ctx, resyncPeriod, func(context.Context) { c.enqueueAll() })
+	c.queue.Run(ctx, 1)
+}
+
+// Notify says that something the informers do not show changed for the
+// class named class: a claim started waiting for its pool.
+func (c *Controller) Notify(class string) { c.enqueueClass(class) }
+
+// enqueueClass queues the pools of class after the interval: every change
+// within it costs one status write.
+func (c *Controller) enqueueClass(class string) {
+	if class == "" {
+		return
+	}
+	objs, err := c.poolIndex.ByIndex(controller.PoolsByClass, class)
+	if err != nil {
+		return // only an unknown index fails, and the informer has it
+	}
+	for _, o := range objs {
+		if pool, ok := o.(*v1alpha1.VolumePool); ok {
+			c.queue.AddAfter(pool.Name, c.interval)
+		}
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	pools, err := c.pools.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pool := range pools {
+		c.queue.AddAfter(pool.Name, c.interval)
+	}
+}
+
+// sync writes the status of the pool named name, if it changed, and then
+// records the events of the change: a write lost to a conflict is decided
+// again, and its events with it, so none is recorded twice.
+func (c *Controller) sync(ctx context.Context, name string) error {
+	pool, err := c.pools.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.metrics.forget(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v := view{pool: pool, provisioner: c.name, now: metav1.NewTime(c.clock.Now())}
+	v.owner = controller.PoolOf(c.poolIndex, pool.Spec.StorageClassName)
+	if class, err := c.classes.Get(pool.Spec.StorageClassName); err == nil {
+		v.class = class
+	}
+	if !manages(pool, v.class, c.name) {
+		c.metrics.forget(name)
+		return nil
+	}
+	if v.class != nil && v.class.Provisioner == c.name && v.owner != nil && v.owner.Name == pool.Name {
+		v.members, v.settingsErr = c.provisioner.Members(controller.EffectiveClass(v.class, pool))
+		v.waiting = c.provisioner.Waiting(v.class.Name)
+	}
+	r := decide(v)
+	c.metrics.set(pool.Name, r.counts, r.status)
+	if equality.Semantic.DeepEqual(pool.Status, r.status) {
+		return nil
+	}
+	updated := pool.DeepCopy()
+	updated.Status = r.status
+	// The update carries the cached resourceVersion: a status written from
+	// a stale cache is refused, and decided again from the newer pool.
+	if _, err := c.client.ReclaimableV1alpha1().VolumePools().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
+			c.queue.AddAfter(name, c.interval)
+			return nil
+		}
+		return fmt.Errorf("writing the status of VolumePool %s: %w", name, err)
+	}
+	c.metrics.writes.Inc()
+	klog.FromContext(ctx).V(2).Info("Wrote pool status", "pool", name, "free", r.status.Free, "held", r.status.Held,
+		"reserved", r.status.Reserved, "bound", r.status.Bound, "released", r.status.Released, "total", r.status.Total)
+	for _, e := range r.events {
+		c.recorder.Event(pool, e.Type, e.Reason, e.Message)
+	}
+	return nil
+}
+
+func objectName(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetName()
+	}
+	return ""
+}
+
+func volumeClass(obj any) string {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if pv, ok := obj.(*corev1.PersistentVolume); ok {
+		return volumehelpers.GetPersistentVolumeClass(pv)
+	}
+	return ""
+}

@@ -1,0 +1,249 @@
+package poolmanager
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The decisions of the pool manager, kept free of clients and caches: from
+// a pool, its class and its members to the pool's status and the events
+// that report a change of it. Every case is a table row in the tests.
+
+// Condition types of a VolumePool.
+const (
+	// ConditionReady: the pool's settings are in force for its class.
+	ConditionReady = "Ready"
+	// ConditionExhausted: claims of the class wait, and the pool cannot
+	// grow for them.
+	ConditionExhausted = "Exhausted"
+)
+
+// Reasons of the Ready condition turning False, recorded as events too.
+const (
+	reasonClassNotFound           = "ClassNotFound"
+	reasonClassOfOtherProvisioner = "ClassOfAnotherProvisioner"
+	reasonClassOwnedByOtherPool   = "ClassOwnedByAnotherPool"
+	reasonInvalidSettings         = "InvalidSettings"
+)
+
+// Events that report a change without a condition of its own.
+const (
+	// reasonPoolExhausted: the Exhausted condition turned True.
+	reasonPoolExhausted = "PoolExhausted"
+	// reasonSettingsOverrideClass: a new spec sets what the class's
+	// parameters set too; the pool's value counts.
+	reasonSettingsOverrideClass = "SettingsOverrideClass"
+	// reasonReuseScopeWidened: reuseScope went from namespace to cluster.
+	reasonReuseScopeWidened = "ReuseScopeWidened"
+)
+
+// Reasons of conditions that are never events.
+const (
+	condReady          = "SettingsInForce"
+	condClaimsWaiting  = "ClaimsWaiting"
+	condNoClaimWaiting = "NoClaimWaiting"
+)
+
+// view is what the status of one pool is decided from.
+type view struct {
+	pool *v1alpha1.VolumePool
+	// owner is the pool of the class (controller.PoolOf): the oldest of
+	// those naming it.
+	owner *v1alpha1.VolumePool
+	// class is the pool's StorageClass, nil when there is none.
+	class       *storagev1.StorageClass
+	provisioner string
+	// members of the class's pool, and settingsErr the provisioner's
+	// refusal of the class as the pool makes it; read only for the owner
+	// of a class of this provisioner.
+	members     []*corev1.PersistentVolume
+	settingsErr error
+	// waiting counts the claims of the class refused for want of a member.
+	waiting int
+	now     metav1.Time
+}
+
+// event is one event to record on the pool.
+type event struct {
+	Type, Reason, Message string
+}
+
+// result is the status a pool should have, what to report of the change,
+// and its members by state (for the gauge).
+type result struct {
+	status v1alpha1.VolumePoolStatus
+	events []event
+	counts map[controller.MemberState]int
+}
+
+// decide returns the status of v.pool. It starts from the pool's current
+// status, so that condition transition times and the last issue and
+// release times carry over, and counts members only while the pool is in
+// force: a pool without effect owns no volume.
+func decide(v view) result {
+	prev := v.pool.Status
+	s := v1alpha1.VolumePoolStatus{
+		ObservedGeneration: v.pool.Generation,
+		ReuseScope:         prev.ReuseScope,
+		LastIssued:         prev.LastIssued,
+		LastReleased:       prev.LastReleased,
+		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
+	}
+	counts := map[controller.MemberState]int{}
+	var events []event
+
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
+	className := v.pool.Spec.StorageClassName
+	switch {
+	case v.owner != nil && v.owner.Name != v.pool.Name:
+		ready.Reason = reasonClassOwnedByOtherPool
+		ready.Message = fmt.Sprintf("StorageClass %s is the pool of VolumePool %s, made first; this pool has no effect: delete it, or edit %s", className, v.owner.Name, v.owner.Name)
+	case v.class == nil:
+		ready.Reason = reasonClassNotFound
+		ready.Message = fmt.Sprintf("StorageClass %s does not exist; the pool takes effect once it does", className)
+	case v.class.Provisioner != v.provisioner:
+		ready.Reason = reasonClassOfOtherProvisioner
+		ready.Message = fmt.Sprintf("StorageClass %s is provisioned by %s, not %s: the pool's settings do not apply to it", className, v.class.Provisioner, v.provisioner)
+	case v.settingsErr != nil:
+		ready.Reason = reasonInvalidSettings
+		ready.Message = fmt.Sprintf("with this pool's settings, StorageClass %s is refused, and its claims with it: %v", className, v.settingsErr)
+	default:
+		ready.Status, ready.Reason = metav1.ConditionTrue, condReady
+		ready.Message = fmt.Sprintf("the pool's settings are in force for StorageClass %s", className)
+	}
+	if old := meta.FindStatusCondition(prev.Conditions, ConditionReady); ready.Status == metav1.ConditionFalse && (old == nil || old.Status != ready.Status || old.Reason != ready.Reason) {
+		events = append(events, event{corev1.EventTypeWarning, ready.Reason, ready.Message})
+	}
+	meta.SetStatusCondition(&s.Conditions, ready)
+
+	exhausted := metav1.Condition{Type: ConditionExhausted, Status: metav1.ConditionFalse, Reason: condNoClaimWaiting,
+		Message: "no claim waits for a member", ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
+	if ready.Status == metav1.ConditionTrue {
+		effective := controller.EffectiveClass(v.class, v.pool)
+		capacity := resource.Quantity{Format: resource.BinarySI}
+		for _, pv := range v.members {
+			state := controller.StateOf(pv)
+			counts[state]++
+			if c, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+				capacity.Add(c)
+			}
+			if t := pv.Status.LastPhaseTransitionTime; state == controller.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
+				s.LastIssued = later(s.LastIssued, t.Time)
+			}
+			if t, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReleasedAt)); err == nil {
+				s.LastReleased = later(s.LastReleased, t)
+			}
+		}
+		s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
+		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
+		s.Capacity = &capacity
+
+		if v.waiting > 0 {
+			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
+			exhausted.Message = fmt.Sprintf("%d claims of StorageClass %s wait: no free member fits them and the pool cannot grow (%s); their events say what to change",
+				v.waiting, className, limitOf(effective))
+			if old := meta.FindStatusCondition(prev.Conditions, ConditionExhausted); old == nil || old.Status != metav1.ConditionTrue {
+				events = append(events, event{corev1.EventTypeWarning, reasonPoolExhausted, exhausted.Message})
+			}
+		}
+
+		scope := reuseScope(effective)
+		if prev.ReuseScope == keys.ReuseScopeNamespace && scope == keys.ReuseScopeCluster {
+			events = append(events, event{corev1.EventTypeWarning, reasonReuseScopeWidened, fmt.Sprintf(
+				"%s is now %s: the volumes held for a namespace (%d now) go to claims of any namespace, data included", keys.ReuseScope, scope, s.Held)})
+		}
+		s.ReuseScope = scope
+		if prev.ObservedGeneration != v.pool.Generation {
+			if o := overrides(v.pool, v.class); len(o) > 0 {
+				events = append(events, event{corev1.EventTypeNormal, reasonSettingsOverrideClass, fmt.Sprintf(
+					"StorageClass %s sets these parameters too; the pool's values count: %s", className, strings.Join(o, ", "))})
+			}
+		}
+	}
+	meta.SetStatusCondition(&s.Conditions, exhausted)
+	return result{status: s, events: events, counts: counts}
+}
+
+// manages reports whether the pool manager of provisioner keeps the status
+// of pool, whose class is class (nil: none). Several installations may
+// share a cluster, each with its own provisioner name, and each sees every
+// pool: only the one whose provisioner the class names writes its status.
+// A pool whose class is missing gets the same status from each, so they
+// never undo one another's writes. A pool whose class another provisioner
+// serves is told so once, by whichever installation sees it first, unless
+// a status already shows it is served or told: the installation that
+// serves the class writes Ready, and no other overwrites it.
+func manages(pool *v1alpha1.VolumePool, class *storagev1.StorageClass, provisioner string) bool {
+	if class == nil || class.Provisioner == provisioner {
+		return true
+	}
+	ready := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
+	return ready == nil || ready.Reason == reasonClassNotFound
+}
+
+// later returns the later of t and u, to the second (as the API stores it).
+func later(t *metav1.Time, u time.Time) *metav1.Time {
+	u = u.Truncate(time.Second)
+	if t != nil && !t.Time.Before(u) {
+		return t
+	}
+	return &metav1.Time{Time: u}
+}
+
+// reuseScope is the scope class (as its pool makes it) issues volumes in.
+func reuseScope(class *storagev1.StorageClass) string {
+	if s := class.Parameters[keys.ReuseScope]; s != "" {
+		return s
+	}
+	return keys.ReuseScopeNamespace
+}
+
+// limitOf says what keeps the pool of class from growing, for a message.
+func limitOf(class *storagev1.StorageClass) string {
+	if m, ok := class.Parameters[keys.MaxVolumes]; ok {
+		return fmt.Sprintf("%s %s", keys.MaxVolumes, m)
+	}
+	return "a pool of fixed members, or maxVolumesPerNode"
+}
+
+// overrides lists the settings pool and class both set, as "name: pool's
+// value (class: class's value)".
+func overrides(pool *v1alpha1.VolumePool, class *storagev1.StorageClass) []string {
+	effective := controller.EffectiveClass(class, pool)
+	var out []string
+	for _, name := range []string{keys.MaxVolumes, keys.MaxVolumesPerNode, keys.ReserveFor, keys.ReuseScope} {
+		own, set := class.Parameters[name]
+		if !set || !poolSets(pool, name) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s (class: %s)", name, effective.Parameters[name], own))
+	}
+	return out
+}
+
+// poolSets reports whether pool sets the class parameter name.
+func poolSets(pool *v1alpha1.VolumePool, name string) bool {
+	s := pool.Spec
+	switch name {
+	case keys.MaxVolumes:
+		return s.MaxVolumes != nil
+	case keys.MaxVolumesPerNode:
+		return s.MaxVolumesPerNode != nil
+	case keys.ReserveFor:
+		return s.ReserveFor != nil
+	case keys.ReuseScope:
+		return s.ReuseScope != ""
+	}
+	return false
+}

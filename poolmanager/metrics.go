@@ -1,0 +1,52 @@
+package poolmanager
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/controller"
+)
+
+const subsystem = "volumepool"
+
+// metrics report each pool as its status does, from the same decision.
+type metrics struct {
+	members   *prometheus.GaugeVec
+	exhausted *prometheus.GaugeVec
+	writes    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "members",
+			Help: "Members of each VolumePool in force, by state: free, held, reserved, bound, released, other (Failed or being deleted); as its status counts them."},
+			[]string{"pool", "state"}),
+		exhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "exhausted",
+			Help: "1 while claims of the pool's class wait and the pool cannot grow (its Exhausted condition), else 0."},
+			[]string{"pool"}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "status_writes_total",
+			Help: "VolumePool status writes, at most one per pool per --pool-status-interval."}),
+	}
+	if err := controller.Register(reg, m.members, m.exhausted, m.writes); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *metrics) set(pool string, counts map[controller.MemberState]int, status v1alpha1.VolumePoolStatus) {
+	for _, s := range controller.MemberStates {
+		m.members.WithLabelValues(pool, string(s)).Set(float64(counts[s]))
+	}
+	exhausted := 0.0
+	if meta.IsStatusConditionTrue(status.Conditions, ConditionExhausted) {
+		exhausted = 1
+	}
+	m.exhausted.WithLabelValues(pool).Set(exhausted)
+}
+
+// forget drops the series of a deleted pool.
+func (m *metrics) forget(pool string) {
+	m.members.DeletePartialMatch(prometheus.Labels{"pool": pool})
+	m.exhausted.DeleteLabelValues(pool)
+}
