@@ -121,16 +121,20 @@ func (r *poolCase) issues(kind string) float64 {
 
 func (r *poolCase) create(ns, name string) {
 	r.t.Helper()
-	_, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), &corev1.PersistentVolumeClaim{
+	if _, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(context.Background(), claimOf(r.class, name), metav1.CreateOptions{}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// claimOf is a claim of 1Gi, ReadWriteOnce, of class.
+func claimOf(class, name string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: &r.class,
+			StorageClassName: &class,
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		r.t.Fatal(err)
 	}
 }
 

@@ -81,6 +81,8 @@ func TestVolumePoolAPI(t *testing.T) {
 		{"a reservation of nine days", map[string]any{"storageClassName": "c", "reserveFor": "216h"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
 		{"a reservation that is no duration", map[string]any{"storageClassName": "c", "reserveFor": "soon"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
 		{"an unknown scope", map[string]any{"storageClassName": "c", "reuseScope": "everyone"}, `supported values: "namespace", "cluster"`},
+		{"members made ahead without a maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3)}, "minAvailable needs maxVolumes, at least as large"},
+		{"more made ahead than the maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3), "maxVolumes": int64(2)}, "minAvailable needs maxVolumes, at least as large"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := &unstructured.Unstructured{Object: map[string]any{

@@ -25,6 +25,7 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
@@ -45,6 +46,19 @@ type Provisioner interface {
 	// Waiting counts the claims of the class named class that wait for a
 	// member because the pool cannot grow.
 	Waiting(class string) int
+
+	// CheckAhead says why the pool of class, as pool makes it, cannot keep
+	// members made ahead of claims (minAvailable), or nil.
+	CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) error
+	// AheadInFlight counts the members of the class named class being
+	// made ahead that Members does not list yet.
+	AheadInFlight(class string) int
+	// MakeAhead makes up to n members of class's pool ahead of claims,
+	// within its maximum, and returns how many it made.
+	MakeAhead(ctx context.Context, class *storagev1.StorageClass, pool *v1alpha1.VolumePool, n int) (int, error)
+	// FinishAhead completes the members of class made ahead that a
+	// stopped provisioner left without their storage.
+	FinishAhead(ctx context.Context, class *storagev1.StorageClass) error
 }
 
 // Controller is the pool manager.
@@ -162,18 +176,47 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if class, err := c.classes.Get(pool.Spec.StorageClassName); err == nil {
 		v.class = class
 	}
-	if !manages(pool, v.class, c.name) {
+	if !manages(pool, v.class, c.name, c.clock.Now()) {
 		c.metrics.forget(name)
 		return nil
 	}
+	var effective *storagev1.StorageClass
 	if v.class != nil && v.class.Provisioner == c.name && v.owner != nil && v.owner.Name == pool.Name {
-		v.members, v.settingsErr = c.provisioner.Members(controller.EffectiveClass(v.class, pool))
+		effective = controller.EffectiveClass(v.class, pool)
+		if ptr.Deref(pool.Spec.MinAvailable, 0) > 0 {
+			// Members a stopped provisioner left half made are finished
+			// before they are counted.
+			if err := c.provisioner.FinishAhead(ctx, effective); err != nil {
+				return err
+			}
+			v.aheadErr = c.provisioner.CheckAhead(effective, pool)
+			v.making = c.provisioner.AheadInFlight(v.class.Name)
+		}
+		v.members, v.settingsErr = c.provisioner.Members(effective)
 		v.waiting = c.provisioner.Waiting(v.class.Name)
 	}
 	r := decide(v)
+	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written || r.makeAhead == 0 {
+		return err
+	}
+	made, err := c.provisioner.MakeAhead(ctx, effective, pool, r.makeAhead)
+	klog.FromContext(ctx).V(2).Info("Made members ahead of claims", "pool", name, "made", made, "wanted", r.makeAhead)
+	if err != nil {
+		c.recorder.Eventf(pool, corev1.EventTypeWarning, reasonMakeAheadFailed, "Made %d of %d members ahead of claims: %v", made, r.makeAhead, err)
+		return fmt.Errorf("making members of VolumePool %s ahead: %w", name, err)
+	}
+	return nil
+}
+
+// writeStatus writes the status r decided for pool, if it changed, and
+// then records the events of the change. It reports whether the pool
+// has that status now: not when it changed meanwhile, and then it is
+// decided again, from its newer spec.
+func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.VolumePool, r result) (bool, error) {
+	name := pool.Name
 	c.metrics.set(pool.Name, r.counts, r.status)
 	if equality.Semantic.DeepEqual(pool.Status, r.status) {
-		return nil
+		return true, nil
 	}
 	updated := pool.DeepCopy()
 	updated.Status = r.status
@@ -182,12 +225,12 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if _, err := c.client.ReclaimableV1alpha1().VolumePools().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil
+			return false, nil
 		case apierrors.IsConflict(err):
 			c.queue.AddAfter(name, c.interval)
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("writing the status of VolumePool %s: %w", name, err)
+		return false, fmt.Errorf("writing the status of VolumePool %s: %w", name, err)
 	}
 	c.metrics.writes.Inc()
 	klog.FromContext(ctx).V(2).Info("Wrote pool status", "pool", name, "free", r.status.Free, "held", r.status.Held,
@@ -195,7 +238,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	for _, e := range r.events {
 		c.recorder.Event(pool, e.Type, e.Reason, e.Message)
 	}
-	return nil
+	return true, nil
 }
 
 func objectName(obj any) string {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
@@ -35,6 +36,8 @@ const (
 	reasonClassOfOtherProvisioner = "ClassOfAnotherProvisioner"
 	reasonClassOwnedByOtherPool   = "ClassOwnedByAnotherPool"
 	reasonInvalidSettings         = "InvalidSettings"
+	// reasonMinAvailableRefused: the class cannot keep members made ahead.
+	reasonMinAvailableRefused = "MinAvailableRefused"
 )
 
 // Events that report a change without a condition of its own.
@@ -46,6 +49,9 @@ const (
 	reasonSettingsOverrideClass = "SettingsOverrideClass"
 	// reasonReuseScopeWidened: reuseScope went from namespace to cluster.
 	reasonReuseScopeWidened = "ReuseScopeWidened"
+	// reasonMakeAheadFailed: making a member ahead of claims failed; it is
+	// retried with back-off.
+	reasonMakeAheadFailed = "MakeAheadFailed"
 )
 
 // Reasons of conditions that are never events.
@@ -53,6 +59,9 @@ const (
 	condReady          = "SettingsInForce"
 	condClaimsWaiting  = "ClaimsWaiting"
 	condNoClaimWaiting = "NoClaimWaiting"
+	// condBelowMinAvailable: fewer free members than minAvailable, more
+	// being made.
+	condBelowMinAvailable = "BelowMinAvailable"
 )
 
 // view is what the status of one pool is decided from.
@@ -71,7 +80,12 @@ type view struct {
 	settingsErr error
 	// waiting counts the claims of the class refused for want of a member.
 	waiting int
-	now     metav1.Time
+	// aheadErr says why the class cannot keep members made ahead
+	// (minAvailable); making counts those being made that members do not
+	// show yet.
+	aheadErr error
+	making   int
+	now      metav1.Time
 }
 
 // event is one event to record on the pool.
@@ -80,11 +94,13 @@ type event struct {
 }
 
 // result is the status a pool should have, what to report of the change,
-// and its members by state (for the gauge).
+// its members by state (for the gauge), and what to make.
 type result struct {
 	status v1alpha1.VolumePoolStatus
 	events []event
 	counts map[controller.MemberState]int
+	// makeAhead is how many members to make ahead of claims now.
+	makeAhead int
 }
 
 // decide returns the status of v.pool. It starts from the pool's current
@@ -102,6 +118,7 @@ func decide(v view) result {
 	}
 	counts := map[controller.MemberState]int{}
 	var events []event
+	makeAhead := 0
 
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
 	className := v.pool.Spec.StorageClassName
@@ -122,14 +139,10 @@ func decide(v view) result {
 		ready.Status, ready.Reason = metav1.ConditionTrue, condReady
 		ready.Message = fmt.Sprintf("the pool's settings are in force for StorageClass %s", className)
 	}
-	if old := meta.FindStatusCondition(prev.Conditions, ConditionReady); ready.Status == metav1.ConditionFalse && (old == nil || old.Status != ready.Status || old.Reason != ready.Reason) {
-		events = append(events, event{corev1.EventTypeWarning, ready.Reason, ready.Message})
-	}
-	meta.SetStatusCondition(&s.Conditions, ready)
-
 	exhausted := metav1.Condition{Type: ConditionExhausted, Status: metav1.ConditionFalse, Reason: condNoClaimWaiting,
 		Message: "no claim waits for a member", ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
-	if ready.Status == metav1.ConditionTrue {
+	inForce := ready.Status == metav1.ConditionTrue
+	if inForce {
 		effective := controller.EffectiveClass(v.class, v.pool)
 		capacity := resource.Quantity{Format: resource.BinarySI}
 		for _, pv := range v.members {
@@ -148,6 +161,27 @@ func decide(v view) result {
 		s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
 		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
 		s.Capacity = &capacity
+		pending := 0
+		for _, pv := range v.members {
+			if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
+				s.MadeAhead++
+				if controller.StoragePending(pv) {
+					pending++
+				}
+			}
+		}
+		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
+			free := counts[controller.StateFree]
+			switch {
+			case v.aheadErr != nil:
+				ready.Status, ready.Reason = metav1.ConditionFalse, reasonMinAvailableRefused
+				ready.Message = fmt.Sprintf("minAvailable %d cannot be kept for StorageClass %s: %v", min, className, v.aheadErr)
+			case free < min:
+				makeAhead = max(0, min-free-pending-v.making)
+				ready.Status, ready.Reason = metav1.ConditionFalse, condBelowMinAvailable
+				ready.Message = fmt.Sprintf("StorageClass %s has %d free members of at least %d (minAvailable); %d being made, within maxVolumes", className, free, min, pending+v.making+makeAhead)
+			}
+		}
 
 		if v.waiting > 0 {
 			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
@@ -171,8 +205,15 @@ func decide(v view) result {
 			}
 		}
 	}
+	// A pool briefly below its minimum (a claim took a member) is no news:
+	// only the reasons that need an administrator are events.
+	if old := meta.FindStatusCondition(prev.Conditions, ConditionReady); ready.Status == metav1.ConditionFalse && ready.Reason != condBelowMinAvailable &&
+		(old == nil || old.Status != ready.Status || old.Reason != ready.Reason) {
+		events = append(events, event{corev1.EventTypeWarning, ready.Reason, ready.Message})
+	}
+	meta.SetStatusCondition(&s.Conditions, ready)
 	meta.SetStatusCondition(&s.Conditions, exhausted)
-	return result{status: s, events: events, counts: counts}
+	return result{status: s, events: events, counts: counts, makeAhead: makeAhead}
 }
 
 // manages reports whether the pool manager of provisioner keeps the status
@@ -183,14 +224,19 @@ func decide(v view) result {
 // never undo one another's writes. A pool whose class another provisioner
 // serves is told so once, by whichever installation sees it first, unless
 // a status already shows it is served or told: the installation that
-// serves the class writes Ready, and no other overwrites it.
-func manages(pool *v1alpha1.VolumePool, class *storagev1.StorageClass, provisioner string) bool {
+// serves the class writes Ready, and no other overwrites it; a pool newer
+// than foreignGrace is left to it, which may not have seen it yet.
+func manages(pool *v1alpha1.VolumePool, class *storagev1.StorageClass, provisioner string, now time.Time) bool {
 	if class == nil || class.Provisioner == provisioner {
 		return true
 	}
 	ready := meta.FindStatusCondition(pool.Status.Conditions, ConditionReady)
-	return ready == nil || ready.Reason == reasonClassNotFound
+	return (ready == nil || ready.Reason == reasonClassNotFound) && now.Sub(pool.CreationTimestamp.Time) > foreignGrace
 }
+
+// foreignGrace is how long a pool whose class another provisioner serves
+// is left for that provisioner's installation to write its status first.
+const foreignGrace = 2 * resyncPeriod
 
 // later returns the later of t and u, to the second (as the API stores it).
 func later(t *metav1.Time, u time.Time) *metav1.Time {

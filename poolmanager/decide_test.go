@@ -78,6 +78,22 @@ func transitioned(at time.Time) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) { pv.Status.LastPhaseTransitionTime = &metav1.Time{Time: at} }
 }
 
+func minAvailable(n int32) func(*v1alpha1.VolumePool) {
+	return func(p *v1alpha1.VolumePool) {
+		p.Spec.MaxVolumes, p.Spec.MinAvailable = ptr.To[int32](10), ptr.To(n)
+	}
+}
+
+// aheadMember is a member made ahead of claims, its storage made or not.
+func aheadMember(name string, pending bool) *corev1.PersistentVolume {
+	pv := member(name, corev1.VolumeAvailable, annotate(keys.MadeAhead, "p"))
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "kube-system", Name: keys.MadeAheadClaim(name)}
+	if pending {
+		pv.Annotations[keys.StoragePending] = "true"
+	}
+	return pv
+}
+
 // A member of every state, counted once each.
 func everyState() []*corev1.PersistentVolume {
 	return []*corev1.PersistentVolume{
@@ -106,6 +122,8 @@ func TestDecide(t *testing.T) {
 		events     []string // reasons
 		lastIssued *time.Time
 		scope      string
+		makeAhead  int
+		madeAhead  int32
 	}{
 		{
 			name: "in force: every state counted once",
@@ -176,6 +194,26 @@ func TestDecide(t *testing.T) {
 				class: class(map[string]string{"backend": "directory", "maxVolumes": "50"})},
 			capacity: "0", ready: metav1.ConditionTrue, readyWhy: condReady, exhausted: metav1.ConditionFalse, scope: "namespace",
 		},
+		{
+			name: "minAvailable: three short, one being made, one waiting for its storage",
+			v: view{pool: pool("p", observed("namespace"), minAvailable(4)), class: ready, making: 1,
+				members: []*corev1.PersistentVolume{aheadMember("a1", false), aheadMember("a2", true)}},
+			want: [6]int32{1, 0, 0, 0, 0, 2}, capacity: "2Gi", ready: metav1.ConditionFalse, readyWhy: condBelowMinAvailable, exhausted: metav1.ConditionFalse,
+			scope: "namespace", makeAhead: 1, madeAhead: 2,
+		},
+		{
+			name: "minAvailable met",
+			v: view{pool: pool("p", observed("namespace"), minAvailable(1)), class: ready,
+				members: []*corev1.PersistentVolume{aheadMember("a1", false), member("bound", corev1.VolumeBound, claimRef("u1"), annotate(keys.MadeAhead, "p"))}},
+			want: [6]int32{1, 0, 0, 1, 0, 2}, capacity: "2Gi", ready: metav1.ConditionTrue, readyWhy: condReady, exhausted: metav1.ConditionFalse,
+			scope: "namespace", madeAhead: 1,
+		},
+		{
+			name:     "minAvailable a static pool cannot keep",
+			v:        view{pool: pool("p", observed("namespace"), minAvailable(2)), class: ready, aheadErr: errors.New("the static backend makes no volumes")},
+			capacity: "0", ready: metav1.ConditionFalse, readyWhy: reasonMinAvailableRefused, exhausted: metav1.ConditionFalse,
+			events: []string{reasonMinAvailableRefused}, scope: "namespace",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,6 +243,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tt.lastIssued != nil && (s.LastIssued == nil || !s.LastIssued.Time.Equal(*tt.lastIssued)) {
 				t.Errorf("lastIssued = %v, want %v", s.LastIssued, tt.lastIssued)
+			}
+			if r.makeAhead != tt.makeAhead || s.MadeAhead != tt.madeAhead {
+				t.Errorf("makeAhead %d, status madeAhead %d; want %d, %d", r.makeAhead, s.MadeAhead, tt.makeAhead, tt.madeAhead)
 			}
 			if s.ReuseScope != tt.scope {
 				t.Errorf("reuseScope = %q, want %q", s.ReuseScope, tt.scope)
@@ -249,8 +290,9 @@ func TestDecideKeepsTheLatestTimes(t *testing.T) {
 // another provisioner's class so only while nobody has.
 func TestManages(t *testing.T) {
 	ours, theirs := class(nil), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "cache"}, Provisioner: "other"}
+	old := func(p *v1alpha1.VolumePool) { p.CreationTimestamp = metav1.NewTime(t0) }
 	withReady := func(status metav1.ConditionStatus, reason string) *v1alpha1.VolumePool {
-		return pool("p", func(p *v1alpha1.VolumePool) {
+		return pool("p", old, func(p *v1alpha1.VolumePool) {
 			p.Status.Conditions = []metav1.Condition{{Type: ConditionReady, Status: status, Reason: reason}}
 		})
 	}
@@ -263,13 +305,14 @@ func TestManages(t *testing.T) {
 		{"our class", withReady(metav1.ConditionTrue, condReady), ours, true},
 		{"our class, told otherwise before", withReady(metav1.ConditionFalse, reasonClassOfOtherProvisioner), ours, true},
 		{"no class: the same status from everyone", withReady(metav1.ConditionTrue, condReady), nil, true},
-		{"another provisioner's class, no status yet", pool("p"), theirs, true},
+		{"another provisioner's class, no status yet", pool("p", old), theirs, true},
+		{"another provisioner's class, a new pool: left to its own installation first", pool("p", func(p *v1alpha1.VolumePool) { p.CreationTimestamp = metav1.NewTime(t1.Add(-time.Minute)) }), theirs, false},
 		{"another provisioner's class, its class was missing", withReady(metav1.ConditionFalse, reasonClassNotFound), theirs, true},
 		{"another provisioner's class, already told", withReady(metav1.ConditionFalse, reasonClassOfOtherProvisioner), theirs, false},
 		{"another installation's pool", withReady(metav1.ConditionTrue, condReady), theirs, false},
 		{"another installation's second pool", withReady(metav1.ConditionFalse, reasonClassOwnedByOtherPool), theirs, false},
 	} {
-		if got := manages(tt.pool, tt.class, testProvisioner); got != tt.want {
+		if got := manages(tt.pool, tt.class, testProvisioner, t1); got != tt.want {
 			t.Errorf("%s: manages = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -49,11 +49,16 @@ type volumeMaker interface {
 	// create makes the storage of v. It is idempotent: a retry for the
 	// same name reuses what an earlier attempt made.
 	create(ctx context.Context, v newVolume) (madeVolume, error)
+	// plan says what create will make of v, without making it, so that the
+	// volume object of a member made ahead exists before its storage.
+	plan(v newVolume) (madeVolume, error)
 }
 
 // newVolume is a volume a backend is asked to make.
 type newVolume struct {
-	name  string
+	name string
+	// claim is the claim it is for; for a member made ahead, a claim of
+	// the pool's template that exists nowhere.
 	claim *corev1.PersistentVolumeClaim
 	// node is the node the scheduler selected for a claim that waits for
 	// its first consumer, else nil.

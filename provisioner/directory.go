@@ -168,6 +168,10 @@ func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, err
 	if err := c.dirs.create(c.baseDir, v.name, c.directoryMode); err != nil {
 		return madeVolume{}, err
 	}
+	return c.plan(v)
+}
+
+func (c *directoryClass) plan(v newVolume) (madeVolume, error) {
 	return madeVolume{source: c.volumeSource(v.name), annotations: keys.Map(annBaseDir, c.baseDir, annDirectory, v.name)}, nil
 }
 

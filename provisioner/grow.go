@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -68,32 +69,38 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		p.pending.unreserve(opts.PVName)
 		return nil, lib.ProvisioningFinished, err
 	}
+	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, affinity, keys.Map(
+		keys.LastClaim, claimKey(claim),
+		annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
+		// See take: a volume whose claim got bound elsewhere returns to
+		// the pool.
+		volumehelpers.AnnBoundByController, "yes",
+	))
+	pv.Labels = volumeLabels
+	p.metrics.created.WithLabelValues(class.Name).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
+	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
+	return pv, lib.ProvisioningFinished, nil
+}
+
+// volumeObject is the PersistentVolume of v, a volume of class, around what
+// its backend made (or will make) of it: shaped as v's claim asks, pinned by
+// affinity, with the annotations given and the backend's.
+func volumeObject(class *storagev1.StorageClass, backend string, v newVolume, made madeVolume, affinity *corev1.VolumeNodeAffinity, annotations map[string]string) *corev1.PersistentVolume {
 	if made.nodeAffinity != nil {
 		affinity = made.nodeAffinity
 	}
-
 	policy := corev1.PersistentVolumeReclaimRetain
 	if class.ReclaimPolicy != nil {
 		policy = *class.ReclaimPolicy
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   opts.PVName,
-			Labels: volumeLabels,
-			Annotations: keys.Map(
-				annBackend, params.backend,
-				keys.LastClaim, claimKey(claim),
-				annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
-				// See take: a volume whose claim got bound elsewhere
-				// returns to the pool.
-				volumehelpers.AnnBoundByController, "yes",
-			),
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: v.name, Annotations: map[string]string{}},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: claim.Spec.Resources.Requests[corev1.ResourceStorage]},
-			AccessModes: claim.Spec.AccessModes,
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: v.claim.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes: v.claim.Spec.AccessModes,
 			// A backend refuses the modes it cannot make.
-			VolumeMode:                    ptr.To(ptr.Deref(claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
+			VolumeMode:                    ptr.To(ptr.Deref(v.claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
 			PersistentVolumeReclaimPolicy: policy,
 			StorageClassName:              class.Name,
 			MountOptions:                  class.MountOptions,
@@ -101,9 +108,8 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 			PersistentVolumeSource:        made.source,
 		},
 	}
+	keys.Set(pv.Annotations, annBackend, backend)
+	maps.Copy(pv.Annotations, annotations)
 	maps.Copy(pv.Annotations, made.annotations)
-	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
-	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
-	return pv, lib.ProvisioningFinished, nil
+	return pv
 }

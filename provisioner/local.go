@@ -121,6 +121,13 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		}
 		return madeVolume{}, err
 	}
+	return c.plan(v)
+}
+
+func (c *localClass) plan(v newVolume) (madeVolume, error) {
+	if v.node == nil {
+		return madeVolume{}, fmt.Errorf("the %s backend makes a volume on a node, and volume %s has none", backendLocal, v.name)
+	}
 	annotations := keys.Map(annNode, v.node.Name, annNodePath, c.nodePath, annDirectory, v.name)
 	if c.templates != "" {
 		keys.Set(annotations, annLifecycleTemplates, c.templates)

@@ -126,6 +126,8 @@ type pendingVolumes struct {
 type pendingVolume struct {
 	class, node string
 	at          time.Time
+	// ahead: a member made ahead of any claim (minAvailable).
+	ahead bool
 }
 
 func newPendingVolumes(clk clock.PassiveClock) *pendingVolumes {
@@ -175,6 +177,30 @@ func (v *pendingVolumes) reserve(class, name, node string, max, maxPerNode int, 
 	}
 	v.pending[name] = pendingVolume{class: class, node: node, at: now}
 	return len(names), onNode, true
+}
+
+// markAhead marks the place held for name as a member made ahead.
+func (v *pendingVolumes) markAhead(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.pending[name]; ok {
+		p.ahead = true
+		v.pending[name] = p
+	}
+}
+
+// aheadInFlight counts the members of class made ahead whose volume object
+// cached does not report yet.
+func (v *pendingVolumes) aheadInFlight(class string, cached func(name string) bool) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for name, p := range v.pending {
+		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= expectationTTL {
+			n++
+		}
+	}
+	return n
 }
 
 // unreserve gives up the place of name: its creation failed, or it was

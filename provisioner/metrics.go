@@ -19,6 +19,7 @@ type metrics struct {
 	conflicts *prometheus.CounterVec
 	issues    *prometheus.CounterVec
 	lifecycle *prometheus.HistogramVec
+	madeAhead *prometheus.HistogramVec
 	members   *membersCollector
 	lib       libmetrics.Metrics
 }
@@ -48,13 +49,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Lifecycle pods of the local backend, from creation to their end, by operation (create, delete) and result (succeeded, failed, deadline).",
 			Buckets: []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300}},
 			[]string{"op", "result"}),
+		madeAhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "made_ahead_duration_seconds",
+			Help:    "Members made ahead of claims for a VolumePool's minAvailable, by class: the time to make one, from its volume object to its storage ready.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}},
+			[]string{"class"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.members,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

@@ -85,6 +85,9 @@ func issuable(a availability) bool { return a != inUse && a != otherNamespace }
 // with none, its last claim's; "" for a volume never bound, which belongs
 // to no namespace yet.
 func lastNamespace(pv *corev1.PersistentVolume) string {
+	if controller.MadeAhead(pv) {
+		return "" // its claimRef names no claim's namespace
+	}
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		return ref.Namespace
 	}
@@ -93,8 +96,11 @@ func lastNamespace(pv *corev1.PersistentVolume) string {
 }
 
 func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
-	if pv.DeletionTimestamp != nil {
+	switch {
+	case pv.DeletionTimestamp != nil || controller.StoragePending(pv):
 		return inUse
+	case controller.MadeAhead(pv):
+		return free
 	}
 	ref := pv.Spec.ClaimRef
 	switch {
@@ -279,6 +285,9 @@ func stillReleased(pv *corev1.PersistentVolume) int {
 // Released volume still names it in its claimRef; a volume the releaser
 // returned to the pool carries it in an annotation.
 func lastClaim(pv *corev1.PersistentVolume) string {
+	if controller.MadeAhead(pv) {
+		return "" // no claim had it yet
+	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" {
 		return ref.Namespace + "/" + ref.Name
 	}
@@ -369,6 +378,8 @@ const (
 	issueSameClaim   issueKind = "same-claim"
 	issueOtherMember issueKind = "other-member"
 	issueNewVolume   issueKind = "new-volume"
+	// issueMadeAhead: a member made ahead for minAvailable, its first claim.
+	issueMadeAhead issueKind = "made-ahead"
 )
 
 // issuedNow reports whether cur, the update of a pool member old, gave it to
@@ -379,7 +390,10 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 	if is == nil || is.UID == "" || (was != nil && was.UID != "") {
 		return "", false
 	}
-	if lastClaim(old) == is.Namespace+"/"+is.Name {
+	switch {
+	case controller.MadeAhead(old):
+		return issueMadeAhead, true
+	case lastClaim(old) == is.Namespace+"/"+is.Name:
 		return issueSameClaim, true
 	}
 	return issueOtherMember, true

@@ -2,6 +2,8 @@ package controller
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // MemberState is what a pool member is doing, read from the volume alone.
@@ -24,7 +26,8 @@ const (
 	StateBound MemberState = "bound"
 	// StateReleased: its claim is gone, and it is not back in the pool yet.
 	StateReleased MemberState = "released"
-	// StateOther: Failed, or being deleted; counted in the total only.
+	// StateOther: Failed, being deleted, or made ahead with its storage
+	// not made yet; counted in the total only.
 	StateOther MemberState = "other"
 )
 
@@ -37,8 +40,10 @@ var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound
 func StateOf(pv *corev1.PersistentVolume) MemberState {
 	ref := pv.Spec.ClaimRef
 	switch {
-	case pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed:
+	case pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed || StoragePending(pv):
 		return StateOther
+	case MadeAhead(pv):
+		return StateFree
 	case Reserved(pv):
 		return StateReserved
 	case ref != nil && ref.UID == "":
@@ -52,4 +57,19 @@ func StateOf(pv *corev1.PersistentVolume) MemberState {
 		return StateBound
 	}
 	return StateFree
+}
+
+// MadeAhead reports whether pv was made ahead of any claim and no claim has
+// had it yet: its claimRef still names keys.MadeAheadClaim.
+func MadeAhead(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	_, marked := pv.Annotations[keys.MadeAhead]
+	return marked && ref != nil && ref.UID == "" && ref.Name == keys.MadeAheadClaim(pv.Name)
+}
+
+// StoragePending reports whether pv, made ahead, still waits for its
+// storage.
+func StoragePending(pv *corev1.PersistentVolume) bool {
+	_, pending := pv.Annotations[keys.StoragePending]
+	return pending
 }

@@ -163,7 +163,23 @@ const (
 	// ReleasedAt on a PersistentVolume is the RFC 3339 time the releaser last
 	// returned it to the pool.
 	ReleasedAt = Domain + "/released-at"
+
+	// MadeAhead on a PersistentVolume names the VolumePool it was made ahead
+	// for (minAvailable), before any claim asked. Until a claim has it, its
+	// spec.claimRef names a claim that never exists, MadeAheadClaim of its
+	// name, without UID: the PV controller binds it to no claim, and only
+	// the provisioner issues it. New in this release: one name only.
+	MadeAhead = Domain + "/made-ahead"
+
+	// StoragePending on a volume made ahead says its storage is not made
+	// yet: the volume object comes first, so that a provisioner stopped
+	// at any point finds what it started. Such a volume is issued to no one.
+	StoragePending = Domain + "/storage-pending"
 )
+
+// MadeAheadClaim is the name in the claimRef of volume pv, made ahead of
+// any claim, until a claim has it.
+func MadeAheadClaim(pv string) string { return "made-ahead-" + pv }
 
 // EnabledKey returns the annotation that switches claim creation on for a volume.
 func EnabledKey(volume string) string { return ClaimPrefix + volume + EnabledSuffix }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -34,6 +35,8 @@ type VolumePool struct {
 
 // VolumePoolSpec is what an administrator says of a pool. A field left out
 // falls back to the class's parameter of the same name, then to its default.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || self.minAvailable == 0 || (has(self.maxVolumes) && self.minAvailable <= self.maxVolumes)",message="minAvailable needs maxVolumes, at least as large: members made ahead count against it"
 type VolumePoolSpec struct {
 	// StorageClassName is the class whose volumes form the pool; its
 	// provisioner must be this one. One pool per class: a second pool for
@@ -70,6 +73,31 @@ type VolumePoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=namespace;cluster
 	ReuseScope string `json:"reuseScope,omitempty"`
+
+	// MinAvailable is how many free members (no claim named, not held or
+	// reserved) the pool keeps ready: the provisioner makes them ahead of
+	// any claim, shaped by Template, within maxVolumes, which it needs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
+
+	// Template shapes the members made ahead for MinAvailable. A claim
+	// that fits one takes it; any other grows the pool as before.
+	// +optional
+	Template *VolumePoolTemplate `json:"template,omitempty"`
+}
+
+// VolumePoolTemplate is the shape of a member made ahead.
+type VolumePoolTemplate struct {
+	// Capacity of each member made ahead. Default: 1Gi.
+	// +optional
+	Capacity *resource.Quantity `json:"capacity,omitempty"`
+
+	// AccessModes of each member made ahead. Default: ReadWriteOnce.
+	// +optional
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=set
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
 }
 
 // VolumePoolStatus is the state of a pool's members, counted from what the
@@ -104,6 +132,10 @@ type VolumePoolStatus struct {
 	// Total members, in every state.
 	// +optional
 	Total int32 `json:"total"`
+	// MadeAhead members: free members made ahead for minAvailable that no
+	// claim has had yet, and those being made.
+	// +optional
+	MadeAhead int32 `json:"madeAhead"`
 
 	// Capacity is the capacity of every member together.
 	// +optional
