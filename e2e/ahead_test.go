@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -246,4 +247,60 @@ func (r *poolCase) classVolumes() []*corev1.PersistentVolume {
 		}
 	}
 	return out
+}
+
+// A pool of a node-local class makes its members ahead on the nodes its
+// template names, each through a lifecycle pod on the real node; the next
+// pod there gets the member made ahead, and the pool makes another.
+func TestNodeLocalPoolMakesMembersAheadOnTheNode(t *testing.T) {
+	c := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
+	ctx := context.Background()
+	pools := volumePools(t)
+	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("warm")},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.class, MinAvailable: ptr.To[int32](1), MaxVolumes: ptr.To[int32](2),
+			Template: &v1alpha1.VolumePoolTemplate{NodeSelector: map[string]string{cluster.RealNodeLabel: "true"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+
+	ahead := waitMadeAhead(t, c.class, 1)[0]
+	c.onTheNode(t, ahead)
+	if _, err := os.Stat(ahead.Spec.HostPath.Path); err != nil {
+		t.Fatalf("the member made ahead has no directory on the node: %v", err)
+	}
+	c.noHelperLeft(t)
+
+	const claim = "cache"
+	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "into a member made ahead\n"))
+	if got := boundVolume(t, c.ns, claim); got.Name != ahead.Name {
+		t.Errorf("the pod's claim got volume %s, want %s, made ahead on its node", got.Name, ahead.Name)
+	}
+	next := waitMadeAhead(t, c.class, 1)[0]
+	c.onTheNode(t, next)
+	deletePod(t, c.ns, "writer", claim)
+	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// waitMadeAhead waits until class has n members made ahead and ready, no
+// claim's yet, and returns them.
+func waitMadeAhead(t *testing.T, class string, n int) []*corev1.PersistentVolume {
+	t.Helper()
+	var ready []*corev1.PersistentVolume
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := framework.Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready = nil
+		for i := range list.Items {
+			pv := &list.Items[i]
+			if pv.Spec.StorageClassName == class && controller.MadeAhead(pv) && !controller.StoragePending(pv) {
+				ready = append(ready, pv)
+			}
+		}
+		return len(ready) == n, nil
+	}, fmt.Sprintf("%d members of class %s made ahead", n, class))
+	return ready
 }

@@ -1,16 +1,20 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
@@ -41,8 +45,8 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	switch {
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
-	case params.backend == backendLocal:
-		return fmt.Errorf("the %s backend makes a volume on the node of its first consumer, and members made ahead have none yet", backendLocal)
+	case params.backend == backendLocal && len(p.aheadNodes(class, pool)) == 0:
+		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), backendLocal)
 	case class.ReclaimPolicy != nil && *class.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain:
 		return fmt.Errorf("the class's reclaimPolicy is %s: its volumes leave the pool when released, so members made ahead would be used once", *class.ReclaimPolicy)
 	}
@@ -59,6 +63,14 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 // AheadInFlight counts the members of class being made ahead that the
 // cache does not show yet.
 func (p *provisioner) AheadInFlight(class string) int {
+	n := 0
+	for _, c := range p.aheadInFlight(class) {
+		n += c
+	}
+	return n
+}
+
+func (p *provisioner) aheadInFlight(class string) map[string]int {
 	return p.pending.aheadInFlight(class, func(name string) bool {
 		_, exists, _ := p.volumes.GetByKey(name)
 		return exists
@@ -78,12 +90,13 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	maker, _ := params.pool.maker()
 	for made := 0; made < n; made++ {
 		name := "pvc-" + string(uuid.NewUUID())
-		if _, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, params.maxVolumesPerNode); !ok {
+		node, ok := p.placeAhead(class, pool, name, params)
+		if !ok {
 			return made, nil // the maximum is reached; claims may still free members
 		}
 		p.pending.markAhead(name)
 		start := p.clock.Now()
-		v := newVolume{name: name, claim: aheadClaim(pool, name)}
+		v := newVolume{name: name, claim: aheadClaim(pool, name), node: node}
 		if err := p.makeAhead(ctx, class, params.backend, maker, pool.Name, v); err != nil {
 			return made, err
 		}
@@ -123,7 +136,15 @@ func (p *provisioner) finishAhead(ctx context.Context, maker volumeMaker, pv *co
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: pv.Spec.Capacity[corev1.ResourceStorage]}},
 		},
 	}
-	if _, err := maker.create(ctx, newVolume{name: pv.Name, claim: claim}); err != nil {
+	var node *corev1.Node
+	if name := keys.Value(pv.Annotations, annNode); name != "" {
+		n, err := p.nodeNamed(name)
+		if err != nil {
+			return fmt.Errorf("making the storage of volume %s ahead of claims on node %s: %w", pv.Name, name, err)
+		}
+		node = n
+	}
+	if _, err := maker.create(ctx, newVolume{name: pv.Name, claim: claim, node: node}); err != nil {
 		return fmt.Errorf("making the storage of volume %s ahead of claims: %w", pv.Name, err)
 	}
 	updated := pv.DeepCopy()
@@ -189,3 +210,86 @@ func aheadClaim(pool *v1alpha1.VolumePool, pv string) *corev1.PersistentVolumeCl
 // aheadNamespace holds the claims named by members made ahead; none is
 // ever made. kube-system: who may create claims there may do far more.
 const aheadNamespace = metav1.NamespaceSystem
+
+// placeAhead holds a place within the class's maximum for a member made
+// ahead, named name: for a node-local class, on the node of aheadNodes with
+// the fewest free members of the class that has room (maxVolumesPerNode),
+// which it returns. It reports false when there is no room.
+func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool, name string, params *params) (*corev1.Node, bool) {
+	if params.backend != backendLocal {
+		_, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, params.maxVolumesPerNode)
+		return nil, ok
+	}
+	nodes := p.aheadNodes(class, pool)
+	free := p.aheadInFlight(class.Name)
+	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class.Name)
+	for _, o := range objs {
+		if pv, ok := o.(*corev1.PersistentVolume); ok && (controller.StateOf(pv) == controller.StateFree || controller.StoragePending(pv)) {
+			free[keys.Value(pv.Annotations, annNode)]++
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(free[a.Name], free[b.Name]) })
+	for _, node := range nodes {
+		count, _, ok := p.reserve(class.Name, name, node.Name, params.maxVolumes, params.maxVolumesPerNode)
+		if ok {
+			return node, true
+		}
+		if params.maxVolumes > 0 && count >= params.maxVolumes {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// aheadNodes lists, by name, the nodes members of class (a local class)
+// are made ahead on: Ready, schedulable, within the class's
+// allowedTopologies and the pool's template nodeSelector.
+func (p *provisioner) aheadNodes(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) []*corev1.Node {
+	if p.nodes == nil {
+		return nil
+	}
+	all, err := p.nodes.List(labels.SelectorFromSet(templateNodes(pool)))
+	if err != nil {
+		return nil
+	}
+	affinity := nodeAffinity(class)
+	var out []*corev1.Node
+	for _, n := range all {
+		if n.Spec.Unschedulable || !nodeReady(n) {
+			continue
+		}
+		if affinity != nil {
+			if ok, err := corev1helpers.MatchNodeSelectorTerms(n, affinity.Required); err != nil || !ok {
+				continue
+			}
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// templateNodes is the pool's template nodeSelector, nil for every node.
+func templateNodes(pool *v1alpha1.VolumePool) map[string]string {
+	if t := pool.Spec.Template; t != nil {
+		return t.NodeSelector
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nodeNamed is the node called name, from the cache.
+func (p *provisioner) nodeNamed(name string) (*corev1.Node, error) {
+	if p.nodes == nil {
+		return nil, errors.New("no node cache")
+	}
+	return p.nodes.Get(name)
+}

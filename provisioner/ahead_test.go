@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -154,6 +155,9 @@ func TestCheckAhead(t *testing.T) {
 	f := newFixture(t, nil)
 	static := f.directoryClass(nil)
 	static.Parameters = map[string]string{"backend": "static"}
+	local := f.directoryClass(nil)
+	local.Parameters = map[string]string{"backend": "local", "nodePath": "/mnt/disk"}
+	local.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
 	deleting := f.directoryClass(nil)
 	deleting.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 	for _, tt := range []struct {
@@ -164,6 +168,7 @@ func TestCheckAhead(t *testing.T) {
 		{"directory", f.p.CheckAhead(f.directoryClass(nil), aheadPool()), ""},
 		{"a static pool", f.p.CheckAhead(static, aheadPool()), "makes no volumes"},
 		{"reclaim policy Delete", f.p.CheckAhead(deleting, aheadPool()), "reclaimPolicy is Delete"},
+		{"a local class without a node to make members on", f.p.CheckAhead(local, aheadPool()), "no Ready, schedulable node"},
 		{"a template above maxCapacity", f.p.CheckAhead(f.directoryClass(map[string]string{"maxCapacity": "1Gi"}), aheadPool(func(p *v1alpha1.VolumePool) {
 			p.Spec.Template = &v1alpha1.VolumePoolTemplate{Capacity: ptr.To(resource.MustParse("5Gi"))}
 		})), "above the class's maxCapacity"},

@@ -86,6 +86,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg)
 	p.requeue = claims.requeue
+	p.nodes = factory.Core().V1().Nodes().Lister()
 	if pools != nil {
 		p.pools = pools.GetIndexer()
 		// A pool's new maximum may serve the claims that wait for room.

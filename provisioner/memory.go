@@ -189,18 +189,18 @@ func (v *pendingVolumes) markAhead(name string) {
 	}
 }
 
-// aheadInFlight counts the members of class made ahead whose volume object
-// cached does not report yet.
-func (v *pendingVolumes) aheadInFlight(class string, cached func(name string) bool) int {
+// aheadInFlight counts, by node ("" for none), the members of class made
+// ahead whose volume object cached does not report yet.
+func (v *pendingVolumes) aheadInFlight(class string, cached func(name string) bool) map[string]int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n := 0
+	out := map[string]int{}
 	for name, p := range v.pending {
 		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= expectationTTL {
-			n++
+			out[p.node]++
 		}
 	}
-	return n
+	return out
 }
 
 // unreserve gives up the place of name: its creation failed, or it was

@@ -55,8 +55,11 @@ type provisioner struct {
 	volumes cache.Indexer
 	// pools holds the VolumePools, whose settings override their class's
 	// parameters.
-	pools    cache.Indexer
-	claims   corelisters.PersistentVolumeClaimLister
+	pools  cache.Indexer
+	claims corelisters.PersistentVolumeClaimLister
+	// nodes are where members of node-local classes are made ahead; nil
+	// without a node cache.
+	nodes    corelisters.NodeLister
 	recorder record.EventRecorder
 	metrics  *metrics
 	// backends by the name a class gives them.

@@ -98,6 +98,13 @@ type VolumePoolTemplate struct {
 	// +kubebuilder:validation:MaxItems=4
 	// +listType=set
 	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+
+	// NodeSelector, for a class of the local backend, names the nodes
+	// members are made ahead on, within the class's allowedTopologies:
+	// each goes to the Ready, schedulable node among them with the fewest
+	// free members of the pool. Default: every such node.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
 // VolumePoolStatus is the state of a pool's members, counted from what the
