@@ -68,6 +68,9 @@ type Config struct {
 	// NodeLocalCycles of each kind of the node-local run (a miss, a hit and
 	// the floor, on a real node); 0 skips it.
 	NodeLocalCycles int
+	// MadeAheadCycles of each part of the made-ahead run (claims no member
+	// fits, without and with a pool's minAvailable); 0 skips it.
+	MadeAheadCycles int
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -162,6 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.resources(r)
 	b.scheduling(ctx, r)
 	b.reservations(ctx, r)
+	b.madeAheadRun(ctx, r)
 	b.nodeLocalRun(ctx, r)
 	b.failoverRun(ctx, r)
 	b.scaleRun(ctx, r)
@@ -177,7 +181,7 @@ func newReport(cfg Config) *Report {
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
-		NodeLocalCycles: cfg.NodeLocalCycles,
+		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles,
 	}}
 }
 
@@ -446,6 +450,20 @@ func (b *bench) nodeLocalRun(ctx context.Context, r *Report) {
 		b.note(r, "node-local run: %v", err)
 	}
 	r.NodeLocal = n
+}
+
+// madeAheadRun measures claims no member fits, without and with members
+// made ahead.
+func (b *bench) madeAheadRun(ctx context.Context, r *Report) {
+	if b.cfg.MadeAheadCycles == 0 {
+		return
+	}
+	b.logf("Made ahead: %d claims no member fits at concurrency %d, without a pool, then with minAvailable %d", b.cfg.MadeAheadCycles, b.cfg.Concurrency, b.cfg.Concurrency)
+	m, err := b.madeAhead(ctx, b.cfg.MadeAheadCycles, b.cfg.Concurrency)
+	if err != nil {
+		b.note(r, "made-ahead run: %v", err)
+	}
+	r.MadeAhead = m
 }
 
 // failoverRun kills each leader and times its standby.

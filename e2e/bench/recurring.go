@@ -243,15 +243,20 @@ func (b *bench) volumeFree(volume string) bool {
 	return v != nil && v.phase == corev1.VolumeAvailable
 }
 
-// claimCycle creates a claim of class in ns, waits until it is bound,
-// deletes it and waits until its volume is back in the pool (released and
-// Available, or reserved).
+// claimCycle creates a claim of 1Gi of class in ns, waits until it is
+// bound, deletes it and waits until its volume is back in the pool
+// (released and Available, or reserved).
 func (b *bench) claimCycle(ctx context.Context, ns, name, class string) (cycleTimes, error) {
+	return b.claimCycleOf(ctx, ns, name, class, "1Gi")
+}
+
+// claimCycleOf is claimCycle with a claim of size.
+func (b *bench) claimCycleOf(ctx context.Context, ns, name, class, size string) (cycleTimes, error) {
 	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
 	defer cancel()
 	var t cycleTimes
 	t.start = time.Now()
-	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, "1Gi"), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, size), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
 	}

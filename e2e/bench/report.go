@@ -36,6 +36,9 @@ type Report struct {
 	// OneOff is what a reservation costs claims whose names never come
 	// back: the class of the recurring run, and the same without reserveFor.
 	OneOff []OneOff `json:"one_off,omitempty"`
+	// MadeAhead is the made-ahead run (claims no member fits, without and
+	// with a pool's minAvailable).
+	MadeAhead *MadeAhead `json:"made_ahead,omitempty"`
 	// NodeLocal is the node-local run (a local class on a real node).
 	NodeLocal *NodeLocal `json:"node_local,omitempty"`
 	Failover  *Failover  `json:"failover,omitempty"`
@@ -70,6 +73,7 @@ type Settings struct {
 	SchedulingLevels  []int  `json:"scheduling_levels,omitempty"`
 	RecurringCycles   int    `json:"recurring_cycles"`
 	NodeLocalCycles   int    `json:"node_local_cycles"`
+	MadeAheadCycles   int    `json:"made_ahead_cycles,omitempty"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -268,6 +272,12 @@ func (r *Report) Evaluate() {
 	} else if r.Settings.RecurringCycles > 0 {
 		add("recurring claims that got their own volume back", ">= 95%", "not measured", nil)
 	}
+	if m := r.MadeAhead; m != nil && m.With.N > 0 {
+		if s := step(StepBoundHit); s != nil && s.PodFloor != nil && s.PodFloor.N > 0 {
+			reference("claim no member fits, created -> Bound p99: without / with minAvailable vs pod floor's bind", fmt.Sprintf("%s / %s vs %s",
+				fmtMs(m.Without.P99ms), fmtMs(m.With.P99ms), fmtMs(s.PodFloor.P99ms)))
+		}
+	}
 	if r.Cost.Cycles > 0 {
 		add("requests per full cycle, events included", "<= 6", fmt.Sprintf("%.2f", r.Cost.PerCycle), yes(r.Cost.PerCycle <= 6))
 		add("failed writes in steady state", "0", fmt.Sprintf("%.0f", r.Cost.FailedWrites), yes(r.Cost.FailedWrites == 0))
@@ -320,6 +330,7 @@ func (r *Report) Markdown(w io.Writer) {
 	r.scaleSection(p)
 	r.schedulingSection(p)
 	r.reservationsSection(p)
+	r.madeAheadSection(p)
 	r.nodeLocalSection(p)
 	r.failoverSection(p)
 	r.targetsSection(p)
@@ -515,6 +526,21 @@ func (r *Report) reservationsSection(p printer) {
 }
 
 // nodeLocalSection writes the node-local run.
+// madeAheadSection writes the made-ahead run.
+func (r *Report) madeAheadSection(p printer) {
+	m := r.MadeAhead
+	if m == nil {
+		return
+	}
+	p("\n### Claims no member fits, without and with members made ahead (%d cycles of each, %d in flight)\n\n", m.Cycles, m.Concurrency)
+	p("| pool | claim created -> Bound p50 | p95 | p99 | served by a volume that existed |\n|---|--:|--:|--:|--:|\n")
+	p("| no VolumePool: a new volume for each | %s | %s | %s | - |\n", fmtMs(m.Without.P50ms), fmtMs(m.Without.P95ms), fmtMs(m.Without.P99ms))
+	p("| minAvailable %d, members of %s made ahead | %s | %s | %s | %.0f%% |\n", m.MinAvailable, aheadCapacity, fmtMs(m.With.P50ms), fmtMs(m.With.P95ms), fmtMs(m.With.P99ms), m.WithWarmPct)
+	if m.Failed > 0 {
+		p("\n%d cycles failed.\n", m.Failed)
+	}
+}
+
 func (r *Report) nodeLocalSection(p printer) {
 	if n := r.NodeLocal; n != nil {
 		p("\n### Node-local pool on a real node (%d cycles of each, one pod at a time)\n\n", n.Cycles)

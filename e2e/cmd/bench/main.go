@@ -37,6 +37,7 @@ func main() {
 	flag.IntVar(&cfg.RecurringCycles, "recurring-cycles", 300, "cycles of the recurring-workload run (20 claim names that come back in random order, 10 in flight, on a class with --reserve-for), and of each one-off-names run (new names, with --reserve-for and with 0); 0 skips them")
 	flag.StringVar(&cfg.ReserveFor, "reserve-for", "10m", "reserveFor of the recurring-workload run's class")
 	flag.IntVar(&cfg.NodeLocalCycles, "node-local-cycles", 20, "cycles of each kind of the node-local run (claim -> Bound on a real node for a pool miss, a hit and the floor); 0 skips it. It needs root, as the e2e tests' real node does")
+	flag.IntVar(&cfg.MadeAheadCycles, "made-ahead-cycles", 100, "cycles of each part of the made-ahead run (claims of a size no member has, at --concurrency: on a class without a VolumePool, then on one with minAvailable at --concurrency); 0 skips it")
 	flag.BoolVar(&cfg.Failover, "failover", true, "measure how long a killed leader's standby takes to act (about 17 s)")
 	flag.StringVar(&out, "out", "_output/bench.json", "where the JSON report is written")
 	flag.StringVar(&cfg.Dir, "dir", "", "working directory for the control plane and the controllers' logs; default a temporary one, removed after a successful run")
