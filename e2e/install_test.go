@@ -568,6 +568,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			allowed: slices.Concat(
 				accesses(slices.Concat(read, []string{"create", "delete"}), "", "pods", lifecycleNamespace, ""),
 				accesses([]string{"get"}, "", "configmaps", lifecycleNamespace, ""),
+				accesses([]string{"get", "create", "delete"}, "", "persistentvolumeclaims", lifecycleNamespace, ""),
 				accesses(slices.Concat(read, []string{"create", "update", "patch", "delete"}), "", "persistentvolumes", anyNS, ""),
 				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumeclaims", anyNS, ""),
 				accesses(read, "storage.k8s.io", "storageclasses", anyNS, ""),
@@ -582,6 +583,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses([]string{"update", "patch", "deletecollection"}, "", "pods", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods/exec", lifecycleNamespace, ""),
 				accesses([]string{"create", "update", "delete"}, "", "configmaps", lifecycleNamespace, ""),
+				accesses([]string{"patch", "deletecollection"}, "", "persistentvolumeclaims", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods", installNamespace, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),
 				accesses([]string{"patch"}, "reclaimable.github.io", "volumepools/status", anyNS, ""),

@@ -161,6 +161,12 @@ func decide(v view) result {
 		s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
 		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
 		s.Capacity = &capacity
+		s.Scrubbing = int32(counts[controller.StateScrubbing])
+		for _, pv := range v.members {
+			if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
+				s.ScrubFailed++
+			}
+		}
 		pending := 0
 		for _, pv := range v.members {
 			if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {

@@ -105,6 +105,8 @@ func everyState() []*corev1.PersistentVolume {
 		member("binding", corev1.VolumeAvailable, claimRef("u2")),
 		member("released", corev1.VolumeReleased, claimRef("u3"), annotate(keys.ReleasedAt, t1.Add(-time.Minute).Format(time.RFC3339))),
 		member("failed", corev1.VolumeFailed, claimRef("u4")),
+		member("scrubbing", corev1.VolumeReleased, claimRef("u5"), annotate(keys.Scrub, keys.ScrubRequested)),
+		member("scrub-failed", corev1.VolumeAvailable, claimRef(""), annotate(keys.Scrub, keys.ScrubRunning), annotate(keys.ScrubFailed, "exit 1")),
 	}
 }
 
@@ -124,11 +126,13 @@ func TestDecide(t *testing.T) {
 		scope      string
 		makeAhead  int
 		madeAhead  int32
+		// scrubbing and scrubFailed: the status's counts.
+		scrubbing, scrubFailed int32
 	}{
 		{
 			name: "in force: every state counted once",
 			v:    view{pool: pool("p", observed("namespace")), class: ready, members: everyState()},
-			want: [6]int32{1, 1, 2, 2, 1, 8}, capacity: "8Gi", ready: metav1.ConditionTrue, readyWhy: condReady, exhausted: metav1.ConditionFalse,
+			want: [6]int32{1, 1, 2, 2, 1, 10}, capacity: "10Gi", scrubbing: 2, scrubFailed: 1, ready: metav1.ConditionTrue, readyWhy: condReady, exhausted: metav1.ConditionFalse,
 			lastIssued: &t1, scope: "namespace",
 		},
 		{
@@ -243,6 +247,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tt.lastIssued != nil && (s.LastIssued == nil || !s.LastIssued.Time.Equal(*tt.lastIssued)) {
 				t.Errorf("lastIssued = %v, want %v", s.LastIssued, tt.lastIssued)
+			}
+			if s.Scrubbing != tt.scrubbing || s.ScrubFailed != tt.scrubFailed {
+				t.Errorf("scrubbing %d, scrubFailed %d; want %d, %d", s.Scrubbing, s.ScrubFailed, tt.scrubbing, tt.scrubFailed)
 			}
 			if r.makeAhead != tt.makeAhead || s.MadeAhead != tt.madeAhead {
 				t.Errorf("makeAhead %d, status madeAhead %d; want %d, %d", r.makeAhead, s.MadeAhead, tt.makeAhead, tt.madeAhead)

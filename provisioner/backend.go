@@ -81,14 +81,20 @@ type madeVolume struct {
 // lifecycle pods, events follows them, and lifecycle (if not nil) times
 // them.
 func newBackends(provisionerName string, client kubernetes.Interface, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
-	pods := lifecyclePods{
-		client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
-		timeout: cfg.LifecycleTimeout, events: events, durations: lifecycle,
-	}
+	pods := newLifecyclePods(client, cfg, events, lifecycle)
 	return map[string]backend{
 		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}, pods: pods},
 		backendStatic:    staticBackend{},
 		backendLocal:     &localBackend{provisioner: provisionerName, pods: pods},
+	}
+}
+
+// newLifecyclePods runs lifecycle pods as cfg says, through client; events
+// follows them and durations (if not nil) times them.
+func newLifecyclePods(client kubernetes.Interface, cfg Config, events *lifecycleEvents, durations *prometheus.HistogramVec) lifecyclePods {
+	return lifecyclePods{
+		client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
+		timeout: cfg.LifecycleTimeout, events: events, durations: durations,
 	}
 }
 

@@ -32,6 +32,8 @@ type Controller struct {
 	lifecycle *lifecycleEvents
 	// provisioner decides; the pool manager asks it about pools.
 	provisioner *provisioner
+	// scrubber empties the volumes of onRelease Scrub pools.
+	scrubber *scrubber
 	// pools keeps the VolumePools' status; nil without pools.
 	pools *poolmanager.Controller
 }
@@ -140,7 +142,11 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		lib.MetricsPort(0),
 	}
 	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
-	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p}, nil
+	s, err := newScrubber(p, newLifecyclePods(client, cfg, p.lifecycle, m.lifecycle), factory.Storage().V1().StorageClasses().Lister(), volumes, cfg.Workers)
+	if err != nil {
+		return nil, fmt.Errorf("watching volumes to scrub: %w", err)
+	}
+	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, scrubber: s}, nil
 }
 
 // Name names the controller's lease and logs.
@@ -151,12 +157,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
-	// The pool manager runs while the provisioner leads: it reads the
-	// provisioner's claims in waiting, which only the leader has.
+	// The pool manager and the scrubber run while the provisioner leads:
+	// the manager reads the provisioner's claims in waiting, which only the
+	// leader has, and both start lifecycle pods.
 	var wg sync.WaitGroup
 	if c.pools != nil {
 		wg.Go(func() { c.pools.Run(ctx) })
 	}
+	wg.Go(func() { c.scrubber.run(ctx) })
 	c.lib.Run(ctx)
 	wg.Wait()
 	return nil

@@ -61,7 +61,7 @@ type directoryBackend struct {
 }
 
 func (*directoryBackend) parameters() []string {
-	return []string{paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramMaxCapacity, paramDirectoryMode}
+	return []string{paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramMaxCapacity, paramDirectoryMode, paramLifecycleTemplates}
 }
 
 // directoryClass is a validated directory-backend class.
@@ -74,6 +74,7 @@ type directoryClass struct {
 	nfsServer     string
 	nfsPath       string // baseDir as the NFS server exports it
 	directoryMode fs.FileMode
+	templates     string // ConfigMap of lifecycle pod templates (scrub), "" for the built-in pods
 }
 
 func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
@@ -81,6 +82,10 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 	c := &directoryClass{provisioner: b.provisioner, dirs: b.dirs}
 	var errs []error
 	c.baseDir = in[paramBaseDir]
+	var err error
+	if c.templates, err = lifecycleTemplates(in); err != nil {
+		errs = append(errs, err)
+	}
 	switch {
 	case c.baseDir == "":
 		errs = append(errs, fmt.Errorf("parameter %q is required", paramBaseDir))

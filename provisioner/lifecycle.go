@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -37,6 +40,9 @@ import (
 const (
 	LifecycleCreate = "create"
 	LifecycleDelete = "delete"
+	// LifecycleScrub empties a volume, mounted through a claim of its own
+	// at LifecycleMount, whatever its backend.
+	LifecycleScrub = "scrub"
 )
 
 // LifecycleMount is where a lifecycle pod sees the directory that holds
@@ -74,8 +80,48 @@ func RunLifecycle(op, base string, env func(string) string) error {
 		return dirs.create(base, name, mode)
 	case LifecycleDelete:
 		return dirs.remove(base, name)
+	case LifecycleScrub:
+		return scrub(base)
 	}
-	return fmt.Errorf("unknown lifecycle operation %q: %q or %q", op, LifecycleCreate, LifecycleDelete)
+	return fmt.Errorf("unknown lifecycle operation %q: %q, %q or %q", op, LifecycleCreate, LifecycleDelete, LifecycleScrub)
+}
+
+// scrub empties base, the mount of a volume: every entry, hidden ones,
+// read-only subtrees and other users' files included (the pod runs as root
+// with the capabilities that override file modes and owners). The mount
+// point itself stays. It never follows a symbolic link out of base: each
+// entry is removed as what it is.
+func scrub(base string) error {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return fmt.Errorf("reading the volume at %s: %w", base, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := os.RemoveAll(path.Join(base, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("emptying the volume: %w", err)
+	}
+	if left, err := os.ReadDir(base); err != nil || len(left) > 0 {
+		return fmt.Errorf("emptying the volume: %d entries left (%v)", len(left), err)
+	}
+	return nil
+}
+
+// lifecycleTemplates reads a class's lifecycleTemplates parameter: the
+// ConfigMap whose keys replace the built-in lifecycle pods, "" for none.
+func lifecycleTemplates(in map[string]string) (string, error) {
+	t, ok := in[paramLifecycleTemplates]
+	if !ok {
+		return "", nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(t); len(msgs) > 0 {
+		return t, fmt.Errorf("parameter %q must name a ConfigMap, not %q: %s", paramLifecycleTemplates, t, strings.Join(msgs, "; "))
+	}
+	return t, nil
 }
 
 // lifecyclePods runs lifecycle pods in a namespace of their own.
@@ -106,10 +152,16 @@ type lifecycleJob struct {
 	size           string
 	// templates names the class's ConfigMap of pod templates, "" for none.
 	templates string
+	// claim, for a scrub, names the claim in the pod's namespace through
+	// which the pod mounts the volume itself, instead of dir.
+	claim string
 }
 
 // where names the node a job's pod runs on, for messages.
 func (j lifecycleJob) where() string {
+	if j.claim != "" {
+		return "a node that mounts it"
+	}
 	if j.node == "" {
 		return "a node that reaches the share"
 	}
@@ -118,6 +170,9 @@ func (j lifecycleJob) where() string {
 
 // mount is the pod's volume of the directory that holds the volume's.
 func (j lifecycleJob) mount() corev1.VolumeSource {
+	if j.claim != "" {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim}}
+	}
 	if j.nfsServer != "" {
 		return corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: j.nfsServer, Path: j.dir}}
 	}

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -68,11 +66,8 @@ func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []
 		errs = append(errs, err)
 	}
 	c.directoryMode = mode
-	if t, ok := class.Parameters[paramLifecycleTemplates]; ok {
-		if msgs := validation.IsDNS1123Subdomain(t); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("parameter %q must name a ConfigMap, not %q: %s", paramLifecycleTemplates, t, strings.Join(msgs, "; ")))
-		}
-		c.templates = t
+	if c.templates, err = lifecycleTemplates(class.Parameters); err != nil {
+		errs = append(errs, err)
 	}
 	// A volume is made on the node its first consumer runs on: the node
 	// must be known when it is made.

@@ -20,8 +20,10 @@ type metrics struct {
 	issues    *prometheus.CounterVec
 	lifecycle *prometheus.HistogramVec
 	madeAhead *prometheus.HistogramVec
-	members   *membersCollector
-	lib       libmetrics.Metrics
+	// scrubFailures counts failed scrubs by class.
+	scrubFailures *prometheus.CounterVec
+	members       *membersCollector
+	lib           libmetrics.Metrics
 }
 
 // newMetrics registers the provisioner's metrics and the library's. The
@@ -53,13 +55,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Members made ahead of claims for a VolumePool's minAvailable, by class: the time to make one, from its volume object to its storage ready.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}},
 			[]string{"class"}),
+		scrubFailures: counter("scrub_failures_total",
+			"Scrubs that failed (the volume stays out of the pool, and the scrub is retried with back-off); the durations of scrub pods are lifecycle_pod_duration_seconds{op=\"scrub\"}."),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.members,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

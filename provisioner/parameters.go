@@ -63,6 +63,9 @@ type params struct {
 	// namespaced (reuseScope namespace, the default) issues a volume again
 	// only to claims of the namespace it was last bound in.
 	namespaced bool
+	// scrub (onRelease Scrub) empties a released volume before any claim
+	// may have it.
+	scrub bool
 
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes int // 0: no limit
@@ -73,7 +76,7 @@ type params struct {
 }
 
 // commonParams may be set on a class of any backend.
-var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope}
+var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease}
 
 // parseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -119,6 +122,9 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 		errs = append(errs, err)
 	}
 	p.namespaced = namespaced
+	if p.scrub, err = controller.ParseOnRelease(in[keys.OnRelease]); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.forClass(class)
 	errs = append(errs, poolErrs...)

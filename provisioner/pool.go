@@ -70,6 +70,9 @@ func availabilityOf(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeC
 type poolRules struct {
 	// namespaced: reuseScope namespace.
 	namespaced bool
+	// scrub: onRelease Scrub. A Released member waits for the releaser to
+	// hand it to the scrub; no claim may have its data.
+	scrub bool
 	// reserving: reserveFor above 0.
 	reserving bool
 }
@@ -97,7 +100,7 @@ func lastNamespace(pv *corev1.PersistentVolume) string {
 
 func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
 	switch {
-	case pv.DeletionTimestamp != nil || controller.StoragePending(pv):
+	case pv.DeletionTimestamp != nil || controller.StoragePending(pv) || controller.Scrubbing(pv):
 		return inUse
 	case controller.MadeAhead(pv):
 		return free
@@ -203,6 +206,9 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
 		a := availabilityOf(pv, claim, rules.namespaced)
+		if rules.scrub && a == freeIfGone {
+			a = inUse
+		}
 		switch a {
 		case inUse:
 			state.inUse++

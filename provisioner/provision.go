@@ -176,7 +176,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 	}()
 
-	cands, state := candidates(p.members(class.Name, params.pool), claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0}, opts.SelectedNode, selector)
+	cands, state := candidates(p.members(class.Name, params.pool), claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub}, opts.SelectedNode, selector)
 	stale := p.takes.members()
 	for _, pv := range cands {
 		if stale[pv.Name] || !p.takes.try(pv.Name) {

@@ -118,6 +118,7 @@ const (
 	notReleased     reason = "not in phase Released"
 	noClaimRef      reason = "no claimRef"
 	invalidClaimRef reason = "claimRef lacks a namespace or name"
+	beingScrubbed   reason = "handed to the scrub"
 )
 
 // releasable reports whether pv is a candidate for release by the releaser
@@ -130,6 +131,9 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 		return false, notOurs
 	case pv.DeletionTimestamp != nil:
 		return false, beingDeleted
+	case controller.Scrubbing(pv):
+		// The provisioner's scrubber returns it to the pool, emptied.
+		return false, beingScrubbed
 	case pv.Status.Phase != corev1.VolumeReleased:
 		// Bound above all: the claimRef of a Bound volume is never touched.
 		return false, notReleased
@@ -194,7 +198,7 @@ const (
 // the namespace and name of the last claim it names. class is pv's
 // StorageClass as the cache has it now.
 func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rescope, string, string) {
-	if pv.DeletionTimestamp != nil || pv.Status.Phase != corev1.VolumeAvailable {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase != corev1.VolumeAvailable || controller.Scrubbing(pv) {
 		return scopeFits, "", ""
 	}
 	_, kept := p.keepsAssociation(pv, class)

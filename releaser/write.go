@@ -49,6 +49,9 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
 	class := c.classOf(pv)
+	if controller.Scrubs(class, c.policy.provisionerName) {
+		return c.handToScrub(ctx, pv)
+	}
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = nil
 	keptBy, keep := c.policy.keepsAssociation(pv, class)
@@ -201,4 +204,31 @@ func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, ar
 	}
 	c.recorder.Eventf(pv, corev1.EventTypeWarning, reason, format, args...)
 	return true
+}
+
+// handToScrub hands pv, Released from a claim that is gone, to the
+// provisioner's scrubber instead of returning it to the pool: the volume
+// stays Released, its claimRef naming the gone claim, so that neither the
+// PV controller nor the provisioner gives it to anyone; the scrubber
+// empties it and returns it. No reservation or hold: its data goes.
+func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolume) error {
+	ref := pv.Spec.ClaimRef
+	updated := pv.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[keys.Scrub] = keys.ScrubRequested
+	keys.Set(updated.Annotations, keys.LastClaim, ref.Namespace+"/"+ref.Name)
+	keys.Delete(updated.Annotations, keys.ReservedUntil)
+	keys.Delete(updated.Annotations, keys.HeldForNamespace)
+	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
+		return c.writeFailed(ctx, pv, errRelease, "hand to the scrub", err)
+	}
+	c.writes.wrote(pv.Name, pv.ResourceVersion)
+	c.metrics.releases.Inc()
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "HandedToScrub", "Claim %s/%s (UID %s) no longer exists; the class's pool has onRelease %s: the volume is emptied before any claim may have it",
+		ref.Namespace, ref.Name, ref.UID, keys.OnReleaseScrub)
+	klog.FromContext(ctx).Info("Handed volume to the scrub", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID)
+	return nil
 }

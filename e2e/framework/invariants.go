@@ -39,6 +39,10 @@ type Scope struct {
 	// a volume of theirs is bound only in the namespace it was bound in
 	// first.
 	NamespaceScoped []string
+	// Scrubbed are the classes of Classes whose pool says onRelease
+	// Scrub: a volume released from a claim is bound to no claim but its
+	// scrub claim until its scrub is done.
+	Scrubbed []string
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
@@ -52,9 +56,12 @@ type Scope struct {
 //  5. no associated volume whose claim is gone stays Released;
 //  6. no claim is bound to a volume that does not fit it;
 //  7. no volume of a namespace-scoped class (reuseScope namespace) is bound
-//     in a namespace other than the one it was last bound in;
+//     in a namespace other than the one it was last bound in, unless it was
+//     scrubbed since (its scrub claim is no consumer's);
 //  8. no VolumePool of a class in scope reports more members of a state, or
-//     in all, than the class has volumes in that state.
+//     in all, than the class has volumes in that state;
+//  9. no volume of a Scrubbed class is bound to a claim between its release
+//     and the success of its scrub, but to its scrub claim.
 //
 // 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
@@ -68,6 +75,7 @@ type Invariants struct {
 	markers    map[string][]string  // volume name -> files that must survive
 	boundTo    map[types.UID]string // claim UID -> the volume it was first seen Bound to
 	boundIn    map[string]string    // volume -> the namespace it was last seen Bound in
+	unscrubbed map[string]string    // volume of a Scrubbed class -> the claim it was released from, until scrubbed
 }
 
 // WatchInvariants starts watching the cluster for scope. Call Check at the
@@ -76,20 +84,25 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	inv := &Invariants{
-		scope:   scope,
-		factory: informers.NewSharedInformerFactory(Client(), 0),
-		cancel:  cancel,
-		markers: map[string][]string{},
-		boundTo: map[types.UID]string{},
-		boundIn: map[string]string{},
+		scope:      scope,
+		factory:    informers.NewSharedInformerFactory(Client(), 0),
+		cancel:     cancel,
+		markers:    map[string][]string{},
+		boundTo:    map[types.UID]string{},
+		boundIn:    map[string]string{},
+		unscrubbed: map[string]string{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
 	if _, err := pvs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { inv.checkBinding(obj.(*corev1.PersistentVolume)) },
+		AddFunc: func(obj any) {
+			inv.checkBinding(obj.(*corev1.PersistentVolume))
+			inv.checkScrub(obj.(*corev1.PersistentVolume))
+		},
 		UpdateFunc: func(old, cur any) {
 			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
 			inv.checkBinding(cur.(*corev1.PersistentVolume))
+			inv.checkScrub(cur.(*corev1.PersistentVolume))
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -165,6 +178,9 @@ func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
 func (inv *Invariants) checkNamespace(pv *corev1.PersistentVolume) {
 	if !slices.Contains(inv.scope.NamespaceScoped, pv.Spec.StorageClassName) {
 		return
+	}
+	if pv.Spec.ClaimRef.Name == keys.ScrubClaim(pv.Name) {
+		return // the scrub's own claim, in the lifecycle namespace: no consumer's
 	}
 	ns := pv.Spec.ClaimRef.Namespace
 	inv.mu.Lock()
@@ -371,6 +387,32 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkScrub (9): a volume of a Scrubbed class seen Released from a claim
+// is unscrubbed until it is seen scrubbed (keys.ScrubDone); seen Bound
+// meanwhile to any claim but its scrub claim, its data went on.
+func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
+	if !slices.Contains(inv.scope.Scrubbed, pv.Spec.StorageClassName) {
+		return
+	}
+	ref := pv.Spec.ClaimRef
+	scrubClaim := ref != nil && ref.Name == keys.ScrubClaim(pv.Name)
+	inv.mu.Lock()
+	from, unscrubbed := inv.unscrubbed[pv.Name]
+	switch {
+	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
+		// Emptied: it belongs to no namespace any more (7).
+		delete(inv.unscrubbed, pv.Name)
+		delete(inv.boundIn, pv.Name)
+	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim:
+		inv.unscrubbed[pv.Name] = ref.Namespace + "/" + ref.Name
+	case unscrubbed && pv.Status.Phase == corev1.VolumeBound && ref != nil && !scrubClaim:
+		inv.mu.Unlock()
+		inv.violate("invariant 9: volume %s, released from claim %s under onRelease Scrub, is bound to claim %s/%s before its scrub succeeded", pv.Name, from, ref.Namespace, ref.Name)
+		return
+	}
+	inv.mu.Unlock()
 }
 
 // poolStatus (8): each state's count in a pool's status is at most the

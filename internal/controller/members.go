@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -26,13 +29,16 @@ const (
 	StateBound MemberState = "bound"
 	// StateReleased: its claim is gone, and it is not back in the pool yet.
 	StateReleased MemberState = "released"
+	// StateScrubbing: released under onRelease Scrub (or marked by hand),
+	// and not yet emptied; no claim may have it.
+	StateScrubbing MemberState = "scrubbing"
 	// StateOther: Failed, being deleted, or made ahead with its storage
 	// not made yet; counted in the total only.
 	StateOther MemberState = "other"
 )
 
 // MemberStates lists the states in the order the status and docs give them.
-var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound, StateReleased, StateOther}
+var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound, StateReleased, StateScrubbing, StateOther}
 
 // StateOf says what pv is doing. A reservation and a hold are read before
 // the phase: the releaser writes them into a Released volume, which the PV
@@ -42,6 +48,8 @@ func StateOf(pv *corev1.PersistentVolume) MemberState {
 	switch {
 	case pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed || StoragePending(pv):
 		return StateOther
+	case Scrubbing(pv):
+		return StateScrubbing
 	case MadeAhead(pv):
 		return StateFree
 	case Reserved(pv):
@@ -72,4 +80,34 @@ func MadeAhead(pv *corev1.PersistentVolume) bool {
 func StoragePending(pv *corev1.PersistentVolume) bool {
 	_, pending := pv.Annotations[keys.StoragePending]
 	return pending
+}
+
+// Scrubbing reports whether pv is to be emptied, or being emptied, before
+// any claim may have it (keys.Scrub).
+func Scrubbing(pv *corev1.PersistentVolume) bool {
+	_, ok := pv.Annotations[keys.Scrub]
+	return ok
+}
+
+// ParseOnRelease reads the onRelease parameter: "" is Keep.
+func ParseOnRelease(s string) (scrub bool, err error) {
+	switch s {
+	case "", keys.OnReleaseKeep:
+		return false, nil
+	case keys.OnReleaseScrub:
+		return true, nil
+	}
+	return false, fmt.Errorf("parameter %q must be %q (the next claim gets the data) or %q (the volume is emptied first), not %q", keys.OnRelease, keys.OnReleaseKeep, keys.OnReleaseScrub, s)
+}
+
+// Scrubs reports whether releasing a volume of class, a class of the
+// provisioner named provisioner as its pool makes it, empties it first.
+// Only that provisioner scrubs. An invalid value scrubs, the side that
+// leaks nothing; the provisioner reports it on the class's claims.
+func Scrubs(class *storagev1.StorageClass, provisioner string) bool {
+	if class == nil || class.Provisioner != provisioner {
+		return false
+	}
+	scrub, err := ParseOnRelease(class.Parameters[keys.OnRelease])
+	return scrub || err != nil
 }

@@ -123,7 +123,7 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		return class
 	}
 	s := pool.Spec
-	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" {
+	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" {
 		return class
 	}
 	out := class.DeepCopy()
@@ -141,6 +141,9 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 	}
 	if s.ReuseScope != "" {
 		out.Parameters[keys.ReuseScope] = s.ReuseScope
+	}
+	if s.OnRelease != "" {
+		out.Parameters[keys.OnRelease] = s.OnRelease
 	}
 	return out
 }

@@ -177,6 +177,38 @@ const (
 	StoragePending = Domain + "/storage-pending"
 )
 
+// OnRelease is the class parameter (and VolumePool field) that says what
+// becomes of a volume's data when its claim goes: OnReleaseKeep (the
+// default) hands it on to the next claim, OnReleaseScrub empties the
+// volume first.
+const (
+	OnRelease      = "onRelease"
+	OnReleaseKeep  = "Keep"
+	OnReleaseScrub = "Scrub"
+)
+
+// Scrub on a PersistentVolume says it is being emptied, and how far: the
+// releaser sets ScrubRequested when it hands a released volume of a Scrub
+// pool over (or an administrator sets it to empty one member), the
+// provisioner's scrubber sets ScrubRunning once the volume is pre-bound to
+// its scrub claim and ScrubDone once the scrub pod succeeded; it removes
+// the annotation when it returns the volume to the pool, empty. No claim
+// but the scrub claim is given a volume that carries it. New in this
+// release: one name only.
+const (
+	Scrub          = Domain + "/scrub"
+	ScrubRequested = "requested"
+	ScrubRunning   = "running"
+	ScrubDone      = "done"
+	// ScrubFailed on a volume holds why its last scrub failed, until one
+	// succeeds.
+	ScrubFailed = Domain + "/scrub-failed"
+)
+
+// ScrubClaim is the name of the claim, in the lifecycle namespace, through
+// which the scrub pod of volume pv mounts it.
+func ScrubClaim(pv string) string { return "scrub-" + pv }
+
 // MadeAheadClaim is the name in the claimRef of volume pv, made ahead of
 // any claim, until a claim has it.
 func MadeAheadClaim(pv string) string { return "made-ahead-" + pv }

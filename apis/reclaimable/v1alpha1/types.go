@@ -74,6 +74,13 @@ type VolumePoolSpec struct {
 	// +kubebuilder:validation:Enum=namespace;cluster
 	ReuseScope string `json:"reuseScope,omitempty"`
 
+	// OnRelease says what becomes of a member's data when its claim goes:
+	// Keep (the default) hands it on to the next claim; Scrub empties the
+	// volume, through a pod that mounts it, before any claim may have it.
+	// +optional
+	// +kubebuilder:validation:Enum=Keep;Scrub
+	OnRelease string `json:"onRelease,omitempty"`
+
 	// MinAvailable is how many free members (no claim named, not held or
 	// reserved) the pool keeps ready: the provisioner makes them ahead of
 	// any claim, shaped by Template, within maxVolumes, which it needs.
@@ -136,6 +143,14 @@ type VolumePoolStatus struct {
 	// Released members: their claim is gone, not yet back in the pool.
 	// +optional
 	Released int32 `json:"released"`
+	// Scrubbing members: released under onRelease Scrub (or marked by an
+	// administrator) and not yet emptied; no claim may have them.
+	// +optional
+	Scrubbing int32 `json:"scrubbing"`
+	// ScrubFailed members: scrubbing, and their last scrub failed; it is
+	// retried with back-off, and their events say why.
+	// +optional
+	ScrubFailed int32 `json:"scrubFailed"`
 	// Total members, in every state.
 	// +optional
 	Total int32 `json:"total"`

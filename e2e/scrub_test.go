@@ -1,0 +1,264 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// scrubCase is a class of one volume at most, on the real node, whose
+// VolumePool says onRelease, with the three controllers running as the
+// manifests run them.
+type scrubCase struct {
+	ns, helpers, class, pool string
+	inv                      *framework.Invariants
+}
+
+// newDirectoryScrubCase is a scrubCase of the directory backend; params
+// are added to the class's.
+func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]string) *scrubCase {
+	t.Helper()
+	framework.RealNode(t)
+	t.Parallel()
+	c := &scrubCase{ns: framework.Namespace(t), helpers: framework.Namespace(t)}
+	id := framework.Name("scrub")
+	provisioner := "scrub.reclaimable/" + id
+	base := framework.ControllerDir(t, "pool")
+	policy, binding := corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate
+	c.class = framework.CreateClass(t, objects.NewClass(framework.Name("scrub"), provisioner, func(sc *storagev1.StorageClass) {
+		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.ReclaimPolicy, sc.VolumeBindingMode = &policy, &binding
+		sc.Parameters = map[string]string{"backend": "directory", "source": "hostPath", "baseDir": base, "hostPath": base}
+		for k, v := range params {
+			sc.Parameters[k] = v
+		}
+		// The share is a directory of this machine, which the real node is.
+		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+			{Key: cluster.RealNodeLabel, Values: []string{"true"}},
+		}}}
+	}))
+	c.pool = c.createPool(t, onRelease)
+	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}, Scrubbed: scrubbed(onRelease, c.class)})
+	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
+		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
+		"--cleanup-interval=5s", "--release-interval=5s", "--pool-status-interval=1s").WaitReady(t)
+	return c
+}
+
+func scrubbed(onRelease, class string) []string {
+	if onRelease == keys.OnReleaseScrub {
+		return []string{class}
+	}
+	return nil
+}
+
+// createPool makes the class's VolumePool: one volume at most, so that the
+// next claim gets the last one's volume.
+func (c *scrubCase) createPool(t *testing.T, onRelease string) string {
+	t.Helper()
+	pools := volumePools(t)
+	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("scrub")},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.class, OnRelease: onRelease, MaxVolumes: ptr.To[int32](1)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+	return pool.Name
+}
+
+// leaveData has pods of two users leave in the volume of claim what only
+// root could remove: a file, a hidden file, a directory of mode 0555 with a
+// file in it, and a file of another user; then deletes them, and with them
+// the claim. It returns the volume.
+func (c *scrubCase) leaveData(t *testing.T, claim string) *corev1.PersistentVolume {
+	t.Helper()
+	runToCompletion(t, c.ns, nodePod("builder", claim, c.class, 1000, "fill", "/cache"))
+	runToCompletion(t, c.ns, nodePod("other", claim, c.class, 2000, "write", "/cache/.hidden", "another user's secret\n"))
+	volume := boundVolume(t, c.ns, claim)
+	consumersTree(t, volume.Spec.HostPath.Path)
+	if err := framework.Client().CoreV1().Pods(c.ns).Delete(context.Background(), "builder", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletePod(t, c.ns, "other", claim)
+	return volume
+}
+
+// next runs the next pod of the workload, which writes a file of its own,
+// and returns the volume it got and what the volume then held, by name.
+func (c *scrubCase) next(t *testing.T, claim string) (*corev1.PersistentVolume, []string) {
+	t.Helper()
+	runToCompletion(t, c.ns, nodePod("next", claim, c.class, 3000, "write", "/cache/mine", "the next pod's\n"))
+	volume := boundVolume(t, c.ns, claim)
+	entries, err := os.ReadDir(volume.Spec.HostPath.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	deletePod(t, c.ns, "next", claim)
+	return volume, names
+}
+
+// Under onRelease Scrub a released volume is emptied by a scrub pod on the
+// node before the next claim gets it: the same volume, holding only what
+// the next pod wrote. Under Keep the data is handed on.
+func TestNodeScrubEmptiesAVolumeBeforeTheNextClaim(t *testing.T) {
+	for _, tt := range []struct {
+		onRelease string
+		want      []string
+	}{
+		{keys.OnReleaseScrub, []string{"mine"}},
+		{keys.OnReleaseKeep, []string{".hidden", "mine", "objects", "readonly", "top.txt"}},
+	} {
+		t.Run(tt.onRelease, func(t *testing.T) {
+			c := newDirectoryScrubCase(t, tt.onRelease, nil)
+			const claim = "cache"
+			first := c.leaveData(t, claim)
+			got, held := c.next(t, claim)
+			if got.Name != first.Name {
+				t.Errorf("the next claim got volume %s, want %s: the pool holds one", got.Name, first.Name)
+			}
+			if !slices.Equal(held, tt.want) {
+				t.Errorf("the next pod found the volume holding %v (with its own file), want %v", held, tt.want)
+			}
+			if tt.onRelease == keys.OnReleaseScrub {
+				framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "PersistentVolume", Name: first.Name, Reason: "Scrubbed"})
+				framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+					pods, err := framework.Client().CoreV1().Pods(c.helpers).List(ctx, metav1.ListOptions{})
+					if err != nil {
+						return false, err
+					}
+					claims, err := framework.Client().CoreV1().PersistentVolumeClaims(c.helpers).List(ctx, metav1.ListOptions{})
+					return err == nil && len(pods.Items) == 0 && len(claims.Items) == 0, err
+				}, "no scrub pod or scrub claim to be left")
+			}
+			c.inv.Check(t, 10*time.Second)
+		})
+	}
+}
+
+// A scrub pod that fails keeps the volume out of the pool, with a Warning
+// on it and a count in the pool's status; once the template is fixed the
+// retry empties it, and the next claim gets it.
+func TestNodeFailedScrubKeepsTheVolumeOutOfThePool(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
+	ctx := context.Background()
+	cms := framework.Client().CoreV1().ConfigMaps(c.helpers)
+	broken := `{"spec":{"containers":[{"name":"scrub","image":"` + cluster.ReclaimableImage + `","imagePullPolicy":"IfNotPresent","args":["lifecycle","refuse"],"volumeMounts":[{"name":"pool","mountPath":"/pool"}]}]}}`
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "templates"}, Data: map[string]string{"scrub": broken}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const claim = "cache"
+	first := c.leaveData(t, claim)
+	ev := framework.WaitEvent(t, 2*time.Minute, framework.EventQuery{Namespace: "default", Kind: "PersistentVolume", Name: first.Name, Reason: "ScrubFailed", Message: "unknown lifecycle operation"})
+	t.Logf("event: %s", ev.Message)
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := volumePools(t).Get(ctx, c.pool, metav1.GetOptions{})
+		return err == nil && p.Status.Scrubbing == 1 && p.Status.ScrubFailed == 1 && p.Status.Free == 0, err
+	}, "the pool's status to count the volume scrubbing, its scrub failed")
+	if _, err := os.Stat(filepath.Join(first.Spec.HostPath.Path, ".hidden")); err != nil {
+		t.Fatalf("the failed scrub removed data: %v", err)
+	}
+
+	if err := cms.Delete(ctx, "templates", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "templates"}, Data: map[string]string{}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, held := c.next(t, claim)
+	if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
+		t.Errorf("after the fix the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+	}
+	c.inv.Check(t, 10*time.Second)
+}
+
+// Node-local: the scrub pod runs on the volume's node, which alone holds
+// its directory, and empties it there.
+func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
+	l := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
+	c := &scrubCase{ns: l.ns, helpers: l.helpers, class: l.class, inv: l.inv}
+	c.pool = c.createPool(t, keys.OnReleaseScrub)
+	const claim = "cache"
+	first := c.leaveData(t, claim)
+	got, held := c.next(t, claim)
+	if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
+		t.Errorf("the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+	}
+	l.onTheNode(t, got)
+	l.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// An administrator empties one member by hand, with the annotation: a
+// free one at once, a bound one once its claim is gone.
+func TestNodeScrubOnDemand(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, nil)
+	const claim = "cache"
+	volume := c.leaveData(t, claim)
+	dir := volume.Spec.HostPath.Path
+	markForScrub(t, volume.Name)
+	waitEmptied(t, volume.Name, dir, nil)
+
+	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/mine", "kept while bound\n"))
+	if got := boundVolume(t, c.ns, claim); got.Name != volume.Name {
+		t.Fatalf("the claim got %s, want %s", got.Name, volume.Name)
+	}
+	markForScrub(t, volume.Name)
+	// Bound: nothing happens until the claim goes.
+	framework.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, error) {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume.Name, metav1.GetOptions{})
+		return err == nil && pv.Annotations[keys.Scrub] == keys.ScrubRequested && pv.Status.Phase == corev1.VolumeBound, err
+	}, "the bound volume to stay bound, marked")
+	if _, err := os.Stat(filepath.Join(dir, "mine")); err != nil {
+		t.Fatalf("a bound volume lost its data to a scrub: %v", err)
+	}
+	deletePod(t, c.ns, "writer", claim)
+	waitEmptied(t, volume.Name, dir, nil)
+	c.inv.Check(t, 10*time.Second)
+}
+
+func markForScrub(t *testing.T, volume string) {
+	t.Helper()
+	updateVolume(t, volume, func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested })
+}
+
+// waitEmptied waits until volume is back in the pool, scrubbed, its
+// directory dir holding want.
+func waitEmptied(t *testing.T, volume, dir string, want []string) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, marked := pv.Annotations[keys.Scrub]
+		return !marked && pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
+	}, "volume "+volume+" to be scrubbed and free")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(want) {
+		t.Errorf("the scrubbed volume holds %d entries, want %v", len(entries), want)
+	}
+}

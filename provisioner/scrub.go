@@ -1,0 +1,274 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The scrubber empties the volumes handed to it (keys.Scrub) before any
+// claim may have them, and returns them to the pool. The releaser hands a
+// volume over once its claim is proven gone, leaving it Released with the
+// gone claim in its claimRef, which neither the PV controller nor the
+// provisioner gives to anyone. Then, each step one write that is safe to
+// repeat, and each found again by its name after a restart:
+//
+//  1. requested: the volume's claimRef is set to its scrub claim
+//     (lifecycle namespace, keys.ScrubClaim), by name: running.
+//  2. running: the scrub claim is created with the volume's name, the PV
+//     controller binds the two, and a scrub pod that mounts the claim
+//     empties the volume; once it succeeded: done. A pod that fails leaves
+//     the volume running, its error in keys.ScrubFailed, and is tried again
+//     with back-off.
+//  3. done: the scrub claim is deleted; once it is gone the volume's
+//     claimRef is cleared and the scrub's and its last claim's annotations
+//     go: the volume is free, and empty.
+//
+// It runs in the provisioner, which alone may run pods in the lifecycle
+// namespace, while the provisioner leads.
+
+const (
+	reasonScrubFailed = "ScrubFailed"
+	reasonScrubbed    = "Scrubbed"
+)
+
+type scrubber struct {
+	p        *provisioner
+	pods     lifecyclePods
+	classes  storagelisters.StorageClassLister
+	recorder record.EventRecorder
+	queue    *controller.Queue[string]
+	workers  int
+}
+
+func newScrubber(p *provisioner, pods lifecyclePods, classes storagelisters.StorageClassLister, volumes cache.SharedIndexInformer, workers int) (*scrubber, error) {
+	s := &scrubber{p: p, pods: pods, classes: classes, recorder: p.recorder, workers: workers}
+	s.queue = controller.NewQueue("scrubber", s.sync)
+	// Only a change of what the scrub goes by queues a volume: the
+	// failure it records itself must not bring a retry before its
+	// back-off.
+	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pv, ok := obj.(*corev1.PersistentVolume); ok && controller.Scrubbing(pv) {
+				s.queue.Add(pv.Name)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.PersistentVolume)
+			c, ok2 := cur.(*corev1.PersistentVolume)
+			if ok1 && ok2 && controller.Scrubbing(c) && scrubStep(o) != scrubStep(c) {
+				s.queue.Add(c.Name)
+			}
+		},
+	})
+	return s, err
+}
+
+// scrubStep is what the scrubber's next step depends on.
+func scrubStep(pv *corev1.PersistentVolume) string {
+	ref := ""
+	if r := pv.Spec.ClaimRef; r != nil {
+		ref = r.Namespace + "/" + r.Name + "/" + string(r.UID)
+	}
+	return pv.Annotations[keys.Scrub] + " " + ref + " " + string(pv.Status.Phase)
+}
+
+// run scrubs until ctx is done, and looks at every volume to scrub now
+// and then: a step that failed is retried by the queue, one a restart
+// interrupted by this sweep.
+func (s *scrubber) run(ctx context.Context) {
+	go controller.Every(ctx, time.Minute, func(context.Context) {
+		for _, o := range s.p.volumes.List() {
+			if pv, ok := o.(*corev1.PersistentVolume); ok && controller.Scrubbing(pv) {
+				s.queue.Add(pv.Name)
+			}
+		}
+	})
+	s.queue.Run(ctx, s.workers)
+}
+
+func (s *scrubber) sync(ctx context.Context, name string) error {
+	obj, exists, err := s.p.volumes.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	pv := obj.(*corev1.PersistentVolume)
+	if !controller.Scrubbing(pv) || pv.DeletionTimestamp != nil {
+		return nil
+	}
+	// Only the volumes of this provisioner's classes: another
+	// installation scrubs its own.
+	if class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv)); err != nil || class.Provisioner != s.p.name {
+		return nil
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pv", name))
+	switch {
+	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
+		return s.finish(ctx, pv)
+	case !s.scrubClaimRef(pv):
+		return s.take(ctx, pv)
+	}
+	return s.scrub(ctx, pv)
+}
+
+// scrubClaimRef reports whether pv's claimRef names its scrub claim.
+func (s *scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	return ref != nil && ref.Namespace == s.pods.namespace && ref.Name == keys.ScrubClaim(pv.Name)
+}
+
+// take pre-binds pv to its scrub claim, once no claim has it: one write,
+// guarded by the resourceVersion, after which the PV controller binds it to
+// no other claim.
+func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if pv.Status.Phase == corev1.VolumeBound {
+		return nil // marked by hand while in use: scrubbed once its claim goes
+	}
+	if gone, err := s.p.claimGone(ctx, pv); err != nil || !gone {
+		return err
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+		return s.failed(ctx, pv, fmt.Errorf("a block volume is not scrubbed: it has no files to remove, and overwriting a device is not done here; delete the volume, or remove %s by hand to return it with its data", keys.Scrub), false)
+	}
+	updated := pv.DeepCopy()
+	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.namespace, Name: keys.ScrubClaim(pv.Name)}
+	updated.Annotations[keys.Scrub] = keys.ScrubRunning
+	if _, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting the claimRef of volume %s to its scrub claim: %w", pv.Name, err)
+	}
+	return nil
+}
+
+// scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
+// and marks the volume done once the pod succeeded.
+func (s *scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
+	if s.pods.image == "" {
+		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image, and a scrub pod runs the reclaimable image"), true)
+	}
+	if err := s.ensureClaim(ctx, pv); err != nil {
+		return err
+	}
+	class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv))
+	if err != nil {
+		return err
+	}
+	job := lifecycleJob{op: LifecycleScrub, volume: pv.Name, claim: keys.ScrubClaim(pv.Name)}
+	job.templates, _ = lifecycleTemplates(class.Parameters)
+	klog.FromContext(ctx).V(2).Info("Scrubbing a volume")
+	if err := s.pods.run(ctx, job); err != nil {
+		return s.failed(ctx, pv, err, true)
+	}
+	updated := pv.DeepCopy()
+	updated.Annotations[keys.Scrub] = keys.ScrubDone
+	delete(updated.Annotations, keys.ScrubFailed)
+	// A conflict: the volume changed meanwhile, and the next sync scrubs
+	// it again, which finds it empty.
+	if _, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking volume %s scrubbed: %w", pv.Name, err)
+	}
+	return nil
+}
+
+// ensureClaim creates pv's scrub claim, which asks for pv by name.
+func (s *scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume) error {
+	class := volumehelpers.GetPersistentVolumeClass(pv)
+	mode := corev1.PersistentVolumeFilesystem
+	modes := pv.Spec.AccessModes
+	if len(modes) > 1 {
+		modes = modes[:1]
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.pods.namespace,
+			Labels: keys.Map(labelLifecycle, LifecycleScrub, "app.kubernetes.io/managed-by", "reclaimable")},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			VolumeName: pv.Name, StorageClassName: &class, AccessModes: modes, VolumeMode: &mode,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},
+		},
+	}
+	_, err := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.namespace).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the scrub claim of volume %s: %w", pv.Name, err)
+	}
+	return nil
+}
+
+func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
+	return pv.Spec.Capacity[corev1.ResourceStorage]
+}
+
+// finish deletes pv's scrub claim and, once it is gone, returns the volume
+// to the pool: free for any claim, empty.
+func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
+	claims := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.namespace)
+	name := keys.ScrubClaim(pv.Name)
+	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the scrub claim of volume %s: %w", pv.Name, err)
+	}
+	if _, err := claims.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		// Still there (its protection finalizer goes once no pod uses
+		// it): look again shortly.
+		s.queue.AddAfter(pv.Name, time.Second)
+		return err
+	}
+	updated := pv.DeepCopy()
+	if s.scrubClaimRef(pv) {
+		updated.Spec.ClaimRef = nil
+	}
+	for _, k := range []string{keys.Scrub, keys.ScrubFailed} {
+		delete(updated.Annotations, k)
+	}
+	keys.Delete(updated.Annotations, keys.LastClaim)
+	keys.Delete(updated.Annotations, keys.HeldForNamespace)
+	keys.Delete(updated.Annotations, keys.ReservedUntil)
+	keys.Set(updated.Annotations, keys.ReleasedAt, s.p.clock.Now().UTC().Format(time.RFC3339))
+	res, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		s.queue.AddAfter(pv.Name, time.Second)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("returning scrubbed volume %s to the pool: %w", pv.Name, err)
+	}
+	s.recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, free for any claim")
+	klog.FromContext(ctx).Info("Scrubbed a volume")
+	return nil
+}
+
+// failed records why pv's scrub failed, on the volume (kept until a scrub
+// succeeds) and as a Warning, and returns it for the queue's back-off when
+// retry.
+func (s *scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err error, retry bool) error {
+	s.p.metrics.scrubFailures.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
+	msg := err.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	s.recorder.Event(pv, corev1.EventTypeWarning, reasonScrubFailed, "Kept out of the pool: "+msg)
+	if pv.Annotations[keys.ScrubFailed] != msg {
+		updated := pv.DeepCopy()
+		updated.Annotations[keys.ScrubFailed] = msg
+		if _, uerr := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
+			klog.FromContext(ctx).Error(uerr, "Recording a failed scrub")
+		}
+	}
+	if !retry {
+		return nil
+	}
+	return fmt.Errorf("scrubbing volume %s: %w", pv.Name, err)
+}
