@@ -32,7 +32,7 @@ type scrubCase struct {
 
 // newDirectoryScrubCase is a scrubCase of the directory backend; params
 // are added to the class's.
-func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]string) *scrubCase {
+func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]string, pool ...func(*v1alpha1.VolumePoolSpec)) *scrubCase {
 	t.Helper()
 	framework.RealNode(t)
 	t.Parallel()
@@ -53,7 +53,7 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 			{Key: cluster.RealNodeLabel, Values: []string{"true"}},
 		}}}
 	}))
-	c.pool = c.createPool(t, onRelease)
+	c.pool = c.createPool(t, onRelease, pool...)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}, Scrubbed: scrubbed(onRelease, c.class)})
 	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
@@ -70,11 +70,14 @@ func scrubbed(onRelease, class string) []string {
 
 // createPool makes the class's VolumePool: one volume at most, so that the
 // next claim gets the last one's volume.
-func (c *scrubCase) createPool(t *testing.T, onRelease string) string {
+func (c *scrubCase) createPool(t *testing.T, onRelease string, mutate ...func(*v1alpha1.VolumePoolSpec)) string {
 	t.Helper()
 	pools := volumePools(t)
-	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("scrub")},
-		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.class, OnRelease: onRelease, MaxVolumes: ptr.To[int32](1)}}, metav1.CreateOptions{})
+	spec := v1alpha1.VolumePoolSpec{StorageClassName: c.class, OnRelease: onRelease, MaxVolumes: ptr.To[int32](1)}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("scrub")}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +264,36 @@ func waitEmptied(t *testing.T, volume, dir string, want []string) {
 	if len(entries) != len(want) {
 		t.Errorf("the scrubbed volume holds %d entries, want %v", len(entries), want)
 	}
+}
+
+// At its maximum, under reuseScope namespace with scrubAcrossNamespaces,
+// a claim of namespace B gets the volume held for namespace A once it is
+// emptied: the disk is shared, A's data never reaches B.
+func TestNodeScrubLetsAnotherNamespaceHaveAHeldVolume(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, map[string]string{keys.ReserveFor: "0"},
+		func(s *v1alpha1.VolumePoolSpec) { s.ScrubAcrossNamespaces = ptr.To(true) })
+	const claim = "cache"
+	held := c.leaveData(t, claim)
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, held.Name, metav1.GetOptions{})
+		return err == nil && pv.Annotations[keys.HeldForNamespace] == c.ns && pv.Status.Phase == corev1.VolumeAvailable, err
+	}, "the volume to be held for its namespace")
+
+	b := framework.Namespace(t)
+	if _, err := framework.Client().CoreV1().PersistentVolumeClaims(b).Create(context.Background(), claimOf(c.class, "other"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitEvent(t, time.Minute, framework.EventQuery{Namespace: b, Kind: "PersistentVolumeClaim", Name: "other", Reason: "ScrubbingToShare", Message: held.Name})
+	got := boundVolume(t, b, "other")
+	if got.Name != held.Name {
+		t.Fatalf("namespace %s's claim got %s, want %s, emptied", b, got.Name, held.Name)
+	}
+	entries, err := os.ReadDir(got.Spec.HostPath.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Errorf("the volume came to namespace %s holding %d entries of namespace %s's", b, len(entries), c.ns)
+	}
+	c.inv.Check(t, 10*time.Second)
 }

@@ -66,6 +66,9 @@ type params struct {
 	// scrub (onRelease Scrub) empties a released volume before any claim
 	// may have it.
 	scrub bool
+	// scrubAcross lets a claim that finds no free member have a volume
+	// held for another namespace once it is emptied.
+	scrubAcross bool
 
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes int // 0: no limit
@@ -76,7 +79,7 @@ type params struct {
 }
 
 // commonParams may be set on a class of any backend.
-var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease}
+var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces}
 
 // parseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -124,6 +127,11 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 	p.namespaced = namespaced
 	if p.scrub, err = controller.ParseOnRelease(in[keys.OnRelease]); err != nil {
 		errs = append(errs, err)
+	}
+	if v, ok := in[keys.ScrubAcrossNamespaces]; ok {
+		if p.scrubAcross, err = strconv.ParseBool(v); err != nil {
+			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", keys.ScrubAcrossNamespaces, v))
+		}
 	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.forClass(class)

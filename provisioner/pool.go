@@ -175,6 +175,11 @@ type poolState struct {
 	otherNamespace int
 	// unfit counts free members that do not fit the claim, by reason.
 	unfit map[string]int
+	// crossable, under scrubAcrossNamespaces, is the member held for
+	// another namespace that fits the claim and was released longest ago:
+	// emptied, it may go to the claim. Nil when there is none, or one is
+	// being emptied already.
+	crossable *corev1.PersistentVolume
 }
 
 func (s poolState) String() string {
@@ -411,4 +416,24 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 func memberState(pv *corev1.PersistentVolume) (state, namespace string) {
 	namespace, _ = controller.HeldFor(pv)
 	return string(controller.StateOf(pv)), namespace
+}
+
+// crossable returns the member of members held for a namespace other than
+// claim's that fits claim on node and was released longest ago, for a
+// scrub that lets claim have it; nil when none fits, or when a member is
+// being emptied already (it is free soon, and wakes the claims waiting).
+func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) *corev1.PersistentVolume {
+	var best *corev1.PersistentVolume
+	for _, pv := range members {
+		if controller.Scrubbing(pv) {
+			return nil
+		}
+		if availabilityOf(pv, claim, true) != otherNamespace || controller.Reserved(pv) || misfit(pv, claim, node, selector) != "" {
+			continue
+		}
+		if best == nil || releasedAt(pv).Before(releasedAt(best)) || releasedAt(pv).Equal(releasedAt(best)) && pv.Name < best.Name {
+			best = pv
+		}
+	}
+	return best
 }

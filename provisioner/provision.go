@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -34,6 +35,9 @@ const (
 	// namespaces (reuseScope namespace).
 	reasonOtherNamespaces = "FreeVolumesInOtherNamespaces"
 	reasonIssuedFromPool  = "IssuedFromPool"
+	// reasonScrubbingToShare: exhausted, and a volume held for another
+	// namespace is being emptied for the claim (scrubAcrossNamespaces).
+	reasonScrubbingToShare = "ScrubbingToShare"
 	// reasonReservationTaken, on the volume: a member reserved for another
 	// claim's name was issued because nothing else fit.
 	reasonReservationTaken = "ReservationTaken"
@@ -176,7 +180,11 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 	}()
 
-	cands, state := candidates(p.members(class.Name, params.pool), claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub}, opts.SelectedNode, selector)
+	members := p.members(class.Name, params.pool)
+	cands, state := candidates(members, claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub}, opts.SelectedNode, selector)
+	if params.namespaced && params.scrubAcross && state.otherNamespace > 0 {
+		state.crossable = crossable(members, claim, opts.SelectedNode, selector)
+	}
 	stale := p.takes.members()
 	for _, pv := range cands {
 		if stale[pv.Name] || !p.takes.try(pv.Name) {
@@ -214,7 +222,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			// A free volume exists elsewhere: let the scheduler pick another node.
 			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.backend, class.Name, opts.SelectedNode.Name, state)
 		}
-		return p.exhausted(claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
+		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
 	}
 	return p.grow(ctx, opts, params, maker, selector, state)
 }
@@ -248,14 +256,20 @@ var errExhausted = errors.New("pool exhausted")
 
 // exhausted reports that the pool of class has nothing for claim and cannot
 // grow; the claim stays among those woken when a volume of the class is freed.
-func (p *provisioner) exhausted(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
 	reason := reasonPoolExhausted
+	if pv := state.crossable; pv != nil && p.markForScrub(ctx, pv) {
+		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonScrubbingToShare,
+			"%s; volume %s, held for another namespace, is being emptied for it (%s): the claim gets it once it is empty, never with the other namespace's data", msg, pv.Name, keys.ScrubAcrossNamespaces)
+		p.onWaitingChange(class.Name)
+		return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; volume %s is being emptied for it", errExhausted, msg, pv.Name)}
+	}
 	if state.otherNamespace > 0 {
 		// The one case an administrator may want to change the class for.
 		reason = reasonOtherNamespaces
-		msg = fmt.Sprintf("%s; %d free volumes were last bound in other namespaces and hold their data, and %s %q gives a volume only to claims of the namespace it was last bound in (%s %q would share them across namespaces, data included)",
-			msg, state.otherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster)
+		msg = fmt.Sprintf("%s; %d free volumes were last bound in other namespaces and hold their data, and %s %q gives a volume only to claims of the namespace it was last bound in (%s %q would share them across namespaces, data included; %s true on the pool would empty one for this claim)",
+			msg, state.otherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster, keys.ScrubAcrossNamespaces)
 	}
 	p.recorder.Event(claim, corev1.EventTypeWarning, reason, msg)
 	p.onWaitingChange(class.Name)
@@ -322,4 +336,19 @@ func (p *provisioner) Members(class *storagev1.StorageClass) ([]*corev1.Persiste
 		return nil, err
 	}
 	return p.members(class.Name, params.pool), nil
+}
+
+// markForScrub hands pv to the scrubber, unless it changed since the cache
+// saw it (the update carries its resourceVersion): reports whether it did.
+func (p *provisioner) markForScrub(ctx context.Context, pv *corev1.PersistentVolume) bool {
+	updated := pv.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	updated.Annotations[keys.Scrub] = keys.ScrubRequested
+	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Not marking a volume for scrubbing", "pv", pv.Name, "err", err)
+		return false
+	}
+	return true
 }

@@ -393,6 +393,13 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 // is unscrubbed until it is seen scrubbed (keys.ScrubDone); seen Bound
 // meanwhile to any claim but its scrub claim, its data went on.
 func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
+	if pv.Annotations[keys.Scrub] == keys.ScrubDone {
+		// Emptied, by any pool's rule or by hand: it belongs to no
+		// namespace any more (7).
+		inv.mu.Lock()
+		delete(inv.boundIn, pv.Name)
+		inv.mu.Unlock()
+	}
 	if !slices.Contains(inv.scope.Scrubbed, pv.Spec.StorageClassName) {
 		return
 	}
@@ -402,9 +409,7 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 	from, unscrubbed := inv.unscrubbed[pv.Name]
 	switch {
 	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
-		// Emptied: it belongs to no namespace any more (7).
 		delete(inv.unscrubbed, pv.Name)
-		delete(inv.boundIn, pv.Name)
 	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim:
 		inv.unscrubbed[pv.Name] = ref.Namespace + "/" + ref.Name
 	case unscrubbed && pv.Status.Phase == corev1.VolumeBound && ref != nil && !scrubClaim:

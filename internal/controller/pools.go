@@ -123,7 +123,7 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		return class
 	}
 	s := pool.Spec
-	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" {
+	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" && s.ScrubAcrossNamespaces == nil {
 		return class
 	}
 	out := class.DeepCopy()
@@ -144,6 +144,9 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 	}
 	if s.OnRelease != "" {
 		out.Parameters[keys.OnRelease] = s.OnRelease
+	}
+	if s.ScrubAcrossNamespaces != nil {
+		out.Parameters[keys.ScrubAcrossNamespaces] = strconv.FormatBool(*s.ScrubAcrossNamespaces)
 	}
 	return out
 }

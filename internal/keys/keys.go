@@ -205,6 +205,11 @@ const (
 	ScrubFailed = Domain + "/scrub-failed"
 )
 
+// ScrubAcrossNamespaces is the class parameter (and VolumePool field)
+// that lets a claim which finds no free member take, under reuseScope
+// namespace, a volume held for another namespace once it is emptied.
+const ScrubAcrossNamespaces = "scrubAcrossNamespaces"
+
 // ScrubClaim is the name of the claim, in the lifecycle namespace, through
 // which the scrub pod of volume pv mounts it.
 func ScrubClaim(pv string) string { return "scrub-" + pv }

@@ -81,6 +81,13 @@ type VolumePoolSpec struct {
 	// +kubebuilder:validation:Enum=Keep;Scrub
 	OnRelease string `json:"onRelease,omitempty"`
 
+	// ScrubAcrossNamespaces, under reuseScope namespace, lets a claim that
+	// finds no free member and cannot grow the pool take a volume held for
+	// another namespace once it has been emptied (as onRelease Scrub
+	// empties one), instead of waiting: isolation kept, disks shared.
+	// +optional
+	ScrubAcrossNamespaces *bool `json:"scrubAcrossNamespaces,omitempty"`
+
 	// MinAvailable is how many free members (no claim named, not held or
 	// reserved) the pool keeps ready: the provisioner makes them ahead of
 	// any claim, shaped by Template, within maxVolumes, which it needs.

@@ -90,6 +90,11 @@ func (in *VolumePoolSpec) DeepCopyInto(out *VolumePoolSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.ScrubAcrossNamespaces != nil {
+		in, out := &in.ScrubAcrossNamespaces, &out.ScrubAcrossNamespaces
+		*out = new(bool)
+		**out = **in
+	}
 	if in.MinAvailable != nil {
 		in, out := &in.MinAvailable, &out.MinAvailable
 		*out = new(int32)
