@@ -28,6 +28,9 @@ import (
 type scrubCase struct {
 	ns, helpers, class, pool string
 	inv                      *framework.Invariants
+	// controllers is the process of the three controllers (directory
+	// cases).
+	controllers *framework.Process
 }
 
 // newDirectoryScrubCase is a scrubCase of the directory backend; params
@@ -55,9 +58,10 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 	}))
 	c.pool = c.createPool(t, onRelease, pool...)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}, Scrubbed: scrubbed(onRelease, c.class)})
-	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
+	c.controllers = framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
-		"--cleanup-interval=5s", "--release-interval=5s", "--pool-status-interval=1s").WaitReady(t)
+		"--cleanup-interval=5s", "--release-interval=5s", "--pool-status-interval=1s")
+	c.controllers.WaitReady(t)
 	return c
 }
 
@@ -295,5 +299,45 @@ func TestNodeScrubLetsAnotherNamespaceHaveAHeldVolume(t *testing.T) {
 	if len(entries) != 0 {
 		t.Errorf("the volume came to namespace %s holding %d entries of namespace %s's", b, len(entries), c.ns)
 	}
+	c.inv.Check(t, 10*time.Second)
+}
+
+// The controllers killed (SIGKILL) while a scrub pod runs: the restarted
+// provisioner waits for that pod or runs the scrub again, never returns
+// the volume unscrubbed (invariant 9), and leaves no scrub pod or claim.
+// The scrub template waits a few seconds first, so that the kill lands
+// while the pod runs.
+func TestNodeScrubSurvivesAKill(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
+	ctx := context.Background()
+	slow := `{"spec":{"initContainers":[{"name":"wait","image":"` + cluster.ConsumerImage + `","imagePullPolicy":"Never","args":["sleep","5s"]}],` +
+		`"containers":[{"name":"scrub","image":"` + cluster.ReclaimableImage + `","imagePullPolicy":"IfNotPresent","args":["lifecycle","scrub"],` +
+		`"securityContext":{"runAsUser":0,"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"],"add":["CHOWN","FOWNER","DAC_OVERRIDE","FSETID"]}},` +
+		`"volumeMounts":[{"name":"pool","mountPath":"/pool"}]}]}}`
+	if _, err := framework.Client().CoreV1().ConfigMaps(c.helpers).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "templates"}, Data: map[string]string{"scrub": slow}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const claim = "cache"
+	first := c.leaveData(t, claim)
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := framework.Client().CoreV1().Pods(c.helpers).Get(ctx, "scrub-"+first.Name, metav1.GetOptions{})
+		return err == nil, nil
+	}, "the scrub pod to run")
+	c.controllers.Kill()
+	c.controllers.Start()
+	c.controllers.WaitReady(t)
+
+	got, held := c.next(t, claim)
+	if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
+		t.Errorf("after the kill the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		pods, err := framework.Client().CoreV1().Pods(c.helpers).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		claims, err := framework.Client().CoreV1().PersistentVolumeClaims(c.helpers).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0 && len(claims.Items) == 0, err
+	}, "no scrub pod or scrub claim to be left")
 	c.inv.Check(t, 10*time.Second)
 }
