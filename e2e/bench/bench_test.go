@@ -630,10 +630,11 @@ func TestMarkdownNodeLocal(t *testing.T) {
 		return Summary{N: 20, P50ms: p50, P95ms: p95, P99ms: p99, MaxMs: p99}
 	}
 	r.NodeLocal = &NodeLocal{
-		Cycles: 20,
-		Miss:   NodeLocalRow{Bound: ms(2000, 4000, 4100), Provisioned: ms(1500, 1900, 2000), Scheduled: ms(2100, 4500, 5000), Failed: 1},
-		Hit:    NodeLocalRow{Bound: ms(26, 40, 48), Scheduled: ms(1100, 1900, 2000)},
-		Floor:  NodeLocalRow{Bound: ms(22, 1200, 1400), Scheduled: ms(1000, 2400, 2500)},
+		Cycles:     20,
+		Miss:       NodeLocalRow{Bound: ms(2000, 4000, 4100), Provisioned: ms(1500, 1900, 2000), Scheduled: ms(2100, 4500, 5000), Failed: 1},
+		Hit:        NodeLocalRow{Bound: ms(26, 40, 48), Scheduled: ms(1100, 1900, 2000)},
+		Floor:      NodeLocalRow{Bound: ms(22, 1200, 1400), Scheduled: ms(1000, 2400, 2500)},
+		KeepToPool: ms(40, 60, 80), ScrubToPool: ms(3000, 3500, 3900),
 	}
 	var buf bytes.Buffer
 	r.Markdown(&buf)
@@ -643,6 +644,8 @@ func TestMarkdownNodeLocal(t *testing.T) {
 		"| miss: a create pod makes the directory (1 failed, 0 served otherwise) | 2000 ms | 4000 ms | 4100 ms | 1500 ms | 2000 ms | 2100 ms | 5000 ms |",
 		"| hit: the workload's volume, free on the node | 26.0 ms | 40.0 ms | 48.0 ms | - | - | 1100 ms | 2000 ms |",
 		"| floor: a free local volume, no provisioner | 22.0 ms | 1200 ms | 1400 ms | - | - | 1000 ms | 2500 ms |",
+		"| Keep: the data stays | 40.0 ms | 60.0 ms | 80.0 ms |",
+		"| Scrub: a scrub pod empties it on the node | 3000 ms | 3500 ms | 3900 ms |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Markdown lacks %q; got:\n%s", want, out)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -38,6 +40,13 @@ type NodeLocal struct {
 	Hit NodeLocalRow `json:"hit"`
 	// Floor: pod and claim created by the benchmark, no controller.
 	Floor NodeLocalRow `json:"floor"`
+	// KeepToPool and ScrubToPool are claim gone -> its volume free again,
+	// for the hit class (onRelease Keep: the data stays) and for a class
+	// whose VolumePool says onRelease Scrub (a scrub pod empties the
+	// volume on the node first).
+	KeepToPool  Summary `json:"keep_claim_gone_to_free"`
+	ScrubToPool Summary `json:"scrub_claim_gone_to_free"`
+	ScrubFailed int     `json:"scrub_failed,omitempty"`
 }
 
 // NodeLocalRow is one kind of cycle's figures.
@@ -66,6 +75,7 @@ const (
 	nodeLocalHitClass  = "bench-local"
 	nodeLocalMissClass = "bench-local-miss"
 	nodeLocalFloor     = "bench-node-floor"
+	nodeLocalScrub     = "bench-local-scrub"
 	// nodeLocalClaim is the hit cycles' claim name, the same every time.
 	nodeLocalClaim = "cache"
 )
@@ -92,6 +102,7 @@ func (b *bench) nodeLocal(ctx context.Context, cycles int) (*NodeLocal, error) {
 		return nil, err
 	}
 	out := &NodeLocal{Cycles: cycles}
+	var keep []time.Duration
 	// One warm-up hit cycle makes the volume the hit cycles come back to.
 	if _, _, err := b.nodeLocalCycle(ctx, nodeLocalHitClass, nodeLocalClaim, 0, false); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
@@ -118,6 +129,9 @@ func (b *bench) nodeLocal(ctx context.Context, cycles int) (*NodeLocal, error) {
 			case t.claim.hit != kind.wantH:
 				kind.row.Unexpected++
 			default:
+				if kind.row == &out.Hit {
+					keep = append(keep, t.claim.available.Sub(t.claim.gone))
+				}
 				kind.row.bound = append(kind.row.bound, t.claim.bound.Sub(t.claim.created))
 				kind.row.scheduled = append(kind.row.scheduled, scheduled)
 				if h := t.claim.handedOff; !h.IsZero() {
@@ -129,7 +143,41 @@ func (b *bench) nodeLocal(ctx context.Context, cycles int) (*NodeLocal, error) {
 	for _, row := range []*NodeLocalRow{&out.Miss, &out.Hit, &out.Floor} {
 		row.Bound, row.Scheduled, row.Provisioned = Summarize(row.bound), Summarize(row.scheduled), Summarize(row.provisioned)
 	}
+	out.KeepToPool = Summarize(keep)
+	var scrubbed []time.Duration
+	for i := range cycles {
+		d, err := b.nodeScrubCycle(ctx, i)
+		if err != nil {
+			out.ScrubFailed++
+			b.logf("node-local scrub cycle failed: %v", err)
+			continue
+		}
+		scrubbed = append(scrubbed, d)
+	}
+	out.ScrubToPool = Summarize(scrubbed)
 	return out, nil
+}
+
+// nodeScrubCycle runs a pod through a claim of the scrub class and
+// returns claim gone -> its volume emptied and free again.
+func (b *bench) nodeScrubCycle(ctx context.Context, seq int) (time.Duration, error) {
+	t, _, err := b.nodeLocalCycle(ctx, nodeLocalScrub, "scrubbed", seq, false)
+	if err != nil {
+		return 0, err
+	}
+	var freed time.Time
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, cycleTimeout, true, func(ctx context.Context) (bool, error) {
+		pv, err := b.client.CoreV1().PersistentVolumes().Get(ctx, t.claim.volume, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, scrubbing := pv.Annotations[keys.Scrub]
+		freed = time.Now()
+		return !scrubbing && pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
+	}); err != nil {
+		return 0, fmt.Errorf("waiting for volume %s to be scrubbed: %w", t.claim.volume, err)
+	}
+	return freed.Sub(t.claim.gone), nil
 }
 
 // nodeLocalSetup creates the run's namespaces, its classes and the floor's
@@ -155,10 +203,19 @@ func (b *bench) nodeLocalSetup(ctx context.Context, nodePath string) error {
 			sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 		}),
 		objects.NewClass(nodeLocalFloor, "kubernetes.io/no-provisioner", wffc),
+		objects.NewClass(nodeLocalScrub, provisionerName, wffc, local),
 	} {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
+	}
+	pools, err := versioned.NewForConfig(b.cluster.Config)
+	if err != nil {
+		return err
+	}
+	if _, err := pools.ReclaimableV1alpha1().VolumePools().Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: nodeLocalScrub},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: nodeLocalScrub, OnRelease: keys.OnReleaseScrub}}, metav1.CreateOptions{}); err != nil {
+		return err
 	}
 	pv := objects.NewVolume(nodeLocalFloor, nodeLocalFloor, "1Gi", filepath.Join(nodePath, "floor"), func(pv *corev1.PersistentVolume) {
 		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -222,6 +279,8 @@ func (b *bench) nodeLocalCycle(ctx context.Context, class, claim string, seq int
 	}); err != nil {
 		return t, 0, fmt.Errorf("waiting for claim %s to go and its volume to be back: %w", claim, err)
 	}
+	t.claim = b.rec.snapshot(rec.uid) // with the claim's end
+
 	if deleted {
 		if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			_, err := b.client.CoreV1().PersistentVolumes().Get(ctx, rec.volume, metav1.GetOptions{})

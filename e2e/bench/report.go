@@ -564,6 +564,15 @@ func (r *Report) nodeLocalSection(p printer) {
 			p("| %s%s | %s | %s | %s | %s | %s | %s | %s |\n", row.name, extra, fmtMs(row.r.Bound.P50ms), fmtMs(row.r.Bound.P95ms), fmtMs(row.r.Bound.P99ms),
 				selected[0], selected[1], fmtMs(row.r.Scheduled.P50ms), fmtMs(row.r.Scheduled.P99ms))
 		}
+		if n.ScrubToPool.N > 0 || n.ScrubFailed > 0 {
+			failed := ""
+			if n.ScrubFailed > 0 {
+				failed = fmt.Sprintf(" (%d failed)", n.ScrubFailed)
+			}
+			p("\n| onRelease | claim gone -> volume free again p50 | p95 | p99 |\n|---|--:|--:|--:|\n")
+			p("| Keep: the data stays | %s | %s | %s |\n", fmtMs(n.KeepToPool.P50ms), fmtMs(n.KeepToPool.P95ms), fmtMs(n.KeepToPool.P99ms))
+			p("| Scrub: a scrub pod empties it on the node%s | %s | %s | %s |\n", failed, fmtMs(n.ScrubToPool.P50ms), fmtMs(n.ScrubToPool.P95ms), fmtMs(n.ScrubToPool.P99ms))
+		}
 	}
 }
 
