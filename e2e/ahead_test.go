@@ -33,17 +33,24 @@ import (
 func newAheadCase(t *testing.T, minAvailable, maxVolumes int32, ns string) *poolCase {
 	t.Helper()
 	r := newPoolCase(t, map[string]string{keys.ReserveFor: "0s"}, ns)
-	pools := volumePools(t)
+	r.createAheadPool(minAvailable, maxVolumes)
+	return r
+}
+
+// createAheadPool makes r's class a VolumePool that keeps minAvailable
+// free members, at most maxVolumes, deleted at cleanup.
+func (r *poolCase) createAheadPool(minAvailable, maxVolumes int32) {
+	r.t.Helper()
+	pools := volumePools(r.t)
 	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{
 		ObjectMeta: metav1.ObjectMeta{Name: framework.Name("warm")},
 		Spec:       v1alpha1.VolumePoolSpec{StorageClassName: r.class, MinAvailable: ptr.To(minAvailable), MaxVolumes: ptr.To(maxVolumes)},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+	r.t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
 	r.pool = pool.Name
-	return r
 }
 
 // setMinAvailable edits the pool's minAvailable, as kubectl edit would.
@@ -125,14 +132,7 @@ func TestVolumePoolMakeAheadRacesClaimsWithinTheMaximum(t *testing.T) {
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	pools := volumePools(t)
-	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("warm")},
-		Spec: v1alpha1.VolumePoolSpec{StorageClassName: r.class, MinAvailable: ptr.To[int32](10), MaxVolumes: ptr.To[int32](12)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
-	r.pool = pool.Name
+	r.createAheadPool(10, 12)
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for i := range 20 {
@@ -179,22 +179,14 @@ func TestVolumePoolMakeAheadRacesClaimsWithinTheMaximum(t *testing.T) {
 // kill finds members whose volume object exists and whose storage does not.
 func TestVolumePoolMakeAheadSurvivesAKill(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := framework.Namespace(t)
 	r := newPoolCase(t, map[string]string{keys.ReserveFor: "0s"}, ns)
 	if err := os.Chmod(r.base, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	pools := volumePools(t)
-	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("warm")},
-		Spec: v1alpha1.VolumePoolSpec{StorageClassName: r.class, MinAvailable: ptr.To[int32](4), MaxVolumes: ptr.To[int32](4)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
-	r.pool = pool.Name
+	r.createAheadPool(4, 4)
 
-	framework.WaitEvent(t, 60*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: pool.Name, Reason: "MakeAheadFailed", Message: "permission denied"})
+	framework.WaitEvent(t, 60*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Reason: "MakeAheadFailed", Message: "permission denied"})
 	half := r.classVolumes()
 	if len(half) == 0 || !controller.StoragePending(half[0]) || controller.StateOf(half[0]) != controller.StateOther {
 		t.Fatalf("after a failed make: %d volumes, want one waiting for its storage", len(half))

@@ -145,9 +145,19 @@ func decide(v view) result {
 	if inForce {
 		effective := controller.EffectiveClass(v.class, v.pool)
 		capacity := resource.Quantity{Format: resource.BinarySI}
+		pending := 0 // members made ahead whose storage is not made yet
 		for _, pv := range v.members {
 			state := controller.StateOf(pv)
 			counts[state]++
+			if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
+				s.ScrubFailed++
+			}
+			if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
+				s.MadeAhead++
+				if controller.StoragePending(pv) {
+					pending++
+				}
+			}
 			if c, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 				capacity.Add(c)
 			}
@@ -162,20 +172,6 @@ func decide(v view) result {
 		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
 		s.Capacity = &capacity
 		s.Scrubbing = int32(counts[controller.StateScrubbing])
-		for _, pv := range v.members {
-			if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
-				s.ScrubFailed++
-			}
-		}
-		pending := 0
-		for _, pv := range v.members {
-			if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
-				s.MadeAhead++
-				if controller.StoragePending(pv) {
-					pending++
-				}
-			}
-		}
 		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
 			free := counts[controller.StateFree]
 			switch {
