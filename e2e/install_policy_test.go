@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -100,5 +101,79 @@ func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
 	}
 	if gates := got.Spec.SchedulingGates; len(gates) != 1 || gates[0].Name != "example.com/other" {
 		t.Errorf("gates after the podwatcher's patch: %v, want only example.com/other", gates)
+	}
+}
+
+const podwatcherClaimPolicy = "reclaimable-podwatcher-claim-writes"
+
+// The podwatcher may patch claims only to record how their owner ended:
+// the installation's policy refuses every other write of its
+// ServiceAccount to a claim, and a second outcome.
+func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, "podwatcher"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	podwatcher, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, "cache", "none", "1Mi", func(c *corev1.PersistentVolumeClaim) {
+		c.Labels = map[string]string{"app": "build"}
+		c.Annotations = map[string]string{"a": "b"}
+	}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(body string, dryRun bool) error {
+		opts := metav1.PatchOptions{}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err := podwatcher.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, claim.Name, types.MergePatchType, []byte(body), opts)
+		return err
+	}
+	denied := func(err error) bool {
+		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), podwatcherClaimPolicy)
+	}
+	framework.Eventually(t, 30*time.Second, func(context.Context) (bool, error) {
+		return denied(patch(`{"metadata":{"labels":{"x":"y"}}}`, true)), nil
+	}, "the podwatcher's claim policy to be in force")
+
+	outcome := func(v string) string { return `"` + keys.ConsumerOutcome + `":"` + v + `"` }
+	for _, tc := range []struct{ what, patch string }{
+		{"add a label", `{"metadata":{"labels":{"x":"y"}}}`},
+		{"change an annotation", `{"metadata":{"annotations":{"a":"c"}}}`},
+		{"remove an annotation", `{"metadata":{"annotations":{"a":null}}}`},
+		{"add another annotation", `{"metadata":{"annotations":{"x":"y"}}}`},
+		{"record an outcome and another annotation", `{"metadata":{"annotations":{` + outcome("Succeeded") + `,"x":"y"}}}`},
+		{"record an outcome of its own", `{"metadata":{"annotations":{` + outcome("Maybe") + `}}}`},
+		{"add a finalizer", `{"metadata":{"finalizers":["example.com/keep"]}}`},
+		{"add an owner", `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":"0a0a0a0a-0000-0000-0000-000000000000"}]}}`},
+		{"bind the claim to a volume", `{"spec":{"volumeName":"someone-elses"}}`},
+	} {
+		if err := patch(tc.patch, false); !denied(err) {
+			t.Errorf("the podwatcher could %s: %v", tc.what, err)
+		}
+	}
+
+	// What the podwatcher sends when a claim's owner succeeded; then it
+	// may not change its mind.
+	if err := patch(`{"metadata":{"resourceVersion":"`+claim.ResourceVersion+`","annotations":{`+outcome("Succeeded")+`}}}`, false); err != nil {
+		t.Fatalf("the podwatcher could not record an outcome: %v", err)
+	}
+	if err := patch(`{"metadata":{"annotations":{`+outcome("Failed")+`}}}`, false); !denied(err) {
+		t.Errorf("the podwatcher could change a recorded outcome: %v", err)
+	}
+	got, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[keys.ConsumerOutcome] != keys.OutcomeSucceeded || got.Annotations["a"] != "b" || len(got.Labels) != 1 {
+		t.Errorf("the claim after the podwatcher's writes: labels %v, annotations %v", got.Labels, got.Annotations)
 	}
 }

@@ -195,14 +195,17 @@ func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
 }
 
 // claimsMayChange tells whether an update of an owner may change the claims
-// it needs: only its annotations, volumes and owner references say which.
-// The rest of a pod's updates (scheduling, status, the start of its
-// deletion) outnumber those several times over, and can only make a sync a
-// no-op.
+// it needs, or what they record of it: only its annotations, volumes and
+// owner references say which claims, and its end how it went. The rest of
+// a pod's updates (scheduling, status, the start of its deletion)
+// outnumber those several times over, and can only make a sync a no-op.
 func claimsMayChange(old, cur any) bool {
 	o, ok1 := old.(metav1.Object)
 	n, ok2 := cur.(metav1.Object)
 	if !ok1 || !ok2 {
+		return true
+	}
+	if outcome(old) != outcome(cur) {
 		return true
 	}
 	if !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) || !equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) {

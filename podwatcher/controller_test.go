@@ -716,7 +716,12 @@ func TestOnlyUpdatesThatMayChangeClaimsAreQueued(t *testing.T) {
 		{"pod owner", pod, func(o metav1.Object) {
 			o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: kindJob, Name: "j", UID: "uid-j"}})
 		}, true},
+		{"pod succeeds", pod, func(o metav1.Object) { o.(*corev1.Pod).Status.Phase = corev1.PodSucceeded }, true},
+		{"pod fails", pod, func(o metav1.Object) { o.(*corev1.Pod).Status.Phase = corev1.PodFailed }, true},
 		{"job status", job, func(o metav1.Object) { o.(*batchv1.Job).Status.Active = 1 }, false},
+		{"job completes", job, func(o metav1.Object) {
+			o.(*batchv1.Job).Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}, true},
 		{"job template volume", job, func(o metav1.Object) { o.(*batchv1.Job).Spec.Template.Spec.Volumes = nil }, true},
 		{"job annotation", job, func(o metav1.Object) { o.SetAnnotations(nil) }, true},
 	} {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +38,12 @@ func (c *Controller) syncPod(ctx context.Context, k key) error {
 		return err
 	}
 	// A pod that is going or has ended needs no new claim; creating one
-	// would only take a volume from the pool for nothing.
+	// would only take a volume from the pool for nothing. Its claims learn
+	// how it ended.
 	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if result := outcome(pod); result != "" {
+			return c.recordOutcome(ctx, pod.UID, result)
+		}
 		return nil
 	}
 	annotations := pod.Annotations
@@ -81,7 +84,12 @@ func (c *Controller) syncJob(ctx context.Context, k key) error {
 	if err != nil {
 		return err
 	}
-	if job.DeletionTimestamp != nil || jobFinished(job) {
+	// A Job that is going or has finished needs no new claim; its claims
+	// learn how it ended.
+	if result := outcome(job); job.DeletionTimestamp != nil || result != "" {
+		if result != "" {
+			return c.recordOutcome(ctx, job.UID, result)
+		}
 		return nil
 	}
 	requests, rejections := parseRequests(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
@@ -108,18 +116,6 @@ func withoutJobVolumes(pod, job map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-func jobFinished(job *batchv1.Job) bool {
-	for _, cond := range job.Status.Conditions {
-		switch cond.Type {
-		case batchv1.JobComplete, batchv1.JobFailed, batchv1.JobSuccessCriteriaMet, batchv1.JobFailureTarget:
-			if cond.Status == corev1.ConditionTrue {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // ensureClaims reports rejections or creates the claims that do not exist.

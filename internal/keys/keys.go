@@ -180,11 +180,23 @@ const (
 // OnRelease is the class parameter (and VolumePool field) that says what
 // becomes of a volume's data when its claim goes: OnReleaseKeep (the
 // default) hands it on to the next claim, OnReleaseScrub empties the
-// volume first.
+// volume first, OnReleaseScrubUnlessSucceeded empties it unless the
+// claim's consumer is known to have succeeded (ConsumerOutcome).
 const (
-	OnRelease      = "onRelease"
-	OnReleaseKeep  = "Keep"
-	OnReleaseScrub = "Scrub"
+	OnRelease                     = "onRelease"
+	OnReleaseKeep                 = "Keep"
+	OnReleaseScrub                = "Scrub"
+	OnReleaseScrubUnlessSucceeded = "ScrubUnlessSucceeded"
+)
+
+// ConsumerOutcome on a claim the podwatcher made says how the Pod or Job it
+// was made for ended: OutcomeSucceeded or OutcomeFailed. The podwatcher
+// writes it once, when it sees the owner end; a claim without it has no
+// known outcome. New in this release: one name only.
+const (
+	ConsumerOutcome  = Domain + "/consumer-outcome"
+	OutcomeSucceeded = "Succeeded"
+	OutcomeFailed    = "Failed"
 )
 
 // Scrub on a PersistentVolume says it is being emptied, and how far: the
