@@ -4,14 +4,17 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -57,7 +60,8 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 		}}}
 	}))
 	c.pool = c.createPool(t, onRelease, pool...)
-	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class}, Scrubbed: scrubbed(onRelease, c.class)})
+	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class},
+		Scrubbed: classIf(onRelease == keys.OnReleaseScrub, c.class), ScrubbedUnlessSucceeded: classIf(onRelease == keys.OnReleaseScrubUnlessSucceeded, c.class)})
 	c.controllers = framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
 		"--cleanup-interval=5s", "--release-interval=5s", "--pool-status-interval=1s")
@@ -65,8 +69,8 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 	return c
 }
 
-func scrubbed(onRelease, class string) []string {
-	if onRelease == keys.OnReleaseScrub {
+func classIf(cond bool, class string) []string {
+	if cond {
 		return []string{class}
 	}
 	return nil
@@ -103,6 +107,40 @@ func (c *scrubCase) leaveData(t *testing.T, claim string) *corev1.PersistentVolu
 		t.Fatal(err)
 	}
 	deletePod(t, c.ns, "other", claim)
+	return volume
+}
+
+// runJob runs a Job of one pod, no retry, that asks for claim by
+// annotation and runs the consumer with args on the real node; waits
+// until the Job has ended and the podwatcher has recorded how on the
+// claim (outcome); then deletes the Job, and with it the claim. It
+// returns the volume, which holds the consumer's tree.
+func (c *scrubCase) runJob(t *testing.T, claim, outcome string, args ...string) *corev1.PersistentVolume {
+	t.Helper()
+	ctx := context.Background()
+	client := framework.Client()
+	spec := nodePodSpec(claim, 1000, args...)
+	job, err := client.BatchV1().Jobs(c.ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: soakOwnerAnnotations("cache", c.class)},
+		Spec:       batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: spec}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pvc, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil && pvc.Annotations[keys.ConsumerOutcome] == outcome, nil
+	}, fmt.Sprintf("the Job to end and its claim to say %s", outcome))
+	volume := boundVolume(t, c.ns, claim)
+	consumersTree(t, volume.Spec.HostPath.Path)
+	background := metav1.DeletePropagationBackground
+	if err := client.BatchV1().Jobs(c.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, claim, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the Job's claim to go with the Job")
 	return volume
 }
 
@@ -170,6 +208,34 @@ func TestNodeScrubEmptiesAVolumeBeforeTheNextClaim(t *testing.T) {
 	}
 }
 
+// Under onRelease ScrubUnlessSucceeded the volume of a Job that failed,
+// its work half written, is emptied before the next claim has it; that of
+// a Job that succeeded goes on with its data.
+func TestNodeScrubOnlyAfterAConsumerThatDidNotSucceed(t *testing.T) {
+	for _, tt := range []struct {
+		outcome string
+		args    []string
+		want    []string
+	}{
+		{keys.OutcomeFailed, []string{"crash", "/cache"}, []string{"mine"}},
+		{keys.OutcomeSucceeded, []string{"fill", "/cache"}, []string{"mine", "objects", "readonly", "top.txt"}},
+	} {
+		t.Run(tt.outcome, func(t *testing.T) {
+			c := newDirectoryScrubCase(t, keys.OnReleaseScrubUnlessSucceeded, nil)
+			const claim = "cache"
+			first := c.runJob(t, claim, tt.outcome, tt.args...)
+			got, held := c.next(t, claim)
+			if got.Name != first.Name || !slices.Equal(held, tt.want) {
+				t.Errorf("after a Job that %s the next claim got %s holding %v, want %s holding %v", tt.outcome, got.Name, held, first.Name, tt.want)
+			}
+			if tt.outcome == keys.OutcomeFailed {
+				framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "PersistentVolume", Name: first.Name, Reason: "HandedToScrub", Message: "its consumer failed"})
+			}
+			c.inv.Check(t, 10*time.Second)
+		})
+	}
+}
+
 // A scrub pod that fails keeps the volume out of the pool, with a Warning
 // on it and a count in the pool's status; once the template is fixed the
 // retry empties it, and the next claim gets it.
@@ -207,20 +273,30 @@ func TestNodeFailedScrubKeepsTheVolumeOutOfThePool(t *testing.T) {
 }
 
 // Node-local: the scrub pod runs on the volume's node, which alone holds
-// its directory, and empties it there.
+// its directory, and empties it there: after any consumer under Scrub,
+// after a failed Job under ScrubUnlessSucceeded.
 func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
-	l := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
-	c := &scrubCase{ns: l.ns, helpers: l.helpers, class: l.class, inv: l.inv}
-	c.pool = c.createPool(t, keys.OnReleaseScrub)
-	const claim = "cache"
-	first := c.leaveData(t, claim)
-	got, held := c.next(t, claim)
-	if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
-		t.Errorf("the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+	for _, onRelease := range []string{keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded} {
+		t.Run(onRelease, func(t *testing.T) {
+			l := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
+			c := &scrubCase{ns: l.ns, helpers: l.helpers, class: l.class, inv: l.inv}
+			c.pool = c.createPool(t, onRelease)
+			const claim = "cache"
+			var first *corev1.PersistentVolume
+			if onRelease == keys.OnReleaseScrub {
+				first = c.leaveData(t, claim)
+			} else {
+				first = c.runJob(t, claim, keys.OutcomeFailed, "crash", "/cache")
+			}
+			got, held := c.next(t, claim)
+			if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
+				t.Errorf("the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+			}
+			l.onTheNode(t, got)
+			l.noHelperLeft(t)
+			c.inv.Check(t, 10*time.Second)
+		})
 	}
-	l.onTheNode(t, got)
-	l.noHelperLeft(t)
-	c.inv.Check(t, 10*time.Second)
 }
 
 // An administrator empties one member by hand, with the annotation: a

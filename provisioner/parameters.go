@@ -63,8 +63,9 @@ type params struct {
 	// namespaced (reuseScope namespace, the default) issues a volume again
 	// only to claims of the namespace it was last bound in.
 	namespaced bool
-	// scrub (onRelease Scrub) empties a released volume before any claim
-	// may have it.
+	// scrub (onRelease Scrub or ScrubUnlessSucceeded) may empty a
+	// released volume before any claim may have it: the releaser decides,
+	// and the provisioner takes no Released volume itself.
 	scrub bool
 	// scrubAcross lets a claim that finds no free member have a volume
 	// held for another namespace once it is emptied.
@@ -125,9 +126,11 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 		errs = append(errs, err)
 	}
 	p.namespaced = namespaced
-	if p.scrub, err = controller.ParseOnRelease(in[keys.OnRelease]); err != nil {
+	onRelease, err := controller.ParseOnRelease(in[keys.OnRelease])
+	if err != nil {
 		errs = append(errs, err)
 	}
+	p.scrub = onRelease != keys.OnReleaseKeep
 	if v, ok := in[keys.ScrubAcrossNamespaces]; ok {
 		if p.scrubAcross, err = strconv.ParseBool(v); err != nil {
 			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", keys.ScrubAcrossNamespaces, v))

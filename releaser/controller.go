@@ -34,9 +34,11 @@ const (
 	byReleased = "releaser/released-by" // association label of a Released volume
 
 	// deletedClaimTTL is how long a claim deletion seen on the watch spares
-	// a lookup. Its volume is Released within a second of the deletion.
+	// a lookup, and how long a claim's consumer outcome is kept after its
+	// last version was seen. Its volume is Released within a second of the
+	// deletion.
 	deletedClaimTTL = 5 * time.Minute
-	// maxDeletedClaims bounds the memory of deleted claims.
+	// maxDeletedClaims bounds each memory of claims.
 	maxDeletedClaims = 10000
 	// defaultConflictRecheck is when a volume whose write met a newer
 	// version is looked at again if no event has queued it by then.
@@ -61,9 +63,13 @@ type Controller struct {
 	claims       corelisters.PersistentVolumeClaimLister // managed claims only
 	releasedTime releasedClock
 
-	deleted *deletedClaims
-	writes  *ownWrites
-	warned  *warnings
+	deleted *claimMemory[struct{}]
+	// outcomes holds how the consumers of managed claims ended
+	// (keys.ConsumerOutcome), kept past their claim's deletion for
+	// onRelease ScrubUnlessSucceeded.
+	outcomes *claimMemory[string]
+	writes   *ownWrites
+	warned   *warnings
 	// pools holds the VolumePools, whose settings override their class's.
 	pools cache.Indexer
 }
@@ -143,6 +149,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 	}
 	if _, err := claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.claimAdded,
+		UpdateFunc: func(_, obj any) { c.rememberOutcome(obj) },
 		DeleteFunc: c.claimDeleted,
 	}); err != nil {
 		return nil, err
@@ -159,7 +166,8 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 // useClock builds the memories on clk, which tells their time.
 func (c *Controller) useClock(clk clock.PassiveClock) {
 	c.clock = clk
-	c.deleted = newDeletedClaims(deletedClaimTTL, maxDeletedClaims, clk)
+	c.deleted = newClaimMemory[struct{}](deletedClaimTTL, maxDeletedClaims, clk)
+	c.outcomes = newClaimMemory[string](deletedClaimTTL, maxDeletedClaims, clk)
 }
 
 // Name names the controller's lease and logs.
@@ -225,8 +233,22 @@ func (c *Controller) volumeDeleted(obj any) {
 }
 
 func (c *Controller) claimAdded(obj any) {
+	c.rememberOutcome(obj)
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.enqueueIndexed(byClaim, claim.Namespace+"/"+claim.Name)
+	}
+}
+
+// rememberOutcome keeps how a claim's consumer ended, as the podwatcher
+// recorded it on the claim, for when the claim is gone and its volume is
+// released. It is remembered from every version seen, so that a release
+// handled before the claim's delete event still finds it; the last
+// version, at the deletion, starts its time to be forgotten.
+func (c *Controller) rememberOutcome(obj any) {
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		if result := claim.Annotations[keys.ConsumerOutcome]; result != "" {
+			c.outcomes.add(claim.UID, result)
+		}
 	}
 }
 
@@ -237,8 +259,9 @@ func (c *Controller) claimDeleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	} else if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && deletionReported(claim) {
-		c.deleted.add(claim.UID)
+		c.deleted.add(claim.UID, struct{}{})
 	}
+	c.rememberOutcome(obj)
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		c.enqueueIndexed(byClaim, claim.Namespace+"/"+claim.Name)
 	}
@@ -279,6 +302,7 @@ func (c *Controller) enqueueIndexed(index, value string) {
 // cache. It is the safety net for events this replica never saw.
 func (c *Controller) sweep(ctx context.Context) {
 	c.deleted.prune()
+	c.outcomes.prune()
 	pvs, err := c.volumes.List(labels.Everything())
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing volumes from the cache")

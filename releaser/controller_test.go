@@ -741,10 +741,10 @@ func TestOldestReleasedSeconds(t *testing.T) {
 
 func TestDeletedClaimsAreForgotten(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(testNow)
-	d := newDeletedClaims(time.Minute, 2, clk)
-	d.add("a")
-	d.add("b")
-	d.add("c") // over the bound: not remembered, its volume costs a lookup
+	d := newClaimMemory[struct{}](time.Minute, 2, clk)
+	d.add("a", struct{}{})
+	d.add("b", struct{}{})
+	d.add("c", struct{}{}) // over the bound: not remembered, its volume costs a lookup
 	if !d.has("a") || !d.has("b") || d.has("c") {
 		t.Errorf("has(a, b, c) = %v, %v, %v; want true, true, false", d.has("a"), d.has("b"), d.has("c"))
 	}
@@ -752,7 +752,7 @@ func TestDeletedClaimsAreForgotten(t *testing.T) {
 	if d.has("a") {
 		t.Error("a is remembered past its ttl")
 	}
-	d.add("c") // expired ones make room
+	d.add("c", struct{}{}) // expired ones make room
 	if !d.has("c") {
 		t.Error("c is not remembered after the expired ones were pruned")
 	}

@@ -147,6 +147,28 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 	return true, ""
 }
 
+// scrubOnRelease tells whether a volume whose claim is gone is emptied
+// before any claim may have it, under its class's onRelease (as
+// controller.OnReleaseOf reads it) and the outcome recorded of the claim's
+// consumer ("" where none is known), and why, for the event. Under
+// ScrubUnlessSucceeded only a consumer known to have succeeded hands its
+// data on: a failed one may have left it half written, and one whose end
+// nobody saw (deleted while it ran, a claim the podwatcher did not make,
+// an outcome the releaser did not see) may have too.
+func scrubOnRelease(onRelease, outcome string) (bool, string) {
+	switch {
+	case onRelease == keys.OnReleaseKeep:
+		return false, ""
+	case onRelease == keys.OnReleaseScrubUnlessSucceeded && outcome == keys.OutcomeSucceeded:
+		return false, ""
+	case onRelease == keys.OnReleaseScrubUnlessSucceeded && outcome == keys.OutcomeFailed:
+		return true, "its consumer failed, and the class's pool has onRelease " + keys.OnReleaseScrubUnlessSucceeded
+	case onRelease == keys.OnReleaseScrubUnlessSucceeded:
+		return true, "its consumer is not known to have succeeded, and the class's pool has onRelease " + keys.OnReleaseScrubUnlessSucceeded
+	}
+	return true, "the class's pool has onRelease " + keys.OnReleaseScrub
+}
+
 // reservation is how long releasing a volume of class keeps it for its last
 // claim's namespace and name (the class's reserveFor), given whether the
 // volume stays associated. Only a volume that stays associated is reserved:

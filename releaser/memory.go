@@ -8,53 +8,70 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// deletedClaims remembers the UIDs of claims the API server reported deleted
-// on the managed-claims watch, so that releasing their volumes needs no
-// lookup: UIDs are never reused, so a deleted UID stays deleted. It is
-// bounded; a UID it forgot or never held costs one GET, nothing worse.
-type deletedClaims struct {
-	mu    sync.Mutex
-	ttl   time.Duration
-	max   int
-	clock clock.PassiveClock
-	uids  map[types.UID]time.Time
+// claimMemory remembers, for a while, something about claims by UID: the
+// claims the API server reported deleted on the managed-claims watch, so
+// that releasing their volumes needs no lookup (UIDs are never reused, so a
+// deleted UID stays deleted), and how the consumer of a claim ended, which
+// the claim no longer says once it is gone. It is bounded; a UID it forgot
+// or never held costs a lookup, or a scrub, nothing worse.
+type claimMemory[V any] struct {
+	mu      sync.Mutex
+	ttl     time.Duration
+	max     int
+	clock   clock.PassiveClock
+	entries map[types.UID]remembered[V]
 }
 
-func newDeletedClaims(ttl time.Duration, max int, clk clock.PassiveClock) *deletedClaims {
-	return &deletedClaims{ttl: ttl, max: max, clock: clk, uids: map[types.UID]time.Time{}}
+type remembered[V any] struct {
+	value V
+	at    time.Time
 }
 
-func (d *deletedClaims) add(uid types.UID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.uids) >= d.max {
-		d.pruneLocked()
+func newClaimMemory[V any](ttl time.Duration, max int, clk clock.PassiveClock) *claimMemory[V] {
+	return &claimMemory[V]{ttl: ttl, max: max, clock: clk, entries: map[types.UID]remembered[V]{}}
+}
+
+// add remembers v for uid from now on.
+func (m *claimMemory[V]) add(uid types.UID, v V) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.entries[uid]; !known && len(m.entries) >= m.max {
+		m.pruneLocked()
 	}
-	if len(d.uids) < d.max {
-		d.uids[uid] = d.clock.Now()
+	if _, known := m.entries[uid]; known || len(m.entries) < m.max {
+		m.entries[uid] = remembered[V]{value: v, at: m.clock.Now()}
 	}
 }
 
-func (d *deletedClaims) has(uid types.UID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	at, ok := d.uids[uid]
-	return ok && d.clock.Now().Sub(at) < d.ttl
+func (m *claimMemory[V]) get(uid types.UID) (V, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[uid]
+	if !ok || m.clock.Now().Sub(e.at) >= m.ttl {
+		var zero V
+		return zero, false
+	}
+	return e.value, true
+}
+
+func (m *claimMemory[V]) has(uid types.UID) bool {
+	_, ok := m.get(uid)
+	return ok
 }
 
 // prune forgets UIDs older than the ttl: by then the volumes of those claims
 // have long been released.
-func (d *deletedClaims) prune() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.pruneLocked()
+func (m *claimMemory[V]) prune() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pruneLocked()
 }
 
-func (d *deletedClaims) pruneLocked() {
-	now := d.clock.Now()
-	for uid, at := range d.uids {
-		if now.Sub(at) >= d.ttl {
-			delete(d.uids, uid)
+func (m *claimMemory[V]) pruneLocked() {
+	now := m.clock.Now()
+	for uid, e := range m.entries {
+		if now.Sub(e.at) >= m.ttl {
+			delete(m.entries, uid)
 		}
 	}
 }

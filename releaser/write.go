@@ -49,8 +49,9 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
 	class := c.classOf(pv)
-	if controller.Scrubs(class, c.policy.provisionerName) {
-		return c.handToScrub(ctx, pv)
+	outcome, _ := c.outcomes.get(ref.UID)
+	if scrub, why := scrubOnRelease(controller.OnReleaseOf(class, c.policy.provisionerName), outcome); scrub {
+		return c.handToScrub(ctx, pv, why)
 	}
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = nil
@@ -210,8 +211,9 @@ func (c *Controller) warn(pv *corev1.PersistentVolume, reason, format string, ar
 // provisioner's scrubber instead of returning it to the pool: the volume
 // stays Released, its claimRef naming the gone claim, so that neither the
 // PV controller nor the provisioner gives it to anyone; the scrubber
-// empties it and returns it. No reservation or hold: its data goes.
-func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolume) error {
+// empties it and returns it. No reservation or hold: its data goes. why
+// says so in the event.
+func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolume, why string) error {
 	ref := pv.Spec.ClaimRef
 	updated := pv.DeepCopy()
 	if updated.Annotations == nil {
@@ -227,8 +229,8 @@ func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolum
 	}
 	c.writes.wrote(pv.Name, pv.ResourceVersion)
 	c.metrics.releases.Inc()
-	c.recorder.Eventf(res, corev1.EventTypeNormal, "HandedToScrub", "Claim %s/%s (UID %s) no longer exists; the class's pool has onRelease %s: the volume is emptied before any claim may have it",
-		ref.Namespace, ref.Name, ref.UID, keys.OnReleaseScrub)
-	klog.FromContext(ctx).Info("Handed volume to the scrub", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID)
+	c.recorder.Eventf(res, corev1.EventTypeNormal, "HandedToScrub", "Claim %s/%s (UID %s) no longer exists; %s: the volume is emptied before any claim may have it",
+		ref.Namespace, ref.Name, ref.UID, why)
+	klog.FromContext(ctx).Info("Handed volume to the scrub", "claim", klog.KRef(ref.Namespace, ref.Name), "claimUID", ref.UID, "why", why)
 	return nil
 }

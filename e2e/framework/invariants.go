@@ -43,6 +43,10 @@ type Scope struct {
 	// Scrub: a volume released from a claim is bound to no claim but its
 	// scrub claim until its scrub is done.
 	Scrubbed []string
+	// ScrubbedUnlessSucceeded are the classes of Classes whose pool says
+	// onRelease ScrubUnlessSucceeded: as Scrubbed, for a volume released
+	// from a claim not seen to say its consumer succeeded.
+	ScrubbedUnlessSucceeded []string
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
@@ -61,7 +65,9 @@ type Scope struct {
 //  8. no VolumePool of a class in scope reports more members of a state, or
 //     in all, than the class has volumes in that state;
 //  9. no volume of a Scrubbed class is bound to a claim between its release
-//     and the success of its scrub, but to its scrub claim.
+//     and the success of its scrub, but to its scrub claim; nor one of a
+//     ScrubbedUnlessSucceeded class released from a claim that never said
+//     its consumer succeeded.
 //
 // 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
@@ -76,6 +82,7 @@ type Invariants struct {
 	boundTo    map[types.UID]string // claim UID -> the volume it was first seen Bound to
 	boundIn    map[string]string    // volume -> the namespace it was last seen Bound in
 	unscrubbed map[string]string    // volume of a Scrubbed class -> the claim it was released from, until scrubbed
+	succeeded  map[types.UID]bool   // claims seen saying their consumer succeeded
 }
 
 // WatchInvariants starts watching the cluster for scope. Call Check at the
@@ -91,6 +98,7 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		boundTo:    map[types.UID]string{},
 		boundIn:    map[string]string{},
 		unscrubbed: map[string]string{},
+		succeeded:  map[types.UID]bool{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
@@ -108,7 +116,10 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		t.Fatal(err)
 	}
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    inv.noteOutcome,
+		UpdateFunc: func(_, obj any) { inv.noteOutcome(obj) },
 		DeleteFunc: func(obj any) {
+			inv.noteOutcome(obj)
 			if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 				inv.checkClaimDeletion(ctx, c)
 			}
@@ -389,9 +400,21 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 	return out
 }
 
+// noteOutcome remembers the claims that said their consumer succeeded:
+// under ScrubUnlessSucceeded their volumes may go on unscrubbed.
+func (inv *Invariants) noteOutcome(obj any) {
+	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok && c.Annotations[keys.ConsumerOutcome] == keys.OutcomeSucceeded {
+		inv.mu.Lock()
+		inv.succeeded[c.UID] = true
+		inv.mu.Unlock()
+	}
+}
+
 // checkScrub (9): a volume of a Scrubbed class seen Released from a claim
-// is unscrubbed until it is seen scrubbed (keys.ScrubDone); seen Bound
-// meanwhile to any claim but its scrub claim, its data went on.
+// (of a ScrubbedUnlessSucceeded class, from a claim never seen to say its
+// consumer succeeded) is unscrubbed until it is seen scrubbed
+// (keys.ScrubDone); seen Bound meanwhile to any claim but its scrub claim,
+// its data went on.
 func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 	if pv.Annotations[keys.Scrub] == keys.ScrubDone {
 		// Emptied, by any pool's rule or by hand: it belongs to no
@@ -400,7 +423,8 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 		delete(inv.boundIn, pv.Name)
 		inv.mu.Unlock()
 	}
-	if !slices.Contains(inv.scope.Scrubbed, pv.Spec.StorageClassName) {
+	always := slices.Contains(inv.scope.Scrubbed, pv.Spec.StorageClassName)
+	if !always && !slices.Contains(inv.scope.ScrubbedUnlessSucceeded, pv.Spec.StorageClassName) {
 		return
 	}
 	ref := pv.Spec.ClaimRef
@@ -410,11 +434,11 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 	switch {
 	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
 		delete(inv.unscrubbed, pv.Name)
-	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim:
+	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim && (always || (ref.UID != "" && !inv.succeeded[ref.UID])):
 		inv.unscrubbed[pv.Name] = ref.Namespace + "/" + ref.Name
 	case unscrubbed && pv.Status.Phase == corev1.VolumeBound && ref != nil && !scrubClaim:
 		inv.mu.Unlock()
-		inv.violate("invariant 9: volume %s, released from claim %s under onRelease Scrub, is bound to claim %s/%s before its scrub succeeded", pv.Name, from, ref.Namespace, ref.Name)
+		inv.violate("invariant 9: volume %s, released from claim %s under onRelease Scrub (or unsucceeded under ScrubUnlessSucceeded), is bound to claim %s/%s before its scrub succeeded", pv.Name, from, ref.Namespace, ref.Name)
 		return
 	}
 	inv.mu.Unlock()

@@ -89,25 +89,27 @@ func Scrubbing(pv *corev1.PersistentVolume) bool {
 	return ok
 }
 
-// ParseOnRelease reads the onRelease parameter: "" is Keep.
-func ParseOnRelease(s string) (scrub bool, err error) {
+// ParseOnRelease reads the onRelease parameter: "" is Keep. An invalid
+// value reads as Scrub, the side that leaks nothing, with the error.
+func ParseOnRelease(s string) (string, error) {
 	switch s {
 	case "", keys.OnReleaseKeep:
-		return false, nil
-	case keys.OnReleaseScrub:
-		return true, nil
+		return keys.OnReleaseKeep, nil
+	case keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded:
+		return s, nil
 	}
-	return false, fmt.Errorf("parameter %q must be %q (the next claim gets the data) or %q (the volume is emptied first), not %q", keys.OnRelease, keys.OnReleaseKeep, keys.OnReleaseScrub, s)
+	return keys.OnReleaseScrub, fmt.Errorf("parameter %q must be %q (the next claim gets the data), %q (the volume is emptied first) or %q (emptied unless its consumer succeeded), not %q",
+		keys.OnRelease, keys.OnReleaseKeep, keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded, s)
 }
 
-// Scrubs reports whether releasing a volume of class, a class of the
-// provisioner named provisioner as its pool makes it, empties it first.
-// Only that provisioner scrubs. An invalid value scrubs, the side that
-// leaks nothing; the provisioner reports it on the class's claims.
-func Scrubs(class *storagev1.StorageClass, provisioner string) bool {
+// OnReleaseOf is what releasing a volume of class, a class of the
+// provisioner named provisioner as its pool makes it, does to its data:
+// Keep for any other class, since only that provisioner scrubs. An
+// invalid value scrubs; the provisioner reports it on the class's claims.
+func OnReleaseOf(class *storagev1.StorageClass, provisioner string) string {
 	if class == nil || class.Provisioner != provisioner {
-		return false
+		return keys.OnReleaseKeep
 	}
-	scrub, err := ParseOnRelease(class.Parameters[keys.OnRelease])
-	return scrub || err != nil
+	onRelease, _ := ParseOnRelease(class.Parameters[keys.OnRelease])
+	return onRelease
 }

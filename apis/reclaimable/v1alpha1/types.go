@@ -76,9 +76,11 @@ type VolumePoolSpec struct {
 
 	// OnRelease says what becomes of a member's data when its claim goes:
 	// Keep (the default) hands it on to the next claim; Scrub empties the
-	// volume, through a pod that mounts it, before any claim may have it.
+	// volume, through a pod that mounts it, before any claim may have it;
+	// ScrubUnlessSucceeded empties it unless the Pod or Job its claim was
+	// made for is known to have succeeded.
 	// +optional
-	// +kubebuilder:validation:Enum=Keep;Scrub
+	// +kubebuilder:validation:Enum=Keep;Scrub;ScrubUnlessSucceeded
 	OnRelease string `json:"onRelease,omitempty"`
 
 	// ScrubAcrossNamespaces, under reuseScope namespace, lets a claim that

@@ -14,6 +14,8 @@
 //	                                   cache, as the usual umask makes it: a
 //	                                   file, a 0755 directory and a 0555
 //	                                   directory, each with a file inside
+//	consumer crash  DIR                fill DIR, then fail: a job that dies
+//	                                   with its work half written
 //
 // A file it creates is writable by its group, as a cache shared by the
 // pods of one team is. Every line it prints starts with the uid it runs
@@ -41,10 +43,10 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill ARGS")
+		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill|crash ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1}[cmd]
+	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1, "crash": 1}[cmd]
 	if need == 0 {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -103,6 +105,12 @@ func run(args []string) error {
 		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
 	case "fill":
 		return fill(args[0])
+	case "crash":
+		// A consumer that fails half way, its work left in dir.
+		if err := fill(args[0]); err != nil {
+			return err
+		}
+		return errors.New("crashed after filling " + args[0])
 	case "sleep":
 		d, err := time.ParseDuration(args[0])
 		if err != nil {
