@@ -274,23 +274,34 @@ func TestNodeFailedScrubKeepsTheVolumeOutOfThePool(t *testing.T) {
 
 // Node-local: the scrub pod runs on the volume's node, which alone holds
 // its directory, and empties it there: after any consumer under Scrub,
-// after a failed Job under ScrubUnlessSucceeded.
+// after a failed Job under ScrubUnlessSucceeded; a succeeded Job's data
+// goes on.
 func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
-	for _, onRelease := range []string{keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded} {
-		t.Run(onRelease, func(t *testing.T) {
+	for _, tt := range []struct {
+		name, onRelease, outcome string
+		want                     []string
+	}{
+		{"Scrub", keys.OnReleaseScrub, "", []string{"mine"}},
+		{"ScrubUnlessSucceeded/Failed", keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeFailed, []string{"mine"}},
+		{"ScrubUnlessSucceeded/Succeeded", keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeSucceeded, []string{"mine", "objects", "readonly", "top.txt"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			l := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
 			c := &scrubCase{ns: l.ns, helpers: l.helpers, class: l.class, inv: l.inv}
-			c.pool = c.createPool(t, onRelease)
+			c.pool = c.createPool(t, tt.onRelease)
 			const claim = "cache"
 			var first *corev1.PersistentVolume
-			if onRelease == keys.OnReleaseScrub {
+			switch tt.outcome {
+			case "":
 				first = c.leaveData(t, claim)
-			} else {
-				first = c.runJob(t, claim, keys.OutcomeFailed, "crash", "/cache")
+			case keys.OutcomeFailed:
+				first = c.runJob(t, claim, tt.outcome, "crash", "/cache")
+			default:
+				first = c.runJob(t, claim, tt.outcome, "fill", "/cache")
 			}
 			got, held := c.next(t, claim)
-			if got.Name != first.Name || !slices.Equal(held, []string{"mine"}) {
-				t.Errorf("the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
+			if got.Name != first.Name || !slices.Equal(held, tt.want) {
+				t.Errorf("the next claim got %s holding %v, want %s holding %v", got.Name, held, first.Name, tt.want)
 			}
 			l.onTheNode(t, got)
 			l.noHelperLeft(t)
