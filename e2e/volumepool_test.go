@@ -82,6 +82,7 @@ func TestVolumePoolAPI(t *testing.T) {
 		{"a reservation that is no duration", map[string]any{"storageClassName": "c", "reserveFor": "soon"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
 		{"an unknown scope", map[string]any{"storageClassName": "c", "reuseScope": "everyone"}, `supported values: "namespace", "cluster"`},
 		{"members made ahead without a maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3)}, "minAvailable needs maxVolumes, at least as large"},
+		{"an eviction at once", map[string]any{"storageClassName": "c", "evictAfter": "0s"}, "evictAfter must be a duration from 1s to 8760h"},
 		{"more made ahead than the maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3), "maxVolumes": int64(2)}, "minAvailable needs maxVolumes, at least as large"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,14 @@ type Provisioner interface {
 	// FinishAhead completes the members of class made ahead that a
 	// stopped provisioner left without their storage.
 	FinishAhead(ctx context.Context, class *storagev1.StorageClass) error
+
+	// CheckEvict says why the members of class, as its pool makes it,
+	// cannot be evicted, or nil.
+	CheckEvict(class *storagev1.StorageClass) error
+	// Evict removes member pv, as the cache showed it, with its data, for
+	// cause (a keys.Evict* value), unless it changed since; it reports
+	// whether it did. Its storage goes in the background.
+	Evict(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error)
 }
 
 // Controller is the pool manager.
@@ -192,12 +200,30 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			v.aheadErr = c.provisioner.CheckAhead(effective, pool)
 			v.making = c.provisioner.AheadInFlight(v.class.Name)
 		}
+		if pool.Spec.EvictAfter != nil {
+			v.evictErr = c.provisioner.CheckEvict(effective)
+		}
 		v.members, v.settingsErr = c.provisioner.Members(effective)
 		v.waiting = c.provisioner.Waiting(v.class.Name)
 	}
 	r := decide(v)
-	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written || r.makeAhead == 0 {
+	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written {
 		return err
+	}
+	if r.recheck > 0 {
+		c.queue.AddAfter(name, r.recheck)
+	}
+	for _, e := range r.evict {
+		evicted, err := c.provisioner.Evict(ctx, e.pv, e.cause)
+		if err != nil {
+			return err
+		}
+		if evicted {
+			c.recorder.Event(pool, corev1.EventTypeNormal, reasonMemberEvicted, e.message)
+		}
+	}
+	if r.makeAhead == 0 {
+		return nil
 	}
 	made, err := c.provisioner.MakeAhead(ctx, effective, pool, r.makeAhead)
 	klog.FromContext(ctx).V(2).Info("Made members ahead of claims", "pool", name, "made", made, "wanted", r.makeAhead)

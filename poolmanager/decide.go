@@ -38,6 +38,8 @@ const (
 	reasonInvalidSettings         = "InvalidSettings"
 	// reasonMinAvailableRefused: the class cannot keep members made ahead.
 	reasonMinAvailableRefused = "MinAvailableRefused"
+	// reasonEvictionRefused: the class's members cannot be evicted.
+	reasonEvictionRefused = "EvictionRefused"
 )
 
 // Events that report a change without a condition of its own.
@@ -52,6 +54,8 @@ const (
 	// reasonMakeAheadFailed: making a member ahead of claims failed; it is
 	// retried with back-off.
 	reasonMakeAheadFailed = "MakeAheadFailed"
+	// reasonMemberEvicted: a member was removed with its data.
+	reasonMemberEvicted = "MemberEvicted"
 )
 
 // Reasons of conditions that are never events.
@@ -85,6 +89,8 @@ type view struct {
 	// show yet.
 	aheadErr error
 	making   int
+	// evictErr says why the class's members cannot be evicted, or nil.
+	evictErr error
 	now      metav1.Time
 }
 
@@ -101,6 +107,10 @@ type result struct {
 	counts map[controller.MemberState]int
 	// makeAhead is how many members to make ahead of claims now.
 	makeAhead int
+	// evict are the members to remove now, and recheck when to look
+	// again for the next to come due (0: at the next change).
+	evict   []eviction
+	recheck time.Duration
 }
 
 // decide returns the status of v.pool. It starts from the pool's current
@@ -119,6 +129,8 @@ func decide(v view) result {
 	counts := map[controller.MemberState]int{}
 	var events []event
 	makeAhead := 0
+	var evict []eviction
+	var recheck time.Duration
 
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
 	className := v.pool.Spec.StorageClassName
@@ -172,6 +184,15 @@ func decide(v view) result {
 		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
 		s.Capacity = &capacity
 		s.Scrubbing = int32(counts[controller.StateScrubbing])
+		s.Evicting = int32(counts[controller.StateEvicting])
+		if after := v.pool.Spec.EvictAfter; after != nil {
+			if v.evictErr != nil {
+				ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
+				ready.Message = fmt.Sprintf("evictAfter cannot be kept for StorageClass %s: %v", className, v.evictErr)
+			} else {
+				evict, recheck = idle(v.members, after.Duration, int(ptr.Deref(v.pool.Spec.MinAvailable, 0)), v.now.Time)
+			}
+		}
 		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
 			free := counts[controller.StateFree]
 			switch {
@@ -215,7 +236,7 @@ func decide(v view) result {
 	}
 	meta.SetStatusCondition(&s.Conditions, ready)
 	meta.SetStatusCondition(&s.Conditions, exhausted)
-	return result{status: s, events: events, counts: counts, makeAhead: makeAhead}
+	return result{status: s, events: events, counts: counts, makeAhead: makeAhead, evict: evict, recheck: recheck}
 }
 
 // manages reports whether the pool manager of provisioner keeps the status

@@ -34,6 +34,9 @@ type Controller struct {
 	provisioner *provisioner
 	// scrubber empties the volumes of onRelease Scrub pools.
 	scrubber *scrubber
+	// evictor removes the storage of evicted members.
+	evictor *evictor
+	workers int
 	// pools keeps the VolumePools' status; nil without pools.
 	pools *poolmanager.Controller
 }
@@ -146,7 +149,11 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err != nil {
 		return nil, fmt.Errorf("watching volumes to scrub: %w", err)
 	}
-	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, scrubber: s}, nil
+	e, err := newEvictor(p, volumes)
+	if err != nil {
+		return nil, fmt.Errorf("watching volumes to evict: %w", err)
+	}
+	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, scrubber: s, evictor: e, workers: cfg.Workers}, nil
 }
 
 // Name names the controller's lease and logs.
@@ -157,14 +164,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
-	// The pool manager and the scrubber run while the provisioner leads:
-	// the manager reads the provisioner's claims in waiting, which only the
-	// leader has, and both start lifecycle pods.
+	// The pool manager, the scrubber and the evictor run while the
+	// provisioner leads: the manager reads the provisioner's claims in
+	// waiting, which only the leader has, and all start lifecycle pods.
 	var wg sync.WaitGroup
 	if c.pools != nil {
 		wg.Go(func() { c.pools.Run(ctx) })
 	}
 	wg.Go(func() { c.scrubber.run(ctx) })
+	wg.Go(func() { c.evictor.run(ctx, c.workers) })
 	c.lib.Run(ctx)
 	wg.Wait()
 	return nil

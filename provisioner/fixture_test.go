@@ -82,6 +82,18 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	return f
 }
 
+// add puts pv into the cache and the API server, and returns it.
+func (f *fixture) add(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
+	f.t.Helper()
+	if err := f.volumes.Add(pv); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.client.Tracker().Add(pv.DeepCopy()); err != nil {
+		f.t.Fatal(err)
+	}
+	return pv
+}
+
 func (f *fixture) directoryClass(extra map[string]string) *storagev1.StorageClass {
 	params := map[string]string{"backend": "directory", "baseDir": f.root, "source": "hostPath", "hostPath": "/mnt/pool"}
 	for k, v := range extra {

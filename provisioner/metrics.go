@@ -22,8 +22,10 @@ type metrics struct {
 	madeAhead *prometheus.HistogramVec
 	// scrubFailures counts failed scrubs by class.
 	scrubFailures *prometheus.CounterVec
-	members       *membersCollector
-	lib           libmetrics.Metrics
+	// evictions counts the members fenced for eviction, by class and cause.
+	evictions *prometheus.CounterVec
+	members   *membersCollector
+	lib       libmetrics.Metrics
 }
 
 // newMetrics registers the provisioner's metrics and the library's. The
@@ -57,13 +59,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"class"}),
 		scrubFailures: counter("scrub_failures_total",
 			"Scrubs that failed (the volume stays out of the pool, and the scrub is retried with back-off); the durations of scrub pods are lifecycle_pod_duration_seconds{op=\"scrub\"}."),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "evictions_total",
+			Help: "Members removed from their pool with their data, by class and cause: idle (evictAfter)."},
+			[]string{"class", "cause"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.members,
+		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

@@ -100,7 +100,7 @@ func lastNamespace(pv *corev1.PersistentVolume) string {
 
 func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
 	switch {
-	case pv.DeletionTimestamp != nil || controller.StoragePending(pv) || controller.Scrubbing(pv):
+	case pv.DeletionTimestamp != nil || controller.StoragePending(pv) || controller.Scrubbing(pv) || controller.Evicting(pv):
 		return inUse
 	case controller.MadeAhead(pv):
 		return free

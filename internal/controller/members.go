@@ -32,13 +32,16 @@ const (
 	// StateScrubbing: released under onRelease Scrub (or marked by hand),
 	// and not yet emptied; no claim may have it.
 	StateScrubbing MemberState = "scrubbing"
+	// StateEvicting: being removed from the pool with its data
+	// (keys.Evicting); no claim may have it.
+	StateEvicting MemberState = "evicting"
 	// StateOther: Failed, being deleted, or made ahead with its storage
 	// not made yet; counted in the total only.
 	StateOther MemberState = "other"
 )
 
 // MemberStates lists the states in the order the status and docs give them.
-var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound, StateReleased, StateScrubbing, StateOther}
+var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound, StateReleased, StateScrubbing, StateEvicting, StateOther}
 
 // StateOf says what pv is doing. A reservation and a hold are read before
 // the phase: the releaser writes them into a Released volume, which the PV
@@ -46,6 +49,8 @@ var MemberStates = []MemberState{StateFree, StateHeld, StateReserved, StateBound
 func StateOf(pv *corev1.PersistentVolume) MemberState {
 	ref := pv.Spec.ClaimRef
 	switch {
+	case Evicting(pv):
+		return StateEvicting
 	case pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed || StoragePending(pv):
 		return StateOther
 	case Scrubbing(pv):
@@ -86,6 +91,13 @@ func StoragePending(pv *corev1.PersistentVolume) bool {
 // any claim may have it (keys.Scrub).
 func Scrubbing(pv *corev1.PersistentVolume) bool {
 	_, ok := pv.Annotations[keys.Scrub]
+	return ok
+}
+
+// Evicting reports whether pv is being removed from its pool with its data
+// (keys.Evicting).
+func Evicting(pv *corev1.PersistentVolume) bool {
+	_, ok := pv.Annotations[keys.Evicting]
 	return ok
 }
 

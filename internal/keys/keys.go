@@ -235,3 +235,19 @@ func EnabledKey(volume string) string { return ClaimPrefix + volume + EnabledSuf
 
 // TemplateKey returns the annotation that holds the claim template for a volume.
 func TemplateKey(volume string) string { return ClaimPrefix + volume + TemplateSuffix }
+
+// Evicting on a PersistentVolume says it is being removed from its pool,
+// with its data, and why: EvictIdle (evictAfter), EvictAboveMaximum
+// (shrinkToMaximum), EvictForClaim (evictForClaims) or EvictAboveBytes.
+// The provisioner writes it with EvictFinalizer in one write, then deletes
+// the volume (no claim is given a volume being deleted), removes its
+// storage, and last the finalizer: a provisioner stopped at any point
+// finds what it started. New in this release: one name only.
+const (
+	Evicting          = Domain + "/evicting"
+	EvictFinalizer    = Domain + "/evict"
+	EvictIdle         = "idle"
+	EvictAboveMaximum = "above-maximum"
+	EvictForClaim     = "for-claim"
+	EvictAboveBytes   = "above-bytes"
+)

@@ -101,6 +101,17 @@ type VolumePoolSpec struct {
 	// that fits one takes it; any other grows the pool as before.
 	// +optional
 	Template *VolumePoolTemplate `json:"template,omitempty"`
+
+	// EvictAfter removes a free or held member, with its data, once no
+	// claim has had it for this long (since its last release, or since it
+	// was made if no claim ever had it), least recently used first, never
+	// below minAvailable free members. From 1s to 8760h; unset: members
+	// are never removed for idleness.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="evictAfter must be a duration from 1s to 8760h, such as 168h"
+	EvictAfter *metav1.Duration `json:"evictAfter,omitempty"`
 }
 
 // VolumePoolTemplate is the shape of a member made ahead.
@@ -160,6 +171,10 @@ type VolumePoolStatus struct {
 	// retried with back-off, and their events say why.
 	// +optional
 	ScrubFailed int32 `json:"scrubFailed"`
+	// Evicting members: being removed from the pool with their data
+	// (evictAfter); no claim may have them.
+	// +optional
+	Evicting int32 `json:"evicting"`
 	// Total members, in every state.
 	// +optional
 	Total int32 `json:"total"`

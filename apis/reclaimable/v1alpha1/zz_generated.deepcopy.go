@@ -105,6 +105,11 @@ func (in *VolumePoolSpec) DeepCopyInto(out *VolumePoolSpec) {
 		*out = new(VolumePoolTemplate)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.EvictAfter != nil {
+		in, out := &in.EvictAfter, &out.EvictAfter
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 

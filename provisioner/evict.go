@@ -1,0 +1,199 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// Eviction removes a member from its pool with its data, without ever
+// racing a claim. Three writes, each safe to repeat and each found again
+// after a restart:
+//
+//  1. The fence: keys.Evicting (the cause) and keys.EvictFinalizer, in one
+//     update guarded by the resourceVersion the decision was made on. The
+//     provisioner gives no claim a volume so marked.
+//  2. The delete, guarded by the fence's resourceVersion: the PV controller
+//     and the scheduler bind no volume being deleted, and a bind that came
+//     between the two writes makes the delete fail, and the fence is taken
+//     down again. So a member is either issued or evicted, never both.
+//  3. The storage, through the backend that made it; then the finalizer
+//     goes, and with it the volume object.
+//
+// Steps 2 (after a crash) and 3 run in the evictor's queue, from the
+// volume informer; step 1 is Evict, called by whoever decided.
+
+const (
+	reasonEvictionFailed = "EvictionFailed"
+)
+
+// errCannotEvict says a backend keeps no storage it could remove.
+var errCannotEvict = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
+
+// CheckEvict says why the members of class, as its pool makes it, cannot
+// be evicted, or nil.
+func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
+	params, err := parseParameters(class, p.backends)
+	if err != nil {
+		return err
+	}
+	if params.backend == backendStatic {
+		return errCannotEvict
+	}
+	return nil
+}
+
+// evictable reports whether pv may be fenced for eviction: a member no
+// claim has or is being given, not scrubbing, not being made, not being
+// deleted, Available.
+func evictable(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	return pv.DeletionTimestamp == nil && pv.Status.Phase == corev1.VolumeAvailable &&
+		(ref == nil || ref.UID == "") &&
+		!controller.Scrubbing(pv) && !controller.StoragePending(pv) && !controller.Evicting(pv)
+}
+
+// Evict fences pv, a member of a pool of this provisioner as the cache
+// showed it when the eviction was decided, and deletes it: its storage is
+// removed next, in the background. It reports whether it did; a member
+// that changed since (issued, say) is left alone.
+func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
+	if !evictable(pv) {
+		return false, nil
+	}
+	if b := p.backends[keys.Value(pv.Annotations, annBackend)]; b == nil || keys.Value(pv.Annotations, annBackend) == backendStatic {
+		return false, nil
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
+	fenced := pv.DeepCopy()
+	if fenced.Annotations == nil {
+		fenced.Annotations = map[string]string{}
+	}
+	fenced.Annotations[keys.Evicting] = cause
+	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
+	res, err := p.client.CoreV1().PersistentVolumes().Update(ctx, fenced, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		logger.V(2).Info("Not evicting a member that changed since the decision")
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("fencing volume %s for eviction: %w", pv.Name, err)
+	}
+	p.metrics.evictions.WithLabelValues(pv.Spec.StorageClassName, cause).Inc()
+	logger.Info("Evicting a member of the pool")
+	if err := p.deleteFenced(ctx, res); err != nil {
+		// The evictor finds the fence and tries again, or takes it
+		// down if a claim had the volume meanwhile.
+		logger.V(2).Info("Deleting the fenced member failed; the evictor retries", "err", err)
+	}
+	return true, nil
+}
+
+// deleteFenced deletes pv, fenced, unless it changed since.
+func (p *provisioner) deleteFenced(ctx context.Context, pv *corev1.PersistentVolume) error {
+	err := p.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &pv.UID, ResourceVersion: &pv.ResourceVersion},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// evictor completes the evictions of this provisioner's members.
+type evictor struct {
+	p     *provisioner
+	queue *controller.Queue[string]
+}
+
+func newEvictor(p *provisioner, volumes cache.SharedIndexInformer) (*evictor, error) {
+	e := &evictor{p: p}
+	e.queue = controller.NewQueue("evictor", e.sync)
+	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    e.enqueueIfFenced,
+		UpdateFunc: func(_, cur any) { e.enqueueIfFenced(cur) },
+	})
+	return e, err
+}
+
+// run completes evictions until ctx is done; a sweep now and then finds
+// a step that failed or that a restart interrupted.
+func (e *evictor) run(ctx context.Context, workers int) {
+	go controller.Every(ctx, time.Minute, func(context.Context) {
+		for _, o := range e.p.volumes.List() {
+			e.enqueueIfFenced(o)
+		}
+	})
+	e.queue.Run(ctx, workers)
+}
+
+func (e *evictor) enqueueIfFenced(obj any) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok && slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+		e.queue.Add(pv.Name)
+	}
+}
+
+func (e *evictor) sync(ctx context.Context, name string) error {
+	obj, exists, err := e.p.volumes.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	pv := obj.(*corev1.PersistentVolume)
+	if !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("pv", name)
+	ctx = klog.NewContext(ctx, logger)
+	if pv.DeletionTimestamp == nil {
+		// Fenced, not deleted: a crash, or a write that came between.
+		ref := pv.Spec.ClaimRef
+		if pv.Status.Phase == corev1.VolumeAvailable && (ref == nil || ref.UID == "") && controller.Evicting(pv) {
+			return e.p.deleteFenced(ctx, pv)
+		}
+		return e.unfence(ctx, pv)
+	}
+	b := e.p.backends[keys.Value(pv.Annotations, annBackend)]
+	if b == nil {
+		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", name, annBackend, keys.EvictFinalizer)
+	}
+	if err := b.delete(ctx, pv); err != nil {
+		var ignored *lib.IgnoredError
+		if !errors.As(err, &ignored) {
+			e.p.recorder.Eventf(pv, corev1.EventTypeWarning, reasonEvictionFailed, "Removing the storage of the evicted volume failed, retrying: %v", err)
+			return fmt.Errorf("removing the storage of evicted volume %s: %w", name, err)
+		}
+	}
+	updated := pv.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	if _, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the finalizer of evicted volume %s: %w", name, err)
+	}
+	logger.V(2).Info("Evicted a member of the pool", "cause", pv.Annotations[keys.Evicting])
+	return nil
+}
+
+// unfence takes the fence of pv down: a claim had it before it could be
+// deleted.
+func (e *evictor) unfence(ctx context.Context, pv *corev1.PersistentVolume) error {
+	updated := pv.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	delete(updated.Annotations, keys.Evicting)
+	if _, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("taking down the eviction fence of volume %s: %w", pv.Name, err)
+	}
+	klog.FromContext(ctx).Info("A claim had the member before its eviction; it stays")
+	return nil
+}

@@ -1,0 +1,167 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// directoryMember is a free member of the directory backend whose
+// directory, under root, holds a file.
+func directoryMember(t *testing.T, root, name string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, name, "objects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
+		pv.UID = "uid-" + types.UID(name)
+		pv.Annotations[annBackend] = backendDirectory
+		pv.Annotations[annDirectory] = name
+		pv.Annotations[annBaseDir] = root
+		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/" + name}
+	}}, mods...)...)
+}
+
+// Evict fences a free member (cause and finalizer in one write guarded by
+// the version decided on), then deletes it guarded by the fence's version.
+func TestEvictFencesThenDeletes(t *testing.T) {
+	f := newFixture(t, nil)
+	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0())))
+	var deleteRV string
+	f.client.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := a.(k8stesting.DeleteAction).GetDeleteOptions().Preconditions; p != nil && p.ResourceVersion != nil {
+			deleteRV = *p.ResourceVersion
+		}
+		return false, nil, nil
+	})
+	var fenced *corev1.PersistentVolume
+	f.client.PrependReactor("update", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		fenced = a.(k8stesting.UpdateAction).GetObject().(*corev1.PersistentVolume).DeepCopy()
+		return false, nil, nil
+	})
+	evicted, err := f.p.Evict(context.Background(), pv, keys.EvictIdle)
+	if err != nil || !evicted {
+		t.Fatalf("Evict = %v, %v; want true", evicted, err)
+	}
+	if fenced == nil || fenced.Annotations[keys.Evicting] != keys.EvictIdle || !slices.Contains(fenced.Finalizers, keys.EvictFinalizer) {
+		t.Fatalf("the fence = %+v, want the cause and the finalizer", fenced)
+	}
+	if deleteRV == "" || deleteRV == pv.ResourceVersion {
+		t.Errorf("the delete was guarded by version %q, want the fence's, not the decision's %q", deleteRV, pv.ResourceVersion)
+	}
+	if _, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), pv.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("volume after Evict: %v, want it deleted", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.root, pv.Name)); err != nil {
+		t.Errorf("the directory went before its volume object was gone: %v", err)
+	}
+}
+
+// A member that changed since the decision (a claim had it) is left alone;
+// members no claim may lose are never fenced.
+func TestEvictLeavesWhatItMayNotTake(t *testing.T) {
+	f := newFixture(t, nil)
+	free := directoryMember(t, f.root, "pv-1")
+	for _, tt := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		// server is the member as the API server has it, if not pv.
+		server *corev1.PersistentVolume
+	}{
+		{"issued since the decision", free, directoryMember(t, f.root, "pv-1", bound("ns", "job", "u1"), func(pv *corev1.PersistentVolume) { pv.ResourceVersion = "2" })},
+		{"bound", directoryMember(t, f.root, "pv-1", bound("ns", "job", "u1")), nil},
+		{"released", directoryMember(t, f.root, "pv-1", released("ns", "job", "u1", t0())), nil},
+		{"scrubbing", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }), nil},
+		{"being evicted", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }), nil},
+		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[annBackend] = backendStatic }), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			server := tt.pv
+			if tt.server != nil {
+				server = tt.server
+			}
+			f := newFixture(t, []*corev1.PersistentVolume{server})
+			evicted, err := f.p.Evict(context.Background(), tt.pv, keys.EvictIdle)
+			if err != nil || evicted {
+				t.Errorf("Evict = %v, %v; want false", evicted, err)
+			}
+			if got := f.server("pv-1"); got.ResourceVersion != server.ResourceVersion || len(got.Finalizers) > 0 {
+				t.Errorf("the member was written: %+v", got.ObjectMeta)
+			}
+		})
+	}
+}
+
+func TestCheckEvict(t *testing.T) {
+	f := newFixture(t, nil)
+	if err := f.p.CheckEvict(f.directoryClass(nil)); err != nil {
+		t.Errorf("directory class: %v, want nil", err)
+	}
+	static := f.directoryClass(nil)
+	static.Parameters = map[string]string{"backend": backendStatic}
+	if err := f.p.CheckEvict(static); !errors.Is(err, errCannotEvict) {
+		t.Errorf("static class: %v, want %v", err, errCannotEvict)
+	}
+}
+
+// The evictor completes each step a stopped provisioner left: it deletes
+// a fenced member still free, takes down the fence of one a claim had
+// meanwhile, and removes the storage of a deleted one, then its finalizer.
+func TestEvictorCompletesEvictions(t *testing.T) {
+	now := metav1.Now()
+	fence := func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.Evicting] = keys.EvictIdle
+		pv.Finalizers = []string{"kubernetes.io/pv-protection", keys.EvictFinalizer}
+	}
+	for _, tt := range []struct {
+		name string
+		mods []func(*corev1.PersistentVolume)
+		// want: what is left of the volume object: "gone", "fenced" or "unfenced".
+		want    string
+		dirGone bool
+	}{
+		{"fenced and free: deleted", []func(*corev1.PersistentVolume){fence}, "gone", false},
+		{"fenced, a claim had it: unfenced", []func(*corev1.PersistentVolume){fence, bound("ns", "job", "u1")}, "unfenced", false},
+		{"deleted: storage, then finalizer", []func(*corev1.PersistentVolume){fence, func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &now }}, "no finalizer", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.add(directoryMember(t, f.root, "pv-1", tt.mods...))
+			e := &evictor{p: f.p}
+			if err := e.sync(context.Background(), "pv-1"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
+			switch tt.want {
+			case "gone":
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("volume: %v, want it deleted", err)
+				}
+			case "unfenced":
+				if err != nil || controller.Evicting(got) || slices.Contains(got.Finalizers, keys.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
+					t.Errorf("volume %+v (%v): want its fence, and only it, gone", got, err)
+				}
+			case "no finalizer":
+				if err != nil || slices.Contains(got.Finalizers, keys.EvictFinalizer) {
+					t.Errorf("volume %+v (%v): want its finalizer gone", got, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(f.root, "pv-1")); os.IsNotExist(err) != tt.dirGone {
+				t.Errorf("directory: %v, want gone %v", err, tt.dirGone)
+			}
+		})
+	}
+}
