@@ -200,7 +200,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			v.aheadErr = c.provisioner.CheckAhead(effective, pool)
 			v.making = c.provisioner.AheadInFlight(v.class.Name)
 		}
-		if pool.Spec.EvictAfter != nil {
+		if pool.Spec.EvictAfter != nil || pool.Spec.ShrinkToMaximum {
 			v.evictErr = c.provisioner.CheckEvict(effective)
 		}
 		v.members, v.settingsErr = c.provisioner.Members(effective)

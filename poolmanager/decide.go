@@ -2,6 +2,7 @@ package poolmanager
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,13 +186,15 @@ func decide(v view) result {
 		s.Capacity = &capacity
 		s.Scrubbing = int32(counts[controller.StateScrubbing])
 		s.Evicting = int32(counts[controller.StateEvicting])
-		if after := v.pool.Spec.EvictAfter; after != nil {
-			if v.evictErr != nil {
-				ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
-				ready.Message = fmt.Sprintf("evictAfter cannot be kept for StorageClass %s: %v", className, v.evictErr)
-			} else {
-				evict, recheck = idle(v.members, after.Duration, int(ptr.Deref(v.pool.Spec.MinAvailable, 0)), v.now.Time)
-			}
+		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
+		s.Surplus = int32(surplus(v.members, limit))
+		after, shrink := v.pool.Spec.EvictAfter, v.pool.Spec.ShrinkToMaximum
+		switch {
+		case (after != nil || shrink) && v.evictErr != nil:
+			ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
+			ready.Message = fmt.Sprintf("evictAfter and shrinkToMaximum cannot be kept for StorageClass %s: %v", className, v.evictErr)
+		case after != nil || shrink:
+			evict, recheck = evictions(v.members, after, shrink, limit, int(ptr.Deref(v.pool.Spec.MinAvailable, 0)), v.now.Time)
 		}
 		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
 			free := counts[controller.StateFree]

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
@@ -20,14 +23,34 @@ type eviction struct {
 	message string
 }
 
+// evictions returns the members of a pool to evict now: those above its
+// maximum limit (shrink), then those idle for after (nil: none), and when
+// to look again for the next idle one.
+func evictions(members []*corev1.PersistentVolume, after *metav1.Duration, shrink bool, limit, minAvailable int, now time.Time) ([]eviction, time.Duration) {
+	var out []eviction
+	if shrink && limit > 0 {
+		out = aboveMaximum(members, limit)
+	}
+	if after == nil {
+		return out, 0
+	}
+	rest := slices.DeleteFunc(slices.Clone(members), func(pv *corev1.PersistentVolume) bool {
+		return slices.ContainsFunc(out, func(e eviction) bool { return e.pv.Name == pv.Name })
+	})
+	more, next := idle(rest, after.Duration, minAvailable, now)
+	return append(out, more...), next
+}
+
 // lastUsed is when pv was last returned to the pool (the releaser's
 // released-at: binds by the PV controller record nothing the provisioner
-// could read), or made, if no claim has had it since.
+// could read), or made, if no claim has had it since; rounded up to the
+// end of its second, which is all the annotation and the object keep, so
+// that no member is taken for idle sooner than it was.
 func lastUsed(pv *corev1.PersistentVolume) time.Time {
 	if t, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReleasedAt)); err == nil {
-		return t
+		return t.Add(time.Second)
 	}
-	return pv.CreationTimestamp.Time
+	return pv.CreationTimestamp.Time.Add(time.Second)
 }
 
 // idle returns the members to evict now because no claim has had them
@@ -75,4 +98,62 @@ func idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 			"Evicted volume %s (%s), with its data: no claim has had it for %s (evictAfter %s)", pv.Name, controller.StateOf(pv), unused.Truncate(time.Second), after)})
 	}
 	return out, next
+}
+
+// aboveMaximum returns the members to evict so that the pool has at most
+// limit members, those being evicted aside: free and held ones only, the
+// largest first (the most storage back), then the least recently used.
+// The rest of the surplus waits for members to be freed.
+func aboveMaximum(members []*corev1.PersistentVolume, limit int) []eviction {
+	var candidates []*corev1.PersistentVolume
+	count := 0
+	for _, pv := range members {
+		switch controller.StateOf(pv) {
+		case controller.StateEvicting:
+			continue
+		case controller.StateFree, controller.StateHeld:
+			candidates = append(candidates, pv)
+		}
+		count++
+	}
+	over := count - limit
+	if over <= 0 {
+		return nil
+	}
+	slices.SortFunc(candidates, func(a, b *corev1.PersistentVolume) int {
+		ca, cb := capacity(a), capacity(b)
+		if c := cb.Cmp(ca); c != 0 {
+			return c
+		}
+		if c := lastUsed(a).Compare(lastUsed(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	var out []eviction
+	for _, pv := range candidates[:min(over, len(candidates))] {
+		c := capacity(pv)
+		out = append(out, eviction{pv: pv, cause: keys.EvictAboveMaximum, message: fmt.Sprintf(
+			"Evicted volume %s (%s, %s), with its data: the pool has %d members, above maxVolumes %d (shrinkToMaximum)", pv.Name, controller.StateOf(pv), c.String(), count, limit)})
+	}
+	return out
+}
+
+func capacity(pv *corev1.PersistentVolume) resource.Quantity {
+	return pv.Spec.Capacity[corev1.ResourceStorage]
+}
+
+// surplus is how many members the pool has above limit, those being
+// evicted aside; 0 without a maximum (limit 0).
+func surplus(members []*corev1.PersistentVolume, limit int) int {
+	if limit <= 0 {
+		return 0
+	}
+	count := 0
+	for _, pv := range members {
+		if controller.StateOf(pv) != controller.StateEvicting {
+			count++
+		}
+	}
+	return max(0, count-limit)
 }

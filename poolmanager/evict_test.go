@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
@@ -36,10 +37,13 @@ func TestIdle(t *testing.T) {
 		want    []string
 		next    time.Duration
 	}{
-		{"none idle: look again when the first comes due", []*corev1.PersistentVolume{free("a", time.Minute), free("b", 4*time.Minute)}, 0, nil, 6 * time.Minute},
+		// The releaser records whole seconds: a member counts as released
+		// at the end of its second.
+		{"none idle: look again when the first comes due", []*corev1.PersistentVolume{free("a", time.Minute), free("b", 4*time.Minute)}, 0, nil, 6*time.Minute + time.Second},
 		{"idle ones, least recently used first", []*corev1.PersistentVolume{free("new", time.Minute), free("old", time.Hour), free("older", 2*time.Hour)}, 0,
-			[]string{"older", "old"}, 9 * time.Minute},
-		{"exactly due", []*corev1.PersistentVolume{free("a", after)}, 0, []string{"a"}, 0},
+			[]string{"older", "old"}, 9*time.Minute + time.Second},
+		{"exactly due", []*corev1.PersistentVolume{free("a", after+time.Second)}, 0, []string{"a"}, 0},
+		{"due within the second of its release", []*corev1.PersistentVolume{free("a", after)}, 0, nil, time.Second},
 		{"never below minAvailable free members: the most recently used stay", []*corev1.PersistentVolume{free("a", time.Hour), free("b", 2*time.Hour), free("c", 3*time.Hour)}, 2,
 			[]string{"c"}, 0},
 		{"held members are not free ones: the minimum does not keep them", []*corev1.PersistentVolume{held("h", time.Hour), free("f", time.Hour)}, 1,
@@ -76,8 +80,8 @@ func TestDecideEvictsIdleMembers(t *testing.T) {
 	ready := class(map[string]string{"backend": "directory"})
 
 	r := decide(view{pool: pool("p", observed("namespace"), evictAfter), class: ready, provisioner: testProvisioner, members: members, now: now})
-	if len(r.evict) != 1 || r.evict[0].pv.Name != "idle" || r.recheck != 59*time.Second {
-		t.Errorf("evict %v, recheck %s; want idle, and a look again in 59s", r.evict, r.recheck)
+	if len(r.evict) != 1 || r.evict[0].pv.Name != "idle" || r.recheck != time.Minute {
+		t.Errorf("evict %v, recheck %s; want idle, and a look again in 1m", r.evict, r.recheck)
 	}
 
 	r = decide(view{pool: pool("p", observed("namespace")), class: ready, provisioner: testProvisioner, members: members, now: now})
@@ -95,5 +99,92 @@ func TestDecideEvictsIdleMembers(t *testing.T) {
 	r = decide(view{pool: pool("p", observed("namespace")), class: ready, provisioner: testProvisioner, members: []*corev1.PersistentVolume{evicting}, now: now})
 	if r.status.Evicting != 1 || r.status.Free != 0 {
 		t.Errorf("status evicting %d, free %d; want 1 and 0", r.status.Evicting, r.status.Free)
+	}
+}
+
+func TestAboveMaximum(t *testing.T) {
+	sized := func(name, size string, ago time.Duration, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+		pv := member(name, corev1.VolumeAvailable, append([]func(*corev1.PersistentVolume){releasedAgo(ago)}, mods...)...)
+		pv.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse(size)
+		return pv
+	}
+	bound := func(name string) *corev1.PersistentVolume {
+		return member(name, corev1.VolumeBound, claimRef("u-"+name))
+	}
+	heldBy := claimRef("")
+	for _, tt := range []struct {
+		name    string
+		members []*corev1.PersistentVolume
+		limit   int
+		want    []string
+		surplus int
+	}{
+		{"at the maximum", []*corev1.PersistentVolume{sized("a", "1Gi", time.Hour), bound("b")}, 2, nil, 0},
+		{"largest first, then least recently used", []*corev1.PersistentVolume{
+			sized("small-old", "1Gi", 3*time.Hour), sized("big", "3Gi", time.Minute), sized("mid-new", "2Gi", time.Minute), sized("mid-old", "2Gi", time.Hour), bound("b"),
+		}, 2, []string{"big", "mid-old", "mid-new"}, 3},
+		{"never a bound, reserved, released or scrubbing one: the rest of the surplus waits", []*corev1.PersistentVolume{
+			bound("b1"), bound("b2"),
+			member("reserved", corev1.VolumeAvailable, heldBy, annotate(keys.ReservedUntil, t1.Format(time.RFC3339))),
+			member("released", corev1.VolumeReleased, claimRef("u3")),
+			member("scrubbing", corev1.VolumeAvailable, annotate(keys.Scrub, keys.ScrubRequested)),
+			sized("held", "1Gi", time.Hour, heldBy, annotate(keys.HeldForNamespace, "ns")),
+		}, 1, []string{"held"}, 5},
+		{"members being evicted count no more", []*corev1.PersistentVolume{
+			sized("going", "5Gi", time.Hour, annotate(keys.Evicting, keys.EvictAboveMaximum)), sized("a", "1Gi", time.Hour), bound("b"),
+		}, 2, nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var names []string
+			for _, e := range aboveMaximum(tt.members, tt.limit) {
+				names = append(names, e.pv.Name)
+				if e.cause != keys.EvictAboveMaximum {
+					t.Errorf("cause %q", e.cause)
+				}
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Errorf("aboveMaximum = %v, want %v", names, tt.want)
+			}
+			if got := surplus(tt.members, tt.limit); got != tt.surplus {
+				t.Errorf("surplus = %d, want %d", got, tt.surplus)
+			}
+		})
+	}
+	if got := surplus([]*corev1.PersistentVolume{bound("b")}, 0); got != 0 {
+		t.Errorf("surplus without a maximum = %d, want 0", got)
+	}
+}
+
+// Above its maximum a pool reports the surplus, and removes it only with
+// shrinkToMaximum; an idle member already chosen is not chosen twice.
+func TestDecideShrinksOnlyWhenAllowed(t *testing.T) {
+	members := []*corev1.PersistentVolume{
+		member("a", corev1.VolumeAvailable, releasedAgo(time.Hour)),
+		member("b", corev1.VolumeAvailable, releasedAgo(2*time.Hour)),
+		member("bound", corev1.VolumeBound, claimRef("u1")),
+	}
+	ready := class(map[string]string{"backend": "directory", keys.MaxVolumes: "2"})
+	for _, tt := range []struct {
+		name   string
+		mutate func(*v1alpha1.VolumePool)
+		want   []string
+	}{
+		{"default: kept", func(*v1alpha1.VolumePool) {}, nil},
+		{"shrinkToMaximum", func(p *v1alpha1.VolumePool) { p.Spec.ShrinkToMaximum = true }, []string{"b"}},
+		{"shrinkToMaximum and evictAfter", func(p *v1alpha1.VolumePool) {
+			p.Spec.ShrinkToMaximum = true
+			p.Spec.EvictAfter = &metav1.Duration{Duration: time.Minute}
+		}, []string{"b", "a"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decide(view{pool: pool("p", observed("namespace"), tt.mutate), class: ready, provisioner: testProvisioner, members: members, now: metav1.NewTime(t1)})
+			var names []string
+			for _, e := range r.evict {
+				names = append(names, e.pv.Name)
+			}
+			if !slices.Equal(names, tt.want) || r.status.Surplus != 1 {
+				t.Errorf("evict %v, surplus %d; want %v and 1", names, r.status.Surplus, tt.want)
+			}
+		})
 	}
 }

@@ -38,6 +38,8 @@ import (
 
 const (
 	reasonEvictionFailed = "EvictionFailed"
+	// reasonMemberEvicted, on the pool, as the pool manager records it.
+	reasonMemberEvicted = "MemberEvicted"
 )
 
 // errCannotEvict says a backend keeps no storage it could remove.
@@ -111,6 +113,43 @@ func (p *provisioner) deleteFenced(ctx context.Context, pv *corev1.PersistentVol
 		return nil
 	}
 	return err
+}
+
+// evictForClaim makes room, at the maximum of class, for claim, which no
+// free member fits: it evicts the pool's least recently used member
+// (evictionVictim) and the claim waits, woken when the member is gone. A
+// member already being evicted for each claim that waits is room enough:
+// a claim retried meanwhile evicts no second one.
+func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *params, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	members := p.members(class.Name, params.pool)
+	evicting := 0
+	for _, pv := range members {
+		if controller.Evicting(pv) {
+			evicting++
+		}
+	}
+	if evicting < p.Waiting(class.Name) {
+		victim := evictionVictim(members)
+		if victim == nil {
+			return p.exhausted(ctx, claim, class, state, msg+"; no member may be evicted for it (evictForClaims): every one is bound, released or scrubbing")
+		}
+		evicted, err := p.Evict(ctx, victim, keys.EvictForClaim)
+		if err != nil {
+			return nil, lib.ProvisioningFinished, err
+		}
+		if !evicted {
+			return nil, lib.ProvisioningFinished, fmt.Errorf("volume %s, chosen for eviction to make room for the claim, changed first; deciding again", victim.Name)
+		}
+		why := fmt.Sprintf("evicting volume %s (%s, the least recently used member), with its data, to make room for claim %s/%s (evictForClaims)",
+			victim.Name, controller.StateOf(victim), claim.Namespace, claim.Name)
+		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; %s", msg, why)
+		if pool := controller.PoolOf(p.pools, class.Name); pool != nil {
+			p.recorder.Eventf(pool, corev1.EventTypeNormal, reasonMemberEvicted, "Evicted volume %s (%s), with its data, for claim %s/%s: the pool is at maxVolumes %d (evictForClaims)",
+				victim.Name, controller.StateOf(victim), claim.Namespace, claim.Name, params.maxVolumes)
+		}
+	}
+	p.onWaitingChange(class.Name)
+	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; a member is being evicted to make room for it", errExhausted, msg)}
 }
 
 // evictor completes the evictions of this provisioner's members.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -163,5 +166,118 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 				t.Errorf("directory: %v, want gone %v", err, tt.dirGone)
 			}
 		})
+	}
+}
+
+func TestEvictionVictim(t *testing.T) {
+	free := func(name string, at time.Time) *corev1.PersistentVolume {
+		return volume(name, "1Gi", returned("ns/old", at))
+	}
+	held := func(name string, at time.Time) *corev1.PersistentVolume {
+		return volume(name, "1Gi", returned("ns/old", at), heldFor("other"))
+	}
+	for _, tt := range []struct {
+		name    string
+		members []*corev1.PersistentVolume
+		want    string
+	}{
+		{"the least recently used free member", []*corev1.PersistentVolume{free("new", t0().Add(time.Hour)), free("old", t0()), held("held", t0().Add(-time.Hour))}, "old"},
+		{"held or reserved only when no free member can go", []*corev1.PersistentVolume{
+			held("held-new", t0().Add(time.Hour)), held("held-old", t0()), volume("bound", "1Gi", bound("ns", "a", "u1")),
+		}, "held-old"},
+		{"never a bound, released, scrubbing or evicting one", []*corev1.PersistentVolume{
+			volume("bound", "1Gi", bound("ns", "a", "u1")),
+			volume("released", "1Gi", released("ns", "b", "u2", t0())),
+			volume("scrubbing", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }),
+			volume("evicting", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }),
+		}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ""
+			if pv := evictionVictim(tt.members); pv != nil {
+				got = pv.Name
+			}
+			if got != tt.want {
+				t.Errorf("evictionVictim = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// At its maximum, a pool with evictForClaims evicts its least recently
+// used member for a claim that no free member fits, and the claim waits
+// for it to go; retried meanwhile, it evicts no second one. Without the
+// setting the claim only waits.
+func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		evict       bool
+		alreadyGone bool // a member is being evicted already
+		want        string
+	}{
+		{"evictForClaims", true, false, "old"},
+		{"one being evicted already", true, true, ""},
+		{"without it", false, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[annBackend] = backendDirectory }
+			members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
+			if tt.alreadyGone {
+				members[1].Annotations[keys.Evicting] = keys.EvictForClaim
+			}
+			claim := claimFor("ns", "big", "5Gi")
+			f := newFixture(t, members, claim)
+			if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
+				p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](2), tt.evict
+			})); err != nil {
+				t.Fatal(err)
+			}
+			f.client.PrependReactor("*", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetVerb() == "update" || a.GetVerb() == "delete" {
+					if name := actionName(a); name != tt.want {
+						t.Errorf("%s of volume %s, want no write but to %q", a.GetVerb(), name, tt.want)
+					}
+				}
+				return false, nil, nil
+			})
+			_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "2"}), claim)
+			if !errors.Is(err, errExhausted) {
+				t.Fatalf("Provision: %v, want the claim to wait", err)
+			}
+			_, gone := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "old", metav1.GetOptions{})
+			if apierrors.IsNotFound(gone) != (tt.want == "old") {
+				t.Errorf("member old: %v, want evicted %v", gone, tt.want == "old")
+			}
+			if got := hasEvent(f.events(), "Normal EvictingForClaim"); got != (tt.want != "") {
+				t.Errorf("EvictingForClaim event: %v, want %v", got, tt.want != "")
+			}
+		})
+	}
+}
+
+func actionName(a k8stesting.Action) string {
+	switch a := a.(type) {
+	case k8stesting.UpdateAction:
+		return a.GetObject().(*corev1.PersistentVolume).Name
+	case k8stesting.DeleteAction:
+		return a.GetName()
+	}
+	return ""
+}
+
+// A volume made and deleted again before any count saw it in the cache (a
+// member evicted soon after it was made) holds no place in the class's
+// count once its deletion is seen.
+func TestAVolumeGoneBeforeACountSawItHoldsNoPlace(t *testing.T) {
+	a, b := claimFor("ns", "a", "1Gi"), claimFor("ns", "b", "1Gi")
+	f := newFixture(t, nil, a, b)
+	class := f.directoryClass(map[string]string{"maxVolumes": "1"})
+	made, _, err := f.provision(class, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p.onVolume(made, nil) // deleted; the cache never had it
+	if _, _, err := f.provision(class, b); err != nil {
+		t.Errorf("Provision after the only volume was deleted: %v", err)
 	}
 }

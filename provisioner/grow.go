@@ -58,8 +58,12 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	count, onNode, ok := p.reserve(class.Name, opts.PVName, node, params.maxVolumes, params.maxVolumesPerNode)
 	switch {
 	case !ok && params.maxVolumes > 0 && count >= params.maxVolumes:
-		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
-			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes))
+		msg := fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
+			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes)
+		if params.evictForClaims {
+			return p.evictForClaim(ctx, claim, class, params, state, msg)
+		}
+		return p.exhausted(ctx, claim, class, state, msg)
 	case !ok:
 		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes on node %s (%s=%d) and its pool has nothing that fits there: %s; free a volume on that node or raise %s",
 			class.Name, onNode, params.maxVolumesPerNode, node, paramMaxVolumesPerNode, params.maxVolumesPerNode, state, paramMaxVolumesPerNode))

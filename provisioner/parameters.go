@@ -70,6 +70,9 @@ type params struct {
 	// scrubAcross lets a claim that finds no free member have a volume
 	// held for another namespace once it is emptied.
 	scrubAcross bool
+	// evictForClaims, a VolumePool's setting (no class parameter), has a
+	// claim at maxVolumes evict the least recently used member.
+	evictForClaims bool
 
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes int // 0: no limit

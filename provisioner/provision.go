@@ -38,6 +38,9 @@ const (
 	// reasonScrubbingToShare: exhausted, and a volume held for another
 	// namespace is being emptied for the claim (scrubAcrossNamespaces).
 	reasonScrubbingToShare = "ScrubbingToShare"
+	// reasonEvictingForClaim: at the maximum, a member is being removed
+	// for the claim (evictForClaims).
+	reasonEvictingForClaim = "EvictingForClaim"
 	// reasonReservationTaken, on the volume: a member reserved for another
 	// claim's name was issued because nothing else fit.
 	reasonReservationTaken = "ReservationTaken"
@@ -157,6 +160,9 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	params, err := parseParameters(class, p.backends)
 	if err != nil {
 		return p.refuse(claim, reasonInvalidParameters, fmt.Errorf("StorageClass %s: %w", class.Name, err))
+	}
+	if pool := controller.PoolOf(p.pools, class.Name); pool != nil {
+		params.evictForClaims = pool.Spec.EvictForClaims
 	}
 	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
 		return p.refuse(claim, reasonUnsupportedDataSource, errors.New("a claim of this class cannot be populated from a data source; its volume comes from a pool or is created empty"))

@@ -49,6 +49,9 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	}
 	switch {
 	case cur == nil:
+		// Gone before a count saw it (evicted soon after it was made): it
+		// holds no place any more.
+		p.pending.unreserve(old.Name)
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
 	case isFreed(cur) && (old == nil || !isFreed(old) || keys.Value(old.Labels, PoolLabel) != keys.Value(cur.Labels, PoolLabel)):
 		p.wake(volumehelpers.GetPersistentVolumeClass(cur))

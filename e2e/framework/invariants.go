@@ -50,7 +50,7 @@ type Scope struct {
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
-// six invariants of the product (docs: "Invariants"):
+// ten invariants of the product (docs: "Invariants"):
 //
 //  1. no volume is bound to two claims, and no claim to two volumes;
 //  2. no volume whose claim still exists is released;
@@ -67,7 +67,9 @@ type Scope struct {
 //  9. no volume of a Scrubbed class is bound to a claim between its release
 //     and the success of its scrub, but to its scrub claim; nor one of a
 //     ScrubbedUnlessSucceeded class released from a claim that never said
-//     its consumer succeeded.
+//     its consumer succeeded;
+//  10. no member is both issued and evicted: none being deleted for
+//     eviction names a claim's UID, and no claim loses its volume (Lost).
 //
 // 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
@@ -106,18 +108,23 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		AddFunc: func(obj any) {
 			inv.checkBinding(obj.(*corev1.PersistentVolume))
 			inv.checkScrub(obj.(*corev1.PersistentVolume))
+			inv.checkEviction(obj.(*corev1.PersistentVolume))
 		},
 		UpdateFunc: func(old, cur any) {
 			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
 			inv.checkBinding(cur.(*corev1.PersistentVolume))
 			inv.checkScrub(cur.(*corev1.PersistentVolume))
+			inv.checkEviction(cur.(*corev1.PersistentVolume))
 		},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    inv.noteOutcome,
-		UpdateFunc: func(_, obj any) { inv.noteOutcome(obj) },
+		AddFunc: inv.noteOutcome,
+		UpdateFunc: func(_, obj any) {
+			inv.noteOutcome(obj)
+			inv.checkLost(obj)
+		},
 		DeleteFunc: func(obj any) {
 			inv.noteOutcome(obj)
 			if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
@@ -398,6 +405,26 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkEviction (10): a member being deleted for eviction names no
+// claim's UID: a claim that had it would lose it.
+func (inv *Invariants) checkEviction(pv *corev1.PersistentVolume) {
+	if !inv.inClass(pv.Spec.StorageClassName) || pv.DeletionTimestamp == nil || !controller.Evicting(pv) {
+		return
+	}
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		inv.violate("invariant 10: volume %s is being evicted (%s) while bound to claim %s/%s (uid %s)", pv.Name, pv.Annotations[keys.Evicting], ref.Namespace, ref.Name, ref.UID)
+	}
+}
+
+// checkLost (10): no claim of the scope loses its volume.
+func (inv *Invariants) checkLost(obj any) {
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok || c.Status.Phase != corev1.ClaimLost || c.Spec.StorageClassName == nil || !inv.inClass(*c.Spec.StorageClassName) {
+		return
+	}
+	inv.violate("invariant 10: claim %s/%s lost its volume %s", c.Namespace, c.Name, c.Spec.VolumeName)
 }
 
 // noteOutcome remembers the claims that said their consumer succeeded:

@@ -112,6 +112,23 @@ type VolumePoolSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="evictAfter must be a duration from 1s to 8760h, such as 168h"
 	EvictAfter *metav1.Duration `json:"evictAfter,omitempty"`
+
+	// ShrinkToMaximum removes free and held members, with their data,
+	// while the pool has more members than maxVolumes (the maximum was
+	// lowered): the largest first, then the least recently used; never a
+	// bound, reserved, released or scrubbing one. Unset: the members
+	// above the maximum stay, counted in status.surplus, and new claims
+	// wait until members are freed below it.
+	// +optional
+	ShrinkToMaximum bool `json:"shrinkToMaximum,omitempty"`
+
+	// EvictForClaims, at maxVolumes, removes the least recently used
+	// member, with its data, for a claim that no free member fits, so that
+	// one that fits can be made: a free member first; one held for another
+	// namespace or reserved for another claim's name only when no free
+	// one can go. Unset: such a claim waits (Exhausted).
+	// +optional
+	EvictForClaims bool `json:"evictForClaims,omitempty"`
 }
 
 // VolumePoolTemplate is the shape of a member made ahead.
@@ -172,9 +189,14 @@ type VolumePoolStatus struct {
 	// +optional
 	ScrubFailed int32 `json:"scrubFailed"`
 	// Evicting members: being removed from the pool with their data
-	// (evictAfter); no claim may have them.
+	// (evictAfter, shrinkToMaximum); no claim may have them.
 	// +optional
 	Evicting int32 `json:"evicting"`
+	// Surplus is how many members the pool has above maxVolumes, those
+	// being evicted aside: members shrinkToMaximum removes, or that stay
+	// without it.
+	// +optional
+	Surplus int32 `json:"surplus"`
 	// Total members, in every state.
 	// +optional
 	Total int32 `json:"total"`
