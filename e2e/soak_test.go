@@ -22,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
@@ -61,6 +63,19 @@ func TestSoakChaos(t *testing.T) {
 
 	c := newCycleCase(t, "soak")
 	id, ns, class, inv, args := c.id, c.ns, c.class, c.inv, c.args
+	// Eviction on: members no claim had for two seconds go (released ones
+	// are held, not reserved, so that they may), and a claim at the maximum
+	// evicts one (a little above the three claim names of each worker that
+	// may be alive at once); members are evicted while claims come for
+	// them (invariant 10).
+	pools := volumePools(t)
+	if _, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: v1alpha1.VolumePoolSpec{
+		StorageClassName: class, MaxVolumes: ptr.To(int32(3**soakWorkers + 2)), EvictForClaims: true,
+		ReserveFor: &metav1.Duration{}, EvictAfter: &metav1.Duration{Duration: 2 * time.Second},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), class, metav1.DeleteOptions{}) })
 	replicas := []*framework.Process{framework.StartController(t, args...), framework.StartController(t, args...)}
 	for _, p := range replicas {
 		p.WaitReady(t)
@@ -133,8 +148,14 @@ func TestSoakChaos(t *testing.T) {
 	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound")
 	inv.Check(t, 30*time.Second)
 
-	t.Logf("soak: %d cycles (%d Jobs, %d owners deleted before their claim bound); faults: %d kills, %d restarts, %d API server restarts, %d foreign writes (%d conflicted); invariant violations: %d",
-		stats.cycles.Load(), stats.jobs.Load(), stats.earlyDeletes.Load(), stats.kills.Load(), stats.restarts.Load(),
+	evictions := 0
+	if events, err := framework.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + class + ",reason=MemberEvicted"}); err == nil {
+		for _, e := range events.Items {
+			evictions += int(max(e.Count, 1))
+		}
+	}
+	t.Logf("soak: %d cycles (%d Jobs, %d owners deleted before their claim bound), %d members evicted; faults: %d kills, %d restarts, %d API server restarts, %d foreign writes (%d conflicted); invariant violations: %d",
+		stats.cycles.Load(), stats.jobs.Load(), stats.earlyDeletes.Load(), evictions, stats.kills.Load(), stats.restarts.Load(),
 		stats.apiserverRestarts.Load(), stats.touches.Load(), stats.touchConflicts.Load(), inv.Violations(ctx))
 	if stats.cycles.Load() == 0 {
 		t.Error("no cycle completed")

@@ -396,6 +396,42 @@ func TestSyncRelease(t *testing.T) {
 	}
 }
 
+// boundTo gives claim the volume named volume.
+func boundTo(c *corev1.PersistentVolumeClaim, volume string) *corev1.PersistentVolumeClaim {
+	c.Spec.VolumeName = volume
+	return c
+}
+
+// A release that would keep the claim's name (a reservation, a hold) waits
+// while a new claim of that name is not bound yet: the PV controller would
+// bind it to this volume while the provisioner gives it another. One that
+// clears the claimRef does not wait.
+func TestSyncReleaseWaitsForARecreatedClaimToBind(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		class    *storagev1.StorageClass
+		claim    *corev1.PersistentVolumeClaim
+		released bool
+	}{
+		{"reserving class, new claim not bound", reservingClass("10m"), claim("new-uid", testID), false},
+		{"reserving class, new claim not bound, seen only live", reservingClass("10m"), claim("new-uid", ""), false},
+		{"reserving class, new claim bound", reservingClass("10m"), boundTo(claim("new-uid", testID), "pv-2"), true},
+		{"class that keeps no name", class(testID), claim("new-uid", testID), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pv := volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner))
+			f := newFixture(t, testPolicy, pv, tt.class, tt.claim)
+			if err := f.sync(pv.Name); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			got := f.stored(pv.Name)
+			if released := got.Spec.ClaimRef == nil || got.Spec.ClaimRef.UID == ""; released != tt.released {
+				t.Errorf("released %v (claimRef %+v), want %v", released, got.Spec.ClaimRef, tt.released)
+			}
+		})
+	}
+}
+
 func TestSyncAssociatesAndReleasesAnOrphan(t *testing.T) {
 	// The claim vanished while no releaser ran, so nothing labelled the
 	// volume; its class still says whose it is.

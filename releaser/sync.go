@@ -3,6 +3,7 @@ package releaser
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -95,7 +96,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		logger.V(5).Info("Nothing to release", "reason", why)
 		return nil
 	}
-	gone, err := c.claimGone(ctx, pv.Spec.ClaimRef)
+	gone, live, err := c.claimGone(ctx, pv.Spec.ClaimRef)
 	if err != nil {
 		c.metrics.errors.WithLabelValues(errClaimCheck).Inc()
 		if apierrors.IsForbidden(err) {
@@ -107,24 +108,48 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		logger.V(4).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
 		return nil
 	}
-	return c.release(ctx, pv)
+	return c.release(ctx, pv, c.unboundReplacement(pv.Spec.ClaimRef, live))
+}
+
+// replacementRecheck is how soon a release that waits for a new claim of
+// the same name to be bound looks again.
+const replacementRecheck = time.Second
+
+// unboundReplacement reports whether a claim with the namespace and name
+// of ref but another UID exists and is not bound yet, as the managed
+// claims cache shows it, or live, the API server's answer when it was
+// asked.
+func (c *Controller) unboundReplacement(ref *corev1.ObjectReference, live *corev1.PersistentVolumeClaim) bool {
+	claim := live
+	if cached, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil {
+		claim = cached
+	}
+	return claim != nil && claim.UID != ref.UID && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil
 }
 
 // claimGone reports whether the claim ref points at no longer exists with
 // that namespace, name and UID. Only the API server can say so: the managed
 // claims cache may only prove the claim still exists; a deletion seen on the
 // watch stands for the API server's answer.
-func (c *Controller) claimGone(ctx context.Context, ref *corev1.ObjectReference) (bool, error) {
+// The claim of that name the API server answered with, if it was asked
+// and has one, is returned too.
+func (c *Controller) claimGone(ctx context.Context, ref *corev1.ObjectReference) (bool, *corev1.PersistentVolumeClaim, error) {
 	if ref.UID != "" && c.deleted.has(ref.UID) {
-		return true, nil
+		return true, nil, nil
 	}
+	var live *corev1.PersistentVolumeClaim
 	// Still there: the deletion, when it comes, queues the volume again.
-	return controller.Gone(ctx,
+	gone, err := controller.Gone(ctx,
 		func(claim *corev1.PersistentVolumeClaim) bool { return sameClaim(ref, claim) },
 		func() (*corev1.PersistentVolumeClaim, error) {
 			return c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
 		},
 		func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
-			return c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			claim, err := c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err == nil {
+				live = claim
+			}
+			return claim, err
 		})
+	return gone, live, err
 }

@@ -45,7 +45,12 @@ func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume,
 // class's reserveFor, the claimRef keeps the claim's namespace and name
 // without its UID instead: the PV controller then binds the volume to the
 // next claim of that name and to no other, until the reservation ends.
-func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) error {
+//
+// A new claim of the same name that is not bound yet (replaced) makes a
+// release that would keep the name wait: the PV controller would bind that
+// claim to this volume while the provisioner gives it another, two
+// volumes for one claim. It is released once that claim is bound.
+func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, replaced bool) error {
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
 	class := c.classOf(pv)
@@ -71,6 +76,11 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume) e
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
 	if reserve > 0 || heldFor != "" {
+		if replaced {
+			logger.V(4).Info("Release waits: a new claim of the same name is not bound yet", "claim", klog.KRef(ref.Namespace, ref.Name))
+			c.queue.AddAfter(pv.Name, replacementRecheck)
+			return nil
+		}
 		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
 	}
 	if reserve > 0 {
