@@ -108,7 +108,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		logger.V(4).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
 		return nil
 	}
-	return c.release(ctx, pv, c.unboundReplacement(pv.Spec.ClaimRef, live))
+	replaced, err := c.unboundReplacement(ctx, pv.Spec.ClaimRef, live)
+	if err != nil {
+		return fmt.Errorf("reading the claim that replaced %s/%s: %w", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, err)
+	}
+	return c.release(ctx, pv, replaced)
 }
 
 // replacementRecheck is how soon a release that waits for a new claim of
@@ -116,15 +120,24 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 const replacementRecheck = time.Second
 
 // unboundReplacement reports whether a claim with the namespace and name
-// of ref but another UID exists and is not bound yet, as the managed
-// claims cache shows it, or live, the API server's answer when it was
-// asked.
-func (c *Controller) unboundReplacement(ref *corev1.ObjectReference, live *corev1.PersistentVolumeClaim) bool {
-	claim := live
-	if cached, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name); err == nil {
-		claim = cached
+// of ref but another UID exists and is not bound yet. live is the API
+// server's answer to the lookup that proved ref's claim gone, if it was
+// asked; else the managed claims cache tells whether such a claim exists,
+// and, since it keeps the metadata of claims only, the API server whether
+// it is bound.
+func (c *Controller) unboundReplacement(ctx context.Context, ref *corev1.ObjectReference, live *corev1.PersistentVolumeClaim) (bool, error) {
+	if live == nil {
+		cached, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
+		if err != nil || cached.UID == ref.UID {
+			return false, nil
+		}
+		if live, err = c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
 	}
-	return claim != nil && claim.UID != ref.UID && claim.Spec.VolumeName == "" && claim.DeletionTimestamp == nil
+	return live.UID != ref.UID && live.Spec.VolumeName == "" && live.DeletionTimestamp == nil, nil
 }
 
 // claimGone reports whether the claim ref points at no longer exists with
