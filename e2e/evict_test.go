@@ -36,22 +36,8 @@ func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 		s.ReuseScope, s.ReserveFor = keys.ReuseScopeCluster, &metav1.Duration{}
 		s.EvictAfter = &metav1.Duration{Duration: evictAfter}
 	})
-	ctx := context.Background()
 	client := framework.Client()
-	consumers := []string{"a", "b", "c"}
-	for _, name := range consumers {
-		if _, err := client.CoreV1().Pods(c.ns).Create(ctx, nodePod(name, "cache-"+name, c.class, 1000, "fill", "/cache"), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	volumes := map[string]*corev1.PersistentVolume{}
-	for _, name := range consumers {
-		waitSucceeded(t, c.ns, name)
-		volumes[name] = boundVolume(t, c.ns, "cache-"+name)
-	}
-	for _, name := range consumers {
-		deletePod(t, c.ns, name, "cache-"+name)
-	}
+	volumes := c.threeConsumers(t, "fill", "/cache")
 
 	// The member used last: released last, by the second the releaser
 	// records, then by name, as the pool manager orders them.
@@ -308,4 +294,74 @@ func TestVolumePoolEvictionRacingAClaim(t *testing.T) {
 	}
 	t.Logf("the member went to the claim %d times, was evicted first %d times", issued, evicted)
 	r.inv.Check(t, 10*time.Second)
+}
+
+// Byte watermarks: three consumers on the real node each leave 40 MiB in
+// a member of their own; once the three are back in the pool and
+// measured (120 MiB, above the high watermark of 100 MiB), the least
+// recently used goes (80 MiB; the next would leave 40, below the low one
+// of 60 MiB), and only it.
+func TestNodeEvictAboveBytes(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, nil, func(s *v1alpha1.VolumePoolSpec) {
+		s.MaxVolumes = ptr.To[int32](3)
+		s.ReuseScope, s.ReserveFor = keys.ReuseScopeCluster, &metav1.Duration{}
+		s.EvictAboveBytes, s.EvictDownToBytes = ptr.To(resource.MustParse("100Mi")), ptr.To(resource.MustParse("60Mi"))
+	})
+	client := framework.Client()
+	volumes := c.threeConsumers(t, "bulk", "/cache/blob", "40")
+	var lru *corev1.PersistentVolume
+	for _, pv := range volumes {
+		waitInPool(t, pv.Name)
+		if lru == nil || releasedAt(t, pv.Name).Before(releasedAt(t, lru.Name)) || releasedAt(t, pv.Name).Equal(releasedAt(t, lru.Name)) && pv.Name < lru.Name {
+			lru = pv
+		}
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumes().Get(ctx, lru.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, fmt.Sprintf("the least recently used member %s to be evicted", lru.Name))
+	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: c.pool, Reason: "MemberEvicted", Message: lru.Name})
+	var pool *v1alpha1.VolumePool
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		pool, err = volumePools(t).Get(ctx, c.pool, metav1.GetOptions{})
+		return err == nil && len(pool.Status.Usage) == 2 && pool.Status.Total == 2, err
+	}, "the pool's status to count the two members left")
+	if used := pool.Status.UsedBytes; used == nil || used.Value() < 80<<20 || used.Value() > 82<<20 {
+		t.Errorf("status usedBytes %v, want the two members' 80 MiB", used)
+	}
+	framework.Consistently(t, 3*time.Second, func(ctx context.Context) (bool, error) {
+		for _, pv := range volumes {
+			if pv.Name == lru.Name {
+				continue
+			}
+			if got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{}); err != nil || controller.Evicting(got) {
+				return false, fmt.Errorf("member %s went too: %v", pv.Name, err)
+			}
+		}
+		return true, nil
+	}, "the other two members to stay: a second eviction would go below the low watermark")
+	c.inv.Check(t, 10*time.Second)
+}
+
+// threeConsumers runs three pods at once on the real node, each with a
+// claim of its own and the consumer's args, then deletes them one after
+// the other, and with them their claims; it returns their volumes by pod.
+func (c *scrubCase) threeConsumers(t *testing.T, args ...string) map[string]*corev1.PersistentVolume {
+	t.Helper()
+	consumers := []string{"a", "b", "c"}
+	for _, name := range consumers {
+		if _, err := framework.Client().CoreV1().Pods(c.ns).Create(context.Background(), nodePod(name, "cache-"+name, c.class, 1000, args...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	volumes := map[string]*corev1.PersistentVolume{}
+	for _, name := range consumers {
+		waitSucceeded(t, c.ns, name)
+		volumes[name] = boundVolume(t, c.ns, "cache-"+name)
+	}
+	for _, name := range consumers {
+		deletePod(t, c.ns, name, "cache-"+name)
+	}
+	return volumes
 }

@@ -83,6 +83,7 @@ func TestVolumePoolAPI(t *testing.T) {
 		{"an unknown scope", map[string]any{"storageClassName": "c", "reuseScope": "everyone"}, `supported values: "namespace", "cluster"`},
 		{"members made ahead without a maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3)}, "minAvailable needs maxVolumes, at least as large"},
 		{"an eviction at once", map[string]any{"storageClassName": "c", "evictAfter": "0s"}, "evictAfter must be a duration from 1s to 8760h"},
+		{"one watermark", map[string]any{"storageClassName": "c", "evictAboveBytes": "100Mi"}, "evictAboveBytes and evictDownToBytes go together"},
 		{"more made ahead than the maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3), "maxVolumes": int64(2)}, "minAvailable needs maxVolumes, at least as large"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,6 +67,9 @@ type Provisioner interface {
 	// cause (a keys.Evict* value), unless it changed since; it reports
 	// whether it did. Its storage goes in the background.
 	Evict(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error)
+	// Usage returns what member pv held when it last came back to the
+	// pool, if the provisioner measured that return.
+	Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool)
 }
 
 // Controller is the pool manager.
@@ -200,11 +203,17 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			v.aheadErr = c.provisioner.CheckAhead(effective, pool)
 			v.making = c.provisioner.AheadInFlight(v.class.Name)
 		}
-		if pool.Spec.EvictAfter != nil || pool.Spec.ShrinkToMaximum {
+		if pool.Spec.EvictAfter != nil || pool.Spec.ShrinkToMaximum || pool.Spec.EvictAboveBytes != nil {
 			v.evictErr = c.provisioner.CheckEvict(effective)
 		}
 		v.members, v.settingsErr = c.provisioner.Members(effective)
 		v.waiting = c.provisioner.Waiting(v.class.Name)
+		v.usage = map[string]v1alpha1.MemberUsage{}
+		for _, pv := range v.members {
+			if u, ok := c.provisioner.Usage(pv); ok {
+				v.usage[pv.Name] = u
+			}
+		}
 	}
 	r := decide(v)
 	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written {

@@ -92,7 +92,10 @@ type view struct {
 	making   int
 	// evictErr says why the class's members cannot be evicted, or nil.
 	evictErr error
-	now      metav1.Time
+	// usage holds what members held when they came back to the pool, by
+	// name, as the provisioner measured it (the status keeps the rest).
+	usage map[string]v1alpha1.MemberUsage
+	now   metav1.Time
 }
 
 // event is one event to record on the pool.
@@ -188,13 +191,27 @@ func decide(v view) result {
 		s.Evicting = int32(counts[controller.StateEvicting])
 		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
 		s.Surplus = int32(surplus(v.members, limit))
-		after, shrink := v.pool.Spec.EvictAfter, v.pool.Spec.ShrinkToMaximum
+		// Only members of a class whose backend measures them are counted;
+		// a pool with none has no usedBytes rather than a false 0.
+		if s.Usage = usageOf(v.members, v.usage, prev.Usage); len(s.Usage) > 0 {
+			used := resource.NewQuantity(0, resource.BinarySI)
+			for _, u := range s.Usage {
+				used.Add(*resource.NewQuantity(u.Bytes, resource.BinarySI))
+			}
+			s.UsedBytes = used
+		}
+		spec := v.pool.Spec
+		rules := evictRules{after: spec.EvictAfter, shrink: spec.ShrinkToMaximum, limit: limit, minAvailable: int(ptr.Deref(spec.MinAvailable, 0)),
+			high: spec.EvictAboveBytes, low: spec.EvictDownToBytes, usage: s.Usage}
 		switch {
-		case (after != nil || shrink) && v.evictErr != nil:
+		case rules.any() && v.evictErr != nil:
 			ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
-			ready.Message = fmt.Sprintf("evictAfter and shrinkToMaximum cannot be kept for StorageClass %s: %v", className, v.evictErr)
-		case after != nil || shrink:
-			evict, recheck = evictions(v.members, after, shrink, limit, int(ptr.Deref(v.pool.Spec.MinAvailable, 0)), v.now.Time)
+			ready.Message = fmt.Sprintf("evictAfter, shrinkToMaximum and the byte watermarks cannot be kept for StorageClass %s: %v", className, v.evictErr)
+		case rules.high != nil && rules.low != nil && rules.low.Cmp(*rules.high) > 0:
+			ready.Status, ready.Reason = metav1.ConditionFalse, reasonInvalidSettings
+			ready.Message = fmt.Sprintf("evictDownToBytes %s is above evictAboveBytes %s: the low watermark must be at most the high one", rules.low.String(), rules.high.String())
+		case rules.any():
+			evict, recheck = evictions(v.members, rules, v.now.Time)
 		}
 		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
 			free := counts[controller.StateFree]

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -23,22 +24,126 @@ type eviction struct {
 	message string
 }
 
+// evictRules are a pool's eviction settings, and what its members hold.
+type evictRules struct {
+	after        *metav1.Duration
+	shrink       bool
+	limit        int // maxVolumes, 0 for none
+	minAvailable int
+	high, low    *resource.Quantity
+	usage        []v1alpha1.MemberUsage
+}
+
+func (r evictRules) any() bool { return r.after != nil || r.shrink || r.high != nil }
+
 // evictions returns the members of a pool to evict now: those above its
-// maximum limit (shrink), then those idle for after (nil: none), and when
-// to look again for the next idle one.
-func evictions(members []*corev1.PersistentVolume, after *metav1.Duration, shrink bool, limit, minAvailable int, now time.Time) ([]eviction, time.Duration) {
+// maximum (shrink), those idle for after, those above the byte
+// watermarks, each member once; and when to look again for the next idle
+// one.
+func evictions(members []*corev1.PersistentVolume, r evictRules, now time.Time) ([]eviction, time.Duration) {
 	var out []eviction
-	if shrink && limit > 0 {
-		out = aboveMaximum(members, limit)
+	rest := func() []*corev1.PersistentVolume {
+		return slices.DeleteFunc(slices.Clone(members), func(pv *corev1.PersistentVolume) bool {
+			return slices.ContainsFunc(out, func(e eviction) bool { return e.pv.Name == pv.Name })
+		})
 	}
-	if after == nil {
-		return out, 0
+	if r.shrink && r.limit > 0 {
+		out = aboveMaximum(members, r.limit)
 	}
-	rest := slices.DeleteFunc(slices.Clone(members), func(pv *corev1.PersistentVolume) bool {
-		return slices.ContainsFunc(out, func(e eviction) bool { return e.pv.Name == pv.Name })
+	var next time.Duration
+	if r.after != nil {
+		var more []eviction
+		more, next = idle(rest(), r.after.Duration, r.minAvailable, now)
+		out = append(out, more...)
+	}
+	if r.high != nil && r.low != nil {
+		out = append(out, aboveBytes(rest(), r.usage, r.high.Value(), r.low.Value(), r.minAvailable)...)
+	}
+	return out, next
+}
+
+// usageOf lists what the free, held and reserved members held when they
+// last came back to the pool, by volume name: measured now (measured), or
+// before and kept in the status (prev), if of that same return.
+func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.MemberUsage, prev []v1alpha1.MemberUsage) []v1alpha1.MemberUsage {
+	var out []v1alpha1.MemberUsage
+	for _, pv := range members {
+		switch controller.StateOf(pv) {
+		case controller.StateFree, controller.StateHeld, controller.StateReserved:
+		default:
+			continue
+		}
+		returned := keys.Value(pv.Annotations, keys.ReleasedAt)
+		if u, ok := measured[pv.Name]; ok && u.Returned == returned {
+			out = append(out, u)
+			continue
+		}
+		if i := slices.IndexFunc(prev, func(u v1alpha1.MemberUsage) bool { return u.Volume == pv.Name && u.Returned == returned }); i >= 0 {
+			out = append(out, prev[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.MemberUsage) int { return cmp.Compare(a.Volume, b.Volume) })
+	return out
+}
+
+// aboveBytes returns the members to evict while the bytes the measured
+// members hold are above high: free and held ones, least recently used
+// first, until the sum is at most high, and on while removing the next
+// would leave at least low; never below minAvailable free members.
+func aboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage, high, low int64, minAvailable int) []eviction {
+	bytes := map[string]int64{}
+	var sum int64
+	for _, u := range usage {
+		bytes[u.Volume] = u.Bytes
+		sum += u.Bytes
+	}
+	if sum <= high {
+		return nil
+	}
+	var candidates []*corev1.PersistentVolume
+	free := 0
+	for _, pv := range members {
+		state := controller.StateOf(pv)
+		if state == controller.StateFree {
+			free++
+		}
+		if _, measured := bytes[pv.Name]; measured && (state == controller.StateFree || state == controller.StateHeld) {
+			candidates = append(candidates, pv)
+		}
+	}
+	byLastUse(candidates)
+	var out []eviction
+	spare := free - minAvailable
+	for _, pv := range candidates {
+		if sum <= high && sum-bytes[pv.Name] < low {
+			break
+		}
+		isFree := controller.StateOf(pv) == controller.StateFree
+		if isFree && spare <= 0 {
+			continue
+		}
+		if isFree {
+			spare--
+		}
+		before := sum
+		sum -= bytes[pv.Name]
+		out = append(out, eviction{pv: pv, cause: keys.EvictAboveBytes, message: fmt.Sprintf(
+			"Evicted volume %s (%s, %s used), with its data: the pool's members held %s, above evictAboveBytes %s (down toward evictDownToBytes %s)",
+			pv.Name, controller.StateOf(pv), quantity(bytes[pv.Name]), quantity(before), quantity(high), quantity(low))})
+	}
+	return out
+}
+
+func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
+
+// byLastUse orders pvs least recently used first, then by name.
+func byLastUse(pvs []*corev1.PersistentVolume) {
+	slices.SortFunc(pvs, func(a, b *corev1.PersistentVolume) int {
+		if c := lastUsed(a).Compare(lastUsed(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
 	})
-	more, next := idle(rest, after.Duration, minAvailable, now)
-	return append(out, more...), next
 }
 
 // lastUsed is when pv was last returned to the pool (the releaser's
@@ -70,12 +175,7 @@ func idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 			idle = append(idle, pv)
 		}
 	}
-	slices.SortFunc(idle, func(a, b *corev1.PersistentVolume) int {
-		if c := lastUsed(a).Compare(lastUsed(b)); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	byLastUse(idle)
 	var out []eviction
 	var next time.Duration
 	spare := free - minAvailable

@@ -2,6 +2,7 @@ package poolmanager
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -186,5 +187,79 @@ func TestDecideShrinksOnlyWhenAllowed(t *testing.T) {
 				t.Errorf("evict %v, surplus %d; want %v and 1", names, r.status.Surplus, tt.want)
 			}
 		})
+	}
+}
+
+func TestAboveBytes(t *testing.T) {
+	const mi = int64(1 << 20)
+	free := func(name string, ago time.Duration) *corev1.PersistentVolume {
+		return member(name, corev1.VolumeAvailable, releasedAgo(ago))
+	}
+	usage := func(kv ...any) []v1alpha1.MemberUsage {
+		var out []v1alpha1.MemberUsage
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, v1alpha1.MemberUsage{Volume: kv[i].(string), Bytes: int64(kv[i+1].(int)) * mi})
+		}
+		return out
+	}
+	three := []*corev1.PersistentVolume{free("a", 3*time.Hour), free("b", 2*time.Hour), free("c", time.Hour)}
+	for _, tt := range []struct {
+		name    string
+		members []*corev1.PersistentVolume
+		usage   []v1alpha1.MemberUsage
+		min     int
+		want    []string
+	}{
+		{"below the high watermark", three, usage("a", 30, "b", 30, "c", 30), 0, nil},
+		// 120 above 100: a goes (80); b would leave 40, below 60.
+		{"above it: the least recently used, not below the low one", three, usage("a", 40, "b", 40, "c", 40), 0, []string{"a"}},
+		// 150: a (130), b (110), c (90 at most 100, and 90-10 leaves 80).
+		{"down to the high one, on toward the low one", []*corev1.PersistentVolume{free("a", 4*time.Hour), free("b", 3*time.Hour), free("c", 2*time.Hour), free("d", time.Hour)},
+			usage("a", 20, "b", 20, "c", 100, "d", 10), 0, []string{"a", "b", "c"}},
+		{"one huge member goes, whatever the low watermark", []*corev1.PersistentVolume{free("a", time.Hour)}, usage("a", 150), 0, []string{"a"}},
+		{"minAvailable free members stay", three, usage("a", 40, "b", 40, "c", 40), 3, nil},
+		{"unmeasured members are not chosen", three, usage("b", 60, "c", 60), 0, []string{"b"}},
+		{"a bound member is never chosen", []*corev1.PersistentVolume{member("bound", corev1.VolumeBound, claimRef("u")), free("a", time.Hour)},
+			usage("bound", 90, "a", 20), 0, []string{"a"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var names []string
+			for _, e := range aboveBytes(tt.members, tt.usage, 100*mi, 60*mi, tt.min) {
+				names = append(names, e.pv.Name)
+				if e.cause != keys.EvictAboveBytes {
+					t.Errorf("cause %q", e.cause)
+				}
+			}
+			if !slices.Equal(names, tt.want) {
+				t.Errorf("aboveBytes = %v, want %v", names, tt.want)
+			}
+		})
+	}
+}
+
+// The status keeps what members held when they came back: the measure of
+// that same return, from the provisioner or from the status before; none
+// for a member since issued again, or not measured.
+func TestUsageOf(t *testing.T) {
+	at := t1.Format(time.RFC3339)
+	members := []*corev1.PersistentVolume{
+		member("new", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
+		member("kept", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
+		member("reused", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
+		member("bound", corev1.VolumeBound, claimRef("u"), annotate(keys.ReleasedAt, at)),
+		member("unmeasured", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
+	}
+	measured := map[string]v1alpha1.MemberUsage{"new": {Volume: "new", Bytes: 1, Returned: at}}
+	prev := []v1alpha1.MemberUsage{
+		{Volume: "kept", Bytes: 2, Returned: at},
+		{Volume: "reused", Bytes: 3, Returned: t0.Format(time.RFC3339)},
+		{Volume: "bound", Bytes: 4, Returned: at},
+	}
+	var got []string
+	for _, u := range usageOf(members, measured, prev) {
+		got = append(got, fmt.Sprintf("%s=%d", u.Volume, u.Bytes))
+	}
+	if want := []string{"kept=2", "new=1"}; !slices.Equal(got, want) {
+		t.Errorf("usageOf = %v, want %v", got, want)
 	}
 }

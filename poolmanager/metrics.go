@@ -14,21 +14,25 @@ const subsystem = "volumepool"
 type metrics struct {
 	members   *prometheus.GaugeVec
 	exhausted *prometheus.GaugeVec
+	usedBytes *prometheus.GaugeVec
 	writes    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "members",
-			Help: "Members of each VolumePool in force, by state: free, held, reserved, bound, released, other (Failed or being deleted); as its status counts them."},
+			Help: "Members of each VolumePool in force, by state: free, held, reserved, bound, released, scrubbing, evicting, other (Failed or being deleted); as its status counts them."},
 			[]string{"pool", "state"}),
 		exhausted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "exhausted",
 			Help: "1 while claims of the pool's class wait and the pool cannot grow (its Exhausted condition), else 0."},
 			[]string{"pool"}),
+		usedBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "used_bytes",
+			Help: "Bytes the free, held and reserved members of each VolumePool held when they came back to the pool (status.usedBytes); only pools whose backend measures its members (directory)."},
+			[]string{"pool"}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "status_writes_total",
 			Help: "VolumePool status writes, at most one per pool per --pool-status-interval."}),
 	}
-	if err := controller.Register(reg, m.members, m.exhausted, m.writes); err != nil {
+	if err := controller.Register(reg, m.members, m.exhausted, m.usedBytes, m.writes); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -43,10 +47,16 @@ func (m *metrics) set(pool string, counts map[controller.MemberState]int, status
 		exhausted = 1
 	}
 	m.exhausted.WithLabelValues(pool).Set(exhausted)
+	if status.UsedBytes != nil {
+		m.usedBytes.WithLabelValues(pool).Set(float64(status.UsedBytes.Value()))
+	} else {
+		m.usedBytes.DeleteLabelValues(pool)
+	}
 }
 
 // forget drops the series of a deleted pool.
 func (m *metrics) forget(pool string) {
 	m.members.DeletePartialMatch(prometheus.Labels{"pool": pool})
 	m.exhausted.DeleteLabelValues(pool)
+	m.usedBytes.DeleteLabelValues(pool)
 }

@@ -30,6 +30,9 @@ type Config struct {
 	// PoolStatusInterval batches the writes of a VolumePool's status: at
 	// most one per pool per interval, however many members change.
 	PoolStatusInterval time.Duration
+	// MeasureTimeout bounds the walk that measures a member of a directory
+	// class back in the pool.
+	MeasureTimeout time.Duration
 }
 
 // AddFlags registers the flags of the provisioner on fs.
@@ -45,6 +48,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
 	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", 5*time.Second,
 		"Longest a VolumePool's status lags behind its members: changes within it are written at once, at most one status write per pool per interval.")
+	fs.DurationVar(&c.MeasureTimeout, "measure-timeout", 30*time.Second,
+		"How long the walk that measures the bytes a directory-backend member holds, as it comes back to the pool, may take; a member it cannot finish is reported partial, its bytes a lower bound.")
 }
 
 func (c *Config) validate() error {
@@ -57,6 +62,9 @@ func (c *Config) validate() error {
 	}
 	if c.LifecycleTimeout <= 0 {
 		errs = append(errs, errors.New("--lifecycle-timeout must be positive"))
+	}
+	if c.MeasureTimeout <= 0 {
+		errs = append(errs, errors.New("--measure-timeout must be positive"))
 	}
 	if c.PoolStatusInterval <= 0 {
 		errs = append(errs, errors.New("--pool-status-interval must be positive"))

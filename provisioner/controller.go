@@ -69,6 +69,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.provisioner.onWaitingChange = c.pools.Notify
+	c.provisioner.measurer.measured = c.pools.Notify
 	return c, nil
 }
 
@@ -153,6 +154,9 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err != nil {
 		return nil, fmt.Errorf("watching volumes to evict: %w", err)
 	}
+	if p.measurer, err = newMeasurer(p, volumes, directories{root: cfg.DirectoryRoot}, cfg.MeasureTimeout); err != nil {
+		return nil, fmt.Errorf("watching volumes to measure: %w", err)
+	}
 	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, scrubber: s, evictor: e, workers: cfg.Workers}, nil
 }
 
@@ -164,15 +168,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
-	// The pool manager, the scrubber and the evictor run while the
-	// provisioner leads: the manager reads the provisioner's claims in
-	// waiting, which only the leader has, and all start lifecycle pods.
+	// The pool manager, the scrubber, the evictor and the measurer run
+	// while the provisioner leads: the manager reads the provisioner's
+	// claims in waiting, which only the leader has, and the others act on
+	// what the manager decides.
 	var wg sync.WaitGroup
 	if c.pools != nil {
 		wg.Go(func() { c.pools.Run(ctx) })
 	}
 	wg.Go(func() { c.scrubber.run(ctx) })
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })
+	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })
 	c.lib.Run(ctx)
 	wg.Wait()
 	return nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -56,6 +57,15 @@ func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
 		return errCannotEvict
 	}
 	return nil
+}
+
+// Usage returns what pv, a member of a directory class, held when it last
+// came back to the pool, if that was measured.
+func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
+	if p.measurer == nil {
+		return v1alpha1.MemberUsage{}, false
+	}
+	return p.measurer.Usage(pv)
 }
 
 // evictable reports whether pv may be fenced for eviction: a member no

@@ -60,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		scrubFailures: counter("scrub_failures_total",
 			"Scrubs that failed (the volume stays out of the pool, and the scrub is retried with back-off); the durations of scrub pods are lifecycle_pod_duration_seconds{op=\"scrub\"}."),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "evictions_total",
-			Help: "Members removed from their pool with their data, by class and cause: idle (evictAfter), above-maximum (shrinkToMaximum), for-claim (evictForClaims)."},
+			Help: "Members removed from their pool with their data, by class and cause: idle (evictAfter), above-maximum (shrinkToMaximum), for-claim (evictForClaims), above-bytes (evictAboveBytes)."},
 			[]string{"class", "cause"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",

@@ -83,6 +83,10 @@ type provisioner struct {
 	// started or stopped waiting for its pool.
 	onWaitingChange func(class string)
 
+	// measurer knows what members of directory classes held when they came
+	// back to the pool; nil until the controller is built.
+	measurer *measurer
+
 	// What the provisioner remembers between calls (memory.go).
 	takes   *takes
 	pending *pendingVolumes

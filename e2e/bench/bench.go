@@ -71,6 +71,9 @@ type Config struct {
 	// MadeAheadCycles of each part of the made-ahead run (claims no member
 	// fits, without and with a pool's minAvailable); 0 skips it.
 	MadeAheadCycles int
+	// EvictCycles of each part of the eviction run (a claim at a pool's
+	// maximum that takes the free member, or evicts it); 0 skips it.
+	EvictCycles int
 	// Dir holds the control plane, the binary and the controllers' logs.
 	Dir string
 	// Log receives progress lines.
@@ -166,6 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.scheduling(ctx, r)
 	b.reservations(ctx, r)
 	b.madeAheadRun(ctx, r)
+	b.evictRun(ctx, r)
 	b.nodeLocalRun(ctx, r)
 	b.failoverRun(ctx, r)
 	b.scaleRun(ctx, r)
@@ -181,7 +185,7 @@ func newReport(cfg Config) *Report {
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
-		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles,
+		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles, EvictCycles: cfg.EvictCycles,
 	}}
 }
 

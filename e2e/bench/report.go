@@ -39,6 +39,8 @@ type Report struct {
 	// MadeAhead is the made-ahead run (claims no member fits, without and
 	// with a pool's minAvailable).
 	MadeAhead *MadeAhead `json:"made_ahead,omitempty"`
+	// Eviction is the eviction run (a claim at the maximum, evictForClaims).
+	Eviction *Eviction `json:"eviction,omitempty"`
 	// NodeLocal is the node-local run (a local class on a real node).
 	NodeLocal *NodeLocal `json:"node_local,omitempty"`
 	Failover  *Failover  `json:"failover,omitempty"`
@@ -74,6 +76,7 @@ type Settings struct {
 	RecurringCycles   int    `json:"recurring_cycles"`
 	NodeLocalCycles   int    `json:"node_local_cycles"`
 	MadeAheadCycles   int    `json:"made_ahead_cycles,omitempty"`
+	EvictCycles       int    `json:"evict_cycles,omitempty"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -331,6 +334,7 @@ func (r *Report) Markdown(w io.Writer) {
 	r.schedulingSection(p)
 	r.reservationsSection(p)
 	r.madeAheadSection(p)
+	r.evictionSection(p)
 	r.nodeLocalSection(p)
 	r.failoverSection(p)
 	r.targetsSection(p)

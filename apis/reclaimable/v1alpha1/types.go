@@ -37,6 +37,7 @@ type VolumePool struct {
 // falls back to the class's parameter of the same name, then to its default.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || self.minAvailable == 0 || (has(self.maxVolumes) && self.minAvailable <= self.maxVolumes)",message="minAvailable needs maxVolumes, at least as large: members made ahead count against it"
+// +kubebuilder:validation:XValidation:rule="has(self.evictAboveBytes) == has(self.evictDownToBytes)",message="evictAboveBytes and evictDownToBytes go together: set both watermarks, or neither"
 type VolumePoolSpec struct {
 	// StorageClassName is the class whose volumes form the pool; its
 	// provisioner must be this one. One pool per class: a second pool for
@@ -129,6 +130,20 @@ type VolumePoolSpec struct {
 	// one can go. Unset: such a claim waits (Exhausted).
 	// +optional
 	EvictForClaims bool `json:"evictForClaims,omitempty"`
+
+	// EvictAboveBytes is the high watermark of the bytes the pool's free,
+	// held and reserved members hold, each measured as it came back to the
+	// pool (status.usedBytes): above it, free and held members go, with
+	// their data, least recently used first, until the sum is at most
+	// EvictAboveBytes, and on while removing the next would leave at least
+	// EvictDownToBytes. Set both or neither. Only the directory backend
+	// measures its members; node-local ones count for nothing.
+	// +optional
+	EvictAboveBytes *resource.Quantity `json:"evictAboveBytes,omitempty"`
+	// EvictDownToBytes is the low watermark: see EvictAboveBytes. At most
+	// as large.
+	// +optional
+	EvictDownToBytes *resource.Quantity `json:"evictDownToBytes,omitempty"`
 }
 
 // VolumePoolTemplate is the shape of a member made ahead.
@@ -209,6 +224,18 @@ type VolumePoolStatus struct {
 	// +optional
 	Capacity *resource.Quantity `json:"capacity,omitempty"`
 
+	// UsedBytes is what the free, held and reserved members measured as
+	// they came back to the pool hold together: what evictAboveBytes is
+	// compared with.
+	// +optional
+	UsedBytes *resource.Quantity `json:"usedBytes,omitempty"`
+	// Usage is the bytes of each such member, measured when it last came
+	// back to the pool: its data does not change until a claim has it.
+	// +optional
+	// +listType=map
+	// +listMapKey=volume
+	Usage []MemberUsage `json:"usage,omitempty"`
+
 	// LastIssued is when a member was last issued to a claim.
 	// +optional
 	LastIssued *metav1.Time `json:"lastIssued,omitempty"`
@@ -221,6 +248,22 @@ type VolumePoolStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberUsage is what one member held when it last came back to the pool.
+type MemberUsage struct {
+	// Volume is the member's PersistentVolume.
+	Volume string `json:"volume"`
+	// Bytes its files take on their filesystem.
+	Bytes int64 `json:"bytes"`
+	// Returned is the time of the return the measure is of (the
+	// releaser's released-at; empty for a member never issued).
+	// +optional
+	Returned string `json:"returned,omitempty"`
+	// Partial: the measure stopped at its time budget or at what it could
+	// not read, and Bytes is a lower bound.
+	// +optional
+	Partial bool `json:"partial,omitempty"`
 }
 
 // VolumePoolList is a list of VolumePools.

@@ -16,6 +16,7 @@
 //	                                   directory, each with a file inside
 //	consumer crash  DIR                fill DIR, then fail: a job that dies
 //	                                   with its work half written
+//	consumer bulk   FILE MIB           create FILE holding MIB MiB of random bytes
 //
 // A file it creates is writable by its group, as a cache shared by the
 // pods of one team is. Every line it prints starts with the uid it runs
@@ -24,6 +25,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -43,10 +45,10 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill|crash ARGS")
+		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill|crash|bulk ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1, "crash": 1}[cmd]
+	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1, "crash": 1, "bulk": 2}[cmd]
 	if need == 0 {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -105,6 +107,30 @@ func run(args []string) error {
 		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
 	case "fill":
 		return fill(args[0])
+	case "bulk":
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n < 1 || n > 1024 {
+			return fmt.Errorf("bulk takes a size in MiB from 1 to 1024, not %q", args[1])
+		}
+		// Random bytes: no filesystem compresses or dedupes them away.
+		block := make([]byte, 1<<20)
+		f, err := os.OpenFile(args[0], os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o664)
+		if err != nil {
+			return err
+		}
+		for range n {
+			if _, err := rand.Read(block); err != nil {
+				return err
+			}
+			if _, err := f.Write(block); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		report("wrote %d MiB to %s", n, args[0])
 	case "crash":
 		// A consumer that fails half way, its work left in dir.
 		if err := fill(args[0]); err != nil {

@@ -1,0 +1,192 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
+	"k8s.io/klog/v2"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The measurer finds out how many bytes each member of a directory class
+// holds when it comes back to the pool, through the share the provisioner
+// has mounted: its data does not change until a claim has it again, so
+// one walk per return is enough. The results live in memory and in the
+// pool's status, which the pool manager writes (a write on the volume per
+// return would cost a request per cycle and race the releaser); a
+// restarted provisioner reads them back from there. Members of the local
+// backend are not measured: their directory is on their node, and a pod
+// per return is no cheap measure.
+
+// measurer measures the members of this provisioner's directory classes.
+type measurer struct {
+	p       *provisioner
+	queue   *controller.Queue[string]
+	timeout time.Duration
+	// measured notifies the pool manager that a member of class was
+	// measured.
+	measured func(class string)
+
+	mu       sync.Mutex
+	usage    map[string]v1alpha1.MemberUsage // by volume name
+	walkBase func(baseDir, name string, deadline time.Time) (int64, bool, error)
+}
+
+func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, dirs directories, timeout time.Duration) (*measurer, error) {
+	m := &measurer{p: p, timeout: timeout, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
+	m.walkBase = dirs.usage
+	m.queue = controller.NewQueue("measurer", m.sync)
+	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    m.volumeChanged,
+		UpdateFunc: func(_, cur any) { m.volumeChanged(cur) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pv, ok := obj.(*corev1.PersistentVolume); ok {
+				m.mu.Lock()
+				delete(m.usage, pv.Name)
+				m.mu.Unlock()
+			}
+		},
+	})
+	return m, err
+}
+
+// measurable reports whether pv is a member of a directory class back in
+// the pool, and the return its measure would be of.
+func measurable(pv *corev1.PersistentVolume) (string, bool) {
+	if keys.Value(pv.Annotations, annBackend) != backendDirectory || pv.Status.Phase != corev1.VolumeAvailable {
+		return "", false
+	}
+	switch controller.StateOf(pv) {
+	case controller.StateFree, controller.StateHeld, controller.StateReserved:
+		return keys.Value(pv.Annotations, keys.ReleasedAt), true
+	}
+	return "", false
+}
+
+func (m *measurer) volumeChanged(obj any) {
+	pv, ok := obj.(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	if _, known := m.Usage(pv); !known {
+		if _, ok := measurable(pv); ok {
+			m.queue.Add(pv.Name)
+		}
+	}
+}
+
+// Usage returns what pv held when it last came back to the pool, if that
+// return was measured.
+func (m *measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
+	returned, ok := measurable(pv)
+	if !ok {
+		return v1alpha1.MemberUsage{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, known := m.usage[pv.Name]
+	return u, known && u.Returned == returned
+}
+
+func (m *measurer) run(ctx context.Context, workers int) { m.queue.Run(ctx, workers) }
+
+func (m *measurer) sync(ctx context.Context, name string) error {
+	obj, exists, err := m.p.volumes.GetByKey(name)
+	if err != nil || !exists {
+		return err
+	}
+	pv := obj.(*corev1.PersistentVolume)
+	returned, ok := measurable(pv)
+	if _, known := m.Usage(pv); !ok || known {
+		return nil
+	}
+	class := volumehelpers.GetPersistentVolumeClass(pv)
+	// Measured before a restart: the pool's status has it.
+	if pool := controller.PoolOf(m.p.pools, class); pool != nil {
+		for _, u := range pool.Status.Usage {
+			if u.Volume == name && u.Returned == returned {
+				m.remember(u)
+				return nil
+			}
+		}
+	}
+	start := time.Now()
+	bytes, partial, err := m.walkBase(keys.Value(pv.Annotations, annBaseDir), keys.Value(pv.Annotations, annDirectory), start.Add(m.timeout))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// Unreadable in part: what was read is a lower bound.
+		klog.FromContext(ctx).V(2).Info("Measuring a member stopped at what it could not read", "pv", name, "err", err)
+		partial = true
+	}
+	m.remember(v1alpha1.MemberUsage{Volume: name, Bytes: bytes, Returned: returned, Partial: partial})
+	klog.FromContext(ctx).V(2).Info("Measured a member back in the pool", "pv", name, "bytes", bytes, "partial", partial, "took", time.Since(start))
+	m.measured(class)
+	return nil
+}
+
+func (m *measurer) remember(u v1alpha1.MemberUsage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.usage[u.Volume] = u
+}
+
+// errOutOfTime stops a walk at its deadline.
+var errOutOfTime = errors.New("out of time")
+
+// usage adds up the bytes the files of the directory name in baseDir
+// take (their allocated blocks, as du counts them), never following a
+// link, until deadline; partial says it stopped there or at what it could
+// not read.
+func (d directories) usage(baseDir, name string, deadline time.Time) (int64, bool, error) {
+	if err := checkDirName(name); err != nil {
+		return 0, false, err
+	}
+	base, err := d.openBase(baseDir)
+	if err != nil {
+		return 0, false, err
+	}
+	defer base.Close()
+	dir, err := base.OpenRoot(name)
+	if err != nil {
+		return 0, false, err
+	}
+	defer dir.Close()
+	var total int64
+	partial := false
+	err = fs.WalkDir(dir.FS(), ".", func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			partial = true
+			return nil // an unreadable subtree: count what can be read
+		}
+		if time.Now().After(deadline) {
+			return errOutOfTime
+		}
+		info, err := e.Info()
+		if err != nil {
+			partial = true
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		} else {
+			total += info.Size()
+		}
+		return nil
+	})
+	if errors.Is(err, errOutOfTime) {
+		return total, true, nil
+	}
+	return total, partial, err
+}

@@ -1,0 +1,86 @@
+package provisioner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// A member's directory is measured by the blocks its files take, links
+// not followed; a walk out of time is partial.
+func TestDirectoryUsage(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "pv-1")
+	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "objects", "blob"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(outside, make([]byte, 4<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	d := directories{root: root}
+	bytes, partial, err := d.usage(root, "pv-1", time.Now().Add(time.Minute))
+	if err != nil || partial || bytes < 1<<20 || bytes >= 2<<20 {
+		t.Errorf("usage = %d, partial %v, %v; want about 1 MiB, complete, the link not followed", bytes, partial, err)
+	}
+	if _, partial, err := d.usage(root, "pv-1", time.Now().Add(-time.Second)); err != nil || !partial {
+		t.Errorf("usage out of time: partial %v, %v; want partial", partial, err)
+	}
+	if _, _, err := d.usage(root, "../escape", time.Now().Add(time.Minute)); err == nil {
+		t.Error("usage of a name outside the base: no error")
+	}
+}
+
+// The measurer measures a member back in the pool once per return, and
+// takes a measure of the same return from the pool's status instead.
+func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0())))
+	at := pv.Annotations[keys.ReleasedAt]
+	walks := 0
+	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
+	m.walkBase = func(string, string, time.Time) (int64, bool, error) { walks++; return 42, false, nil }
+	for range 2 {
+		if err := m.sync(context.Background(), "pv-1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u, ok := m.Usage(pv); !ok || u.Bytes != 42 || u.Returned != at || walks != 1 {
+		t.Errorf("Usage = %+v, %v after %d walks; want 42 bytes of the return at %s, one walk", u, ok, walks, at)
+	}
+	issued := pv.DeepCopy()
+	issued.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "new", UID: "u2"}
+	issued.Status.Phase = corev1.VolumeBound
+	if _, ok := m.Usage(issued); ok {
+		t.Error("a member issued again still has its measure")
+	}
+
+	// After a restart: the pool's status has the measure.
+	pool := aheadPool()
+	pool.Spec.MinAvailable = nil
+	pool.Status.Usage = []v1alpha1.MemberUsage{{Volume: "pv-1", Bytes: 7, Returned: at}}
+	if err := f.p.pools.Add(pool); err != nil {
+		t.Fatal(err)
+	}
+	m2 := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
+	m2.walkBase = func(string, string, time.Time) (int64, bool, error) { t.Error("measured again"); return 0, false, nil }
+	if err := m2.sync(context.Background(), "pv-1"); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := m2.Usage(pv); !ok || u.Bytes != 7 {
+		t.Errorf("Usage after a restart = %+v, %v; want the status's 7 bytes", u, ok)
+	}
+}
