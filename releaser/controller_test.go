@@ -417,10 +417,22 @@ func TestSyncReleaseWaitsForARecreatedClaimToBind(t *testing.T) {
 		{"reserving class, new claim not bound, seen only live", reservingClass("10m"), claim("new-uid", ""), false},
 		{"reserving class, new claim bound", reservingClass("10m"), boundTo(claim("new-uid", testID), "pv-2"), true},
 		{"class that keeps no name", class(testID), claim("new-uid", testID), true},
+		// The managed claims cache keeps metadata only: bound or not is
+		// the API server's to say.
+		{"reserving class, new claim bound, the old one's deletion seen", reservingClass("10m"), boundTo(claim("new-uid", testID), "pv-2"), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pv := volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner))
 			f := newFixture(t, testPolicy, pv, tt.class, tt.claim)
+			if strings.HasSuffix(tt.name, "the old one's deletion seen") {
+				old := claim("claim-uid", testID)
+				now := metav1.Now()
+				old.DeletionTimestamp = &now
+				f.c.claimDeleted(old)
+				metadataOnly := tt.claim.DeepCopy()
+				metadataOnly.Spec = corev1.PersistentVolumeClaimSpec{}
+				f.cache(f.claims, metadataOnly)
+			}
 			if err := f.sync(pv.Name); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
