@@ -145,10 +145,12 @@ func (c *scrubCase) runJob(t *testing.T, claim, outcome string, args ...string) 
 }
 
 // nothingLeft waits until no scrub pod or scrub claim is left in the
-// lifecycle namespace.
+// lifecycle namespace. The next pod's own release may have started a
+// scrub of its own (onRelease Scrub), whose pod takes seconds on a busy
+// node.
 func (c *scrubCase) nothingLeft(t *testing.T) {
 	t.Helper()
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := framework.Client().CoreV1().Pods(c.helpers).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -221,6 +221,13 @@ func decide(v view) result {
 				ready.Message = fmt.Sprintf("minAvailable %d cannot be kept for StorageClass %s: %v", min, className, v.aheadErr)
 			case free < min:
 				makeAhead = max(0, min-free-pending-v.making)
+				if limit > 0 {
+					// At the maximum nothing can be made until a member goes:
+					// asking would only be refused again.
+					if room := max(0, limit-len(v.members)-v.making); makeAhead > room {
+						makeAhead = room
+					}
+				}
 				ready.Status, ready.Reason = metav1.ConditionFalse, condBelowMinAvailable
 				ready.Message = fmt.Sprintf("StorageClass %s has %d free members of at least %d (minAvailable); %d being made, within maxVolumes", className, free, min, pending+v.making+makeAhead)
 			}

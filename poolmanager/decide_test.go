@@ -206,6 +206,13 @@ func TestDecide(t *testing.T) {
 			scope: "namespace", makeAhead: 1, madeAhead: 2,
 		},
 		{
+			name: "minAvailable short at the maximum: none to make",
+			v: view{pool: pool("p", observed("namespace"), minAvailable(2), func(p *v1alpha1.VolumePool) { p.Spec.MaxVolumes = ptr.To[int32](2) }), class: ready,
+				members: []*corev1.PersistentVolume{member("b1", corev1.VolumeBound, claimRef("u1")), member("b2", corev1.VolumeBound, claimRef("u2"))}},
+			want: [6]int32{0, 0, 0, 2, 0, 2}, capacity: "2Gi", ready: metav1.ConditionFalse, readyWhy: condBelowMinAvailable, exhausted: metav1.ConditionFalse,
+			scope: "namespace", makeAhead: 0,
+		},
+		{
 			name: "minAvailable met",
 			v: view{pool: pool("p", observed("namespace"), minAvailable(1)), class: ready,
 				members: []*corev1.PersistentVolume{aheadMember("a1", false), member("bound", corev1.VolumeBound, claimRef("u1"), annotate(keys.MadeAhead, "p"))}},

@@ -189,8 +189,10 @@ func (e *evictor) run(ctx context.Context, workers int) {
 	e.queue.Run(ctx, workers)
 }
 
+// enqueueIfFenced queues a volume this provisioner made that carries the
+// eviction finalizer; another installation's are its own to complete.
 func (e *evictor) enqueueIfFenced(obj any) {
-	if pv, ok := obj.(*corev1.PersistentVolume); ok && slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Annotations[keys.ProvisionedBy] == e.p.name && slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
 		e.queue.Add(pv.Name)
 	}
 }
@@ -201,7 +203,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*corev1.PersistentVolume)
-	if !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if !slices.Contains(pv.Finalizers, keys.EvictFinalizer) || pv.Annotations[keys.ProvisionedBy] != e.p.name {
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", name)

@@ -78,7 +78,9 @@ func measurable(pv *corev1.PersistentVolume) (string, bool) {
 
 func (m *measurer) volumeChanged(obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if !ok {
+	// Another installation's volumes are its own to measure: their share
+	// may not even be mounted here.
+	if !ok || pv.Annotations[keys.ProvisionedBy] != m.p.name {
 		return
 	}
 	if _, known := m.Usage(pv); !known {
@@ -110,7 +112,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 	}
 	pv := obj.(*corev1.PersistentVolume)
 	returned, ok := measurable(pv)
-	if _, known := m.Usage(pv); !ok || known {
+	if _, known := m.Usage(pv); !ok || known || pv.Annotations[keys.ProvisionedBy] != m.p.name {
 		return nil
 	}
 	class := volumehelpers.GetPersistentVolumeClass(pv)

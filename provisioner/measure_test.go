@@ -84,3 +84,17 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 		t.Errorf("Usage after a restart = %+v, %v; want the status's 7 bytes", u, ok)
 	}
 }
+
+// Another installation's volumes are not measured: their share may not be
+// mounted here.
+func TestMeasurerLeavesOtherInstallationsVolumes(t *testing.T) {
+	f := newFixture(t, nil)
+	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0()), func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.ProvisionedBy] = "other/provisioner"
+	}))
+	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
+	m.walkBase = func(string, string, time.Time) (int64, bool, error) { t.Error("measured"); return 0, false, nil }
+	if err := m.sync(context.Background(), pv.Name); err != nil {
+		t.Fatal(err)
+	}
+}
