@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,16 +78,7 @@ func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 		got, err := client.CoreV1().PersistentVolumes().Get(ctx, survivor.Name, metav1.GetOptions{})
 		return err == nil && !controller.Evicting(got) && got.DeletionTimestamp == nil, err
 	}, fmt.Sprintf("the last free member %s to stay: minAvailable 1", survivor.Name))
-	entries, err := os.ReadDir(survivor.Spec.HostPath.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	slices.Sort(names)
-	if strings.Join(names, ",") != "objects,readonly,top.txt" {
+	if names := entryNames(t, survivor.Spec.HostPath.Path); strings.Join(names, ",") != "objects,readonly,top.txt" {
 		t.Errorf("the member that stays holds %v, want its consumer's data", names)
 	}
 	c.inv.Check(t, 10*time.Second)

@@ -22,6 +22,29 @@ import (
 
 const podwatcherPolicy = "reclaimable-podwatcher-pod-writes"
 
+// podwatcherClient is a client with the podwatcher's own token, as the
+// installation gives it.
+func podwatcherClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, "podwatcher"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// deniedBy tells whether err is the refusal of the admission policy named
+// policy.
+func deniedBy(policy string) func(error) bool {
+	return func(err error) bool {
+		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), policy)
+	}
+}
+
 // The podwatcher may patch pods, which RBAC cannot narrow to a field: the
 // installation's ValidatingAdmissionPolicy refuses every write of its
 // ServiceAccount to a pod but the removal of the claims gate. Each write
@@ -32,14 +55,7 @@ func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
 	install(t)
 	ctx := context.Background()
 	ns := framework.Namespace(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, "podwatcher"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	podwatcher, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	podwatcher := podwatcherClient(t)
 	pod, err := framework.Client().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "held", Labels: map[string]string{"app": "build"}, Annotations: map[string]string{"a": "b"}},
 		Spec: corev1.PodSpec{
@@ -58,9 +74,7 @@ func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
 		_, err := podwatcher.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.JSONPatchType, []byte(body), opts)
 		return err
 	}
-	denied := func(err error) bool {
-		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), podwatcherPolicy)
-	}
+	denied := deniedBy(podwatcherPolicy)
 	// The API server loads a new policy within moments of its creation; a
 	// dry run shows when, without changing the pod.
 	framework.Eventually(t, 30*time.Second, func(context.Context) (bool, error) {
@@ -114,14 +128,7 @@ func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
 	install(t)
 	ctx := context.Background()
 	ns := framework.Namespace(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfigFor(t, "podwatcher"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	podwatcher, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	podwatcher := podwatcherClient(t)
 	claim, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, "cache", "none", "1Mi", func(c *corev1.PersistentVolumeClaim) {
 		c.Labels = map[string]string{"app": "build"}
 		c.Annotations = map[string]string{"a": "b"}
@@ -137,9 +144,7 @@ func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
 		_, err := podwatcher.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, claim.Name, types.MergePatchType, []byte(body), opts)
 		return err
 	}
-	denied := func(err error) bool {
-		return err != nil && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(err.Error(), podwatcherClaimPolicy)
-	}
+	denied := deniedBy(podwatcherClaimPolicy)
 	framework.Eventually(t, 30*time.Second, func(context.Context) (bool, error) {
 		return denied(patch(`{"metadata":{"labels":{"x":"y"}}}`, true)), nil
 	}, "the podwatcher's claim policy to be in force")

@@ -166,7 +166,15 @@ func (c *scrubCase) next(t *testing.T, claim string) (*corev1.PersistentVolume, 
 	t.Helper()
 	runToCompletion(t, c.ns, nodePod("next", claim, c.class, 3000, "write", "/cache/mine", "the next pod's\n"))
 	volume := boundVolume(t, c.ns, claim)
-	entries, err := os.ReadDir(volume.Spec.HostPath.Path)
+	names := entryNames(t, volume.Spec.HostPath.Path)
+	deletePod(t, c.ns, "next", claim)
+	return volume, names
+}
+
+// entryNames lists what dir holds, by name, sorted.
+func entryNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +183,7 @@ func (c *scrubCase) next(t *testing.T, claim string) (*corev1.PersistentVolume, 
 		names = append(names, e.Name())
 	}
 	slices.Sort(names)
-	deletePod(t, c.ns, "next", claim)
-	return volume, names
+	return names
 }
 
 // Under onRelease Scrub a released volume is emptied by a scrub pod on the

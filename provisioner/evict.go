@@ -72,10 +72,22 @@ func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, 
 // claim has or is being given, not scrubbing, not being made, not being
 // deleted, Available.
 func evictable(pv *corev1.PersistentVolume) bool {
-	ref := pv.Spec.ClaimRef
-	return pv.DeletionTimestamp == nil && pv.Status.Phase == corev1.VolumeAvailable &&
-		(ref == nil || ref.UID == "") &&
+	return pv.DeletionTimestamp == nil && unclaimed(pv) &&
 		!controller.Scrubbing(pv) && !controller.StoragePending(pv) && !controller.Evicting(pv)
+}
+
+// unclaimed reports whether no claim has pv or is being given it: it is
+// Available, and its claimRef names no claim's UID.
+func unclaimed(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	return pv.Status.Phase == corev1.VolumeAvailable && (ref == nil || ref.UID == "")
+}
+
+// withoutEvictFinalizer is a copy of pv without the eviction finalizer.
+func withoutEvictFinalizer(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
+	updated := pv.DeepCopy()
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	return updated
 }
 
 // Evict fences pv, a member of a pool of this provisioner as the cache
@@ -210,8 +222,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 	ctx = klog.NewContext(ctx, logger)
 	if pv.DeletionTimestamp == nil {
 		// Fenced, not deleted: a crash, or a write that came between.
-		ref := pv.Spec.ClaimRef
-		if pv.Status.Phase == corev1.VolumeAvailable && (ref == nil || ref.UID == "") && controller.Evicting(pv) {
+		if unclaimed(pv) && controller.Evicting(pv) {
 			return e.p.deleteFenced(ctx, pv)
 		}
 		return e.unfence(ctx, pv)
@@ -227,8 +238,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 			return fmt.Errorf("removing the storage of evicted volume %s: %w", name, err)
 		}
 	}
-	updated := pv.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	updated := withoutEvictFinalizer(pv)
 	if _, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the finalizer of evicted volume %s: %w", name, err)
 	}
@@ -239,8 +249,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 // unfence takes the fence of pv down: a claim had it before it could be
 // deleted.
 func (e *evictor) unfence(ctx context.Context, pv *corev1.PersistentVolume) error {
-	updated := pv.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	updated := withoutEvictFinalizer(pv)
 	delete(updated.Annotations, keys.Evicting)
 	if _, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("taking down the eviction fence of volume %s: %w", pv.Name, err)
