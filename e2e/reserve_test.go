@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -322,4 +323,80 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) st
 	}
 	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
 	return pool.Name
+}
+
+// A claim deleted and made again at once, under the same name, gets its
+// volume back even when the PV controller has not yet released it from the
+// earlier claim: the provisioner waits for it (AwaitingItsVolume) rather
+// than give the claim the other member, reserved for another name, or grow
+// the pool. How long the claim waited is logged, round by round.
+func TestAClaimMadeAgainAtOnceGetsItsVolumeBack(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	r := newReserveCase(t, "10m", ns)
+	r.create(ns, "other")
+	r.create(ns, "cache")
+	spare := r.boundTo(ns, "other")
+	volume := r.boundTo(ns, "cache")
+	r.deleteGone(ns, "other")
+	r.reservedFor(spare, ns, "other")
+
+	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
+	waited := 0
+	for round := range 5 {
+		old, err := claims.Get(context.Background(), "cache", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without its protection finalizer (no pod uses it) the claim is
+		// gone the moment it is deleted, and its name free for the next.
+		if _, err := claims.Patch(context.Background(), "cache", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := claims.Delete(context.Background(), "cache", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Made again as soon as the API server lets the name be used: the
+		// earlier claim is gone then, not necessarily seen gone.
+		var created *corev1.PersistentVolumeClaim
+		start := time.Now()
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			created, err = claims.Create(ctx, claimOf(r.class, "cache"), metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return false, nil
+			}
+			return err == nil, err
+		}, "the claim's name to be free again")
+		made := time.Now()
+		if got := r.boundTo(ns, "cache"); got != volume {
+			t.Fatalf("round %d: the claim made again got volume %s, not its own %s", round, got, volume)
+		}
+		boundAfter := time.Since(made)
+		events, err := framework.Client().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.uid=" + string(created.UID) + ",reason=AwaitingItsVolume"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events.Items) > 0 {
+			waited++
+		}
+		t.Logf("round %d: claim %s (earlier %s) made %v after the delete, Bound to its volume within %v; waited for it: %v",
+			round, created.UID, old.UID, made.Sub(start).Round(time.Millisecond), boundAfter.Round(time.Millisecond), len(events.Items) > 0)
+	}
+	t.Logf("%d of 5 claims found their volume still bound to the earlier claim and waited for it", waited)
+	r.reservedFor(spare, ns, "other")
+	pvs, err := framework.Client().CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, pv := range pvs.Items {
+		if pv.Spec.StorageClassName == r.class {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("the class has %d volumes, want 2: the pool grew", n)
+	}
+	r.inv.Check(t, 10*time.Second)
 }

@@ -211,8 +211,10 @@ func (v *pendingVolumes) unreserve(name string) {
 	delete(v.pending, name)
 }
 
-// waitingClaims holds, per class, the claims refused because the pool had
-// nothing to give; a volume freed in the class wakes them.
+// waitingClaims holds claims that wait, by what they wait for: per class,
+// the claims refused because the pool had nothing to give, which a volume
+// freed in the class wakes; per volume, the claims that wait for their own
+// volume to be released (returning), which its next change wakes.
 type waitingClaims struct {
 	mu      sync.Mutex
 	byClass map[string]map[types.UID]types.NamespacedName
@@ -233,6 +235,18 @@ func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) b
 	_, was := w.byClass[class][claim.UID]
 	w.byClass[class][claim.UID] = types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	return was
+}
+
+// forget removes the claim of uid from whatever it waits for.
+func (w *waitingClaims) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for class, claims := range w.byClass {
+		delete(claims, uid)
+		if len(claims) == 0 {
+			delete(w.byClass, class)
+		}
+	}
 }
 
 func (w *waitingClaims) remove(class string, uid types.UID) {

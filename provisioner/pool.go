@@ -52,6 +52,10 @@ const (
 	// otherNamespace: free, but under reuseScope namespace for claims of
 	// the namespace it was last bound in, not this claim's.
 	otherNamespace
+	// returning: still bound to an earlier claim of this claim's namespace
+	// and name, which is therefore gone (names are unique): the PV
+	// controller is about to release it, with the data the claim left.
+	returning
 )
 
 // availabilityOf says whether pv can be given to claim; namespaced is the
@@ -82,7 +86,7 @@ var maxTime = time.Unix(1<<62, 0)
 
 // issuable reports whether a member of availability a may be issued to the
 // claim it was judged for.
-func issuable(a availability) bool { return a != inUse && a != otherNamespace }
+func issuable(a availability) bool { return a == free || a == freeIfGone || a == reservedForOther }
 
 // lastNamespace is the namespace pv was last bound in: its claimRef's, or
 // with none, its last claim's; "" for a volume never bound, which belongs
@@ -131,6 +135,8 @@ func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.Persisten
 		return inUse
 	case pv.Status.Phase == corev1.VolumeReleased:
 		return freeIfGone
+	case ref.Namespace == claim.Namespace && ref.Name == claim.Name && ref.UID != claim.UID:
+		return returning
 	}
 	return inUse
 }
@@ -175,6 +181,9 @@ type poolState struct {
 	otherNamespace int
 	// unfit counts free members that do not fit the claim, by reason.
 	unfit map[string]int
+	// returning is the member still bound to the earlier claim of the
+	// claim's name, if it fits the claim: the claim waits for it.
+	returning *corev1.PersistentVolume
 	// crossable, under scrubAcrossNamespaces, is the member held for
 	// another namespace that fits the claim and was released longest ago:
 	// emptied, it may go to the claim. Nil when there is none, or one is
@@ -211,12 +220,19 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
 		a := availabilityOf(pv, claim, rules.namespaced)
-		if rules.scrub && a == freeIfGone {
+		if rules.scrub && (a == freeIfGone || a == returning) {
+			// Released, it goes to the releaser, which may empty it.
 			a = inUse
 		}
 		switch a {
 		case inUse:
 			state.inUse++
+			continue
+		case returning:
+			state.inUse++
+			if state.returning == nil && misfit(pv, claim, node, selector) == "" {
+				state.returning = pv
+			}
 			continue
 		case otherNamespace:
 			state.otherNamespace++

@@ -140,6 +140,10 @@ func TestAvailability(t *testing.T) {
 		{"Failed", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), inUse, nil},
 		{"Bound", volume("a", "1Gi", bound("ns", "other", "u1")), inUse, nil},
 		{"Released", volume("a", "1Gi", released("ns", "old", "u0", now)), freeIfGone, nil},
+		{"bound to the earlier claim of this name", volume("a", "1Gi", bound("ns", "c", "earlier")), returning, nil},
+		{"Released by the earlier claim of this name", volume("a", "1Gi", released("ns", "c", "earlier", now)), freeIfGone, nil},
+		{"bound to this very claim", volume("a", "1Gi", bound("ns", "c", string(claim.UID))), inUse, nil},
+		{"bound to a claim of this name in another namespace", volume("a", "1Gi", bound("other", "c", "u1")), inUse, nil},
 		{"being deleted", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{Time: now} }), inUse, nil},
 		{"taken for another claim, not bound yet", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "x", UID: "u2"}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -41,6 +42,9 @@ const (
 	// reasonEvictingForClaim: at the maximum, a member is being removed
 	// for the claim (evictForClaims).
 	reasonEvictingForClaim = "EvictingForClaim"
+	// reasonAwaitingItsVolume: the claim waits for its volume, still bound
+	// to the earlier claim of its name.
+	reasonAwaitingItsVolume = "AwaitingItsVolume"
 	// reasonReservationTaken, on the volume: a member reserved for another
 	// claim's name was issued because nothing else fit.
 	reasonReservationTaken = "ReservationTaken"
@@ -91,6 +95,11 @@ type provisioner struct {
 	takes   *takes
 	pending *pendingVolumes
 	waiting *waitingClaims
+	// returns holds, by volume, the claims that wait for it to be released
+	// by the earlier claim of their name.
+	returns *waitingClaims
+	// after runs f after d, as time.AfterFunc does.
+	after func(d time.Duration, f func())
 }
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
@@ -104,6 +113,8 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
 		onWaitingChange: func(string) {},
 		waiting:         newWaitingClaims(),
+		returns:         newWaitingClaims(),
+		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 	}
 	p.useClock(clock.RealClock{})
 	m.members.count = p.memberStates
@@ -181,6 +192,9 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
 	waited := p.waiting.add(class.Name, claim)
 	defer func() {
+		if !errors.Is(err, errAwaitingReturn) {
+			p.returns.forget(claim.UID)
+		}
 		if errors.Is(err, errExhausted) {
 			return
 		}
@@ -194,6 +208,11 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	cands, state := candidates(members, claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub}, opts.SelectedNode, selector)
 	if params.namespaced && params.scrubAcross && state.otherNamespace > 0 {
 		state.crossable = crossable(members, claim, opts.SelectedNode, selector)
+	}
+	if pv := state.returning; pv != nil {
+		if left := returnWait - p.clock.Since(claim.CreationTimestamp.Time); left > 0 {
+			return p.awaitReturn(claim, pv, left)
+		}
 	}
 	stale := p.takes.members()
 	for _, pv := range cands {

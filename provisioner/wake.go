@@ -1,9 +1,14 @@
 package provisioner
 
 import (
+	"errors"
+	"fmt"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -12,6 +17,41 @@ import (
 // This file holds the claims that wait for a full pool: Provision records
 // them, and a volume freed in their class hands them back to the library at
 // once rather than after its back-off.
+
+// returnWait bounds how long a claim waits for its own volume, still bound
+// to the earlier claim of its namespace and name, before it is served as
+// any other claim. The PV controller releases such a volume as soon as it
+// sees the earlier claim deleted, well within a second on a healthy
+// control plane (docs/performance.md measures it); longer means it is
+// behind, and the claim would rather have another volume than wait on it.
+const returnWait = 10 * time.Second
+
+// errAwaitingReturn marks a claim that waits for its own volume.
+var errAwaitingReturn = errors.New("awaiting its volume")
+
+// awaitReturn has claim wait, for left at most, for pv, which is still
+// bound to the earlier claim of its name: its release (wakeReturns) or the
+// end of the wait hands the claim back to the library.
+func (p *provisioner) awaitReturn(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, left time.Duration) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	if was := p.returns.add(pv.Name, claim); !was {
+		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonAwaitingItsVolume,
+			"Volume %s, which the earlier claim of this name used, is being released: the claim waits up to %s for it and its data rather than taking another volume", pv.Name, returnWait)
+		p.after(left, func() { p.requeue(claim) })
+	}
+	// A release the cache showed before the claim was recorded woke no one.
+	if obj, ok, _ := p.volumes.GetByKey(pv.Name); !ok || availabilityOf(obj.(*corev1.PersistentVolume), claim, false) != returning {
+		p.requeue(claim)
+	}
+	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: volume %s is bound to the earlier claim of this name until the PV controller releases it", errAwaitingReturn, pv.Name)}
+}
+
+// wakeReturns hands back to the library the claims waiting for pv to be
+// released, on any change of it: those it still keeps wait again.
+func (p *provisioner) wakeReturns(pv string) {
+	for _, c := range p.returns.still(pv, p.stillWaiting) {
+		p.requeue(c)
+	}
+}
 
 // wake hands the claims waiting for class back to the library, which calls
 // Provision for them at once instead of after its back-off.
@@ -41,6 +81,9 @@ func (p *provisioner) stillWaiting(uid types.UID, key types.NamespacedName) *cor
 func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	if cur != nil {
 		p.takes.observe(cur)
+		p.wakeReturns(cur.Name)
+	} else {
+		p.wakeReturns(old.Name)
 	}
 	if old != nil && cur != nil && p.isPoolVolume(cur) {
 		if kind, ok := issuedNow(old, cur); ok {
