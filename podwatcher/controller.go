@@ -113,6 +113,9 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	return newController(client, env.ControllerID, cfg,
+		// Only the pods that ask for claims or wait at the gate: most pods
+		// of a cluster do neither, and cost nothing but the watch.
+		env.KeptPods(cfg.Namespace, concerned),
 		env.InformerFactory(cfg.Namespace, ""),
 		// Only our claims are cached: a cluster's other claims are none of
 		// our business, and a claim without our label is never touched.
@@ -121,11 +124,10 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 }
 
 func newController(client kubernetes.Interface, controllerID string, cfg Config,
-	all informers.SharedInformerFactory, claimInformer coreinformers.PersistentVolumeClaimInformer, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
-	podInformer := all.Core().V1().Pods()
+	podInformer cache.SharedIndexInformer, all informers.SharedInformerFactory, claimInformer coreinformers.PersistentVolumeClaimInformer, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
 	jobInformer := all.Batch().V1().Jobs()
 
-	if err := podInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn, gatedIndex: podGated}); err != nil {
+	if err := podInformer.AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn, gatedIndex: podGated}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
 	}
 	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
@@ -140,8 +142,8 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		controllerID: controllerID,
 		cfg:          cfg,
 		recorder:     recorder,
-		pods:         podInformer.Lister(),
-		podIndexer:   podInformer.Informer().GetIndexer(),
+		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),
+		podIndexer:   podInformer.GetIndexer(),
 		jobs:         jobInformer.Lister(),
 		jobIndexer:   jobInformer.Informer().GetIndexer(),
 		claims:       claimInformer.Lister(),
@@ -154,7 +156,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		return nil, fmt.Errorf("registering podwatcher metrics: %w", err)
 	}
 
-	if _, err := podInformer.Informer().AddEventHandler(c.ownerHandler(kindPod)); err != nil {
+	if _, err := podInformer.AddEventHandler(c.ownerHandler(kindPod)); err != nil {
 		return nil, err
 	}
 	if _, err := jobInformer.Informer().AddEventHandler(c.ownerHandler(kindJob)); err != nil {
@@ -387,6 +389,13 @@ func wantedClaims(namespace string, annotations map[string]string, volumes []cor
 		}
 	}
 	return names
+}
+
+// concerned reports whether the podwatcher has anything to do with pod:
+// it asks for claims, or waits at the claims gate (a pod of a Job that
+// asks for claims may carry the gate without annotations of its own).
+func concerned(pod *corev1.Pod) bool {
+	return asksForClaims(pod.Annotations) || hasGate(pod)
 }
 
 func podWantsClaims(obj any) ([]string, error) {

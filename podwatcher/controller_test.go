@@ -64,7 +64,7 @@ func newFixture(t *testing.T, cached []runtime.Object, live ...runtime.Object) *
 		all:      informers.NewSharedInformerFactory(client, 0),
 		ours:     informers.NewSharedInformerFactory(client, 0),
 	}
-	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all, f.ours.Core().V1().PersistentVolumeClaims(), f.recorder, f.reg)
+	c, err := newController(client, testID, Config{CleanupInterval: time.Minute, Workers: 1, GarbageCollectionGrace: testGrace}, f.all.Core().V1().Pods().Informer(), f.all, f.ours.Core().V1().PersistentVolumeClaims(), f.recorder, f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,10 +47,12 @@ type Config struct {
 	// measured over ThroughputDuration.
 	ThroughputLevels   []int
 	ThroughputDuration time.Duration
-	// Scale objects of each kind (pods, claims, volumes) for the start-up
-	// and memory phase; 0 skips it. ScaleSettle is how long the controllers
-	// run with them before their memory is read.
+	// Scale annotated pods, with as many claims and volumes, for the
+	// start-up and memory phase, beside ScalePlain plain pods; 0 skips
+	// it. ScaleSettle is how long the controllers run with them before
+	// their memory is read.
 	Scale       int
+	ScalePlain  int
 	ScaleSettle time.Duration
 	// Failover measures a killed leader's replacement.
 	Failover bool
@@ -183,7 +185,7 @@ func newReport(cfg Config) *Report {
 	return &Report{Started: time.Now(), Machine: machine(), Settings: Settings{
 		Cycles: cfg.Cycles, Concurrency: cfg.Concurrency, MissEvery: cfg.MissEvery,
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
-		Scale: cfg.Scale, PodFloor: cfg.PodFloor,
+		Scale: cfg.Scale, ScalePlain: cfg.ScalePlain, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
 		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles, EvictCycles: cfg.EvictCycles,
 	}}
@@ -244,6 +246,7 @@ func start(ctx context.Context, cfg Config, r *Report) (_ *bench, stop func(), e
 		"--controller-id=" + controllerID,
 		"--provisioner-name=" + provisionerName,
 		"--leader-elect-resource-namespace=default",
+		"--profiling",
 	}, extra: map[string][]string{"provisioner": {"--directory-root=" + filepath.Dir(b.base)}}}
 	if cfg.NodeLocalCycles > 0 {
 		b.inst.extra["provisioner"] = append(b.inst.extra["provisioner"], nodeLocalFlags()...)
@@ -488,8 +491,8 @@ func (b *bench) scaleRun(ctx context.Context, r *Report) {
 	if b.cfg.Scale == 0 {
 		return
 	}
-	b.logf("Scale: %d pods, %d claims, %d PVs", b.cfg.Scale, b.cfg.Scale, b.cfg.Scale)
-	s, err := b.scale(ctx, b.cfg.Scale)
+	b.logf("Scale: %d annotated pods, claims and PVs, %d plain pods", b.cfg.Scale, b.cfg.ScalePlain)
+	s, err := b.scale(ctx, b.cfg.Scale, b.cfg.ScalePlain)
 	if err != nil {
 		b.note(r, "scale phase failed: %v", err)
 	}

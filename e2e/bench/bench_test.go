@@ -279,10 +279,19 @@ func sampleReport() *Report {
 		Cost: Cost{Cycles: 200, PerCycle: 5.5, FailedWrites: 0, FloorPerCycle: 3,
 			Rows: []CostRow{{Controller: "podwatcher", Verb: "create", Resource: "persistentvolumeclaims", Total: 200, PerCycle: 1},
 				{Controller: "releaser", Verb: "update", Resource: "persistentvolumes", Total: 210, PerCycle: 1.05, Failed: map[string]float64{"409": 10}}}},
-		Scale: &Scale{Pods: 5000, Claims: 5000, Volumes: 5000, Bound: 5000, Controllers: []ProcessStats{
-			{Controller: "podwatcher", RSSMiB: 80, PeakRSSMiB: 90, ReadySeconds: 3},
-			{Controller: "releaser", RSSMiB: 95, PeakRSSMiB: 120, ReadySeconds: 12},
-		}},
+		Scale: &Scale{PlainPods: 20000, Pods: 2000, Claims: 2000, Volumes: 2000, Bound: 2000,
+			Baseline: []ProcessStats{
+				{Controller: "podwatcher", RSSMiB: 30, ReadySeconds: 1},
+				{Controller: "releaser", RSSMiB: 30, ReadySeconds: 1},
+			},
+			PlainOnly: []ProcessStats{
+				{Controller: "podwatcher", RSSMiB: 40, ReadySeconds: 1.2},
+				{Controller: "releaser", RSSMiB: 30, ReadySeconds: 1},
+			},
+			Controllers: []ProcessStats{
+				{Controller: "podwatcher", RSSMiB: 44, PeakRSSMiB: 50, HeapMiB: 20, ReadySeconds: 1.5},
+				{Controller: "releaser", RSSMiB: 38, PeakRSSMiB: 40, HeapMiB: 15, ReadySeconds: 2},
+			}},
 	}
 	r.Evaluate()
 	return r
@@ -311,9 +320,13 @@ func TestEvaluate(t *testing.T) {
 		"requests per full cycle, events included":         "yes",
 		"failed writes in steady state":                    "yes",
 		"claims re-created after their owner was deleted":  "yes",
-		"controllers' RSS (5000 pods, 5000 PVs)":           "no", // peak 120
-		"start-up sync (5000 pods, 5000 PVs)":              "no", // 12 s
-		"killed leader's replacement acting":               "unmeasured",
+		// podwatcher: 10 MiB for 20,000 plain pods, 4 MiB for 2,000
+		// annotated; releaser: 0 and 8 MiB.
+		"memory per plain pod":                                         "no", // 0.51 KiB
+		"memory per annotated pod with its claim and volume":           "no", // 4.10 KiB
+		"controllers' RSS at 20000 annotated pods, claims and volumes": "no", // releaser 38 + 18,000 x 4.1 KiB
+		"start-up sync at 20000":                                       "no", // releaser 1 s + 10 x 1 s
+		"killed leader's replacement acting":                           "unmeasured",
 	}
 	for name, w := range want {
 		if met[name] != w {
@@ -424,9 +437,10 @@ func TestMarkdown(t *testing.T) {
 		"| 10 | 190.0 | 200.0 | 95% | 30 s |",
 		"| releaser | update | persistentvolumes | 1.05 | 210 | 10 x 409 |",
 		"**5.50** requests (floor: 3)",
-		"| releaser | 12.00 s | 95.0 MiB | 120.0 MiB | 0.0 |",
+		"| releaser | and the annotated | 2.00 s | 38.0 MiB | 40.0 MiB | 15.0 MiB | 0.0 |",
+		"| podwatcher | 0.51 KiB | 2.05 KiB | 80.0 MiB |",
 		"| killed leader's replacement acting | < 20 s | not measured | not measured |",
-		"| start-up sync (5000 pods, 5000 PVs) | < 10 s | 12.00 s (slowest) | **no** |",
+		"| start-up sync at 20000 | < 10 s | 11.00 s (slowest, projected from 2000) | **no** |",
 		"pod floor skipped,",
 		"| step | n | p50 | p95 | p99 | floor step | floor p50 | floor p99 | p99 ratio |\n",
 		"| concurrency | ours | floor | ours / floor | window |\n",

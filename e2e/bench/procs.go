@@ -175,6 +175,50 @@ func (in *installation) requests(ctx context.Context) (map[string]Requests, erro
 	return out, nil
 }
 
+// heapProfiles writes each process's heap profile to
+// <logDir>/<name>-<tag>.pprof (`go tool pprof -sample_index=inuse_space`
+// reads it) and sets stats' HeapMiB to its live heap: the profile is taken
+// after a collection, so the heap in use is what the process keeps.
+func (in *installation) heapProfiles(ctx context.Context, stats []ProcessStats, tag string) error {
+	for _, p := range in.procs {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		code, body, err := process.Get(pctx, p.MetricsAddr, "/debug/pprof/heap?gc=1")
+		cancel()
+		if err == nil && code != 200 {
+			err = fmt.Errorf("status %d", code)
+		}
+		if err != nil {
+			return fmt.Errorf("heap profile of %s: %w", p.name, err)
+		}
+		if err := os.WriteFile(filepath.Join(in.logDir, p.name+"-"+tag+".pprof"), []byte(body), 0o644); err != nil {
+			return err
+		}
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, metrics, err := process.Get(mctx, p.MetricsAddr, "/metrics")
+		cancel()
+		if err != nil {
+			return fmt.Errorf("scraping %s: %w", p.name, err)
+		}
+		for i := range stats {
+			if stats[i].Controller == p.name {
+				stats[i].HeapMiB = gaugeValue(metrics, "go_memstats_heap_alloc_bytes") / (1 << 20)
+			}
+		}
+	}
+	return nil
+}
+
+// gaugeValue reads an unlabelled gauge from a Prometheus text exposition.
+func gaugeValue(body, name string) float64 {
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
 func (in *installation) stats() ([]ProcessStats, error) {
 	var out []ProcessStats
 	for _, p := range in.procs {

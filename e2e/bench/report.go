@@ -69,6 +69,7 @@ type Settings struct {
 	ThroughputLevels   []int  `json:"throughput_levels"`
 	ThroughputDuration string `json:"throughput_duration"`
 	Scale              int    `json:"scale"`
+	ScalePlain         int    `json:"scale_plain"`
 	// PodFloor: the pod floor was run (the floor's cycle with a pod).
 	PodFloor          bool   `json:"pod_floor"`
 	SchedulingCycles  int    `json:"scheduling_cycles"`
@@ -146,6 +147,8 @@ type ProcessStats struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	RSSMiB     float64 `json:"rss_mib"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// HeapMiB is the live heap after a collection (scale phase only).
+	HeapMiB float64 `json:"heap_mib,omitempty"`
 	// ReadySeconds is from process start to /readyz answering 200.
 	ReadySeconds float64 `json:"ready_seconds,omitempty"`
 }
@@ -161,16 +164,82 @@ type Failover struct {
 
 // Scale is the controllers' start-up and memory with many objects present.
 type Scale struct {
-	Pods          int            `json:"pods"`
-	Claims        int            `json:"claims"`
-	Volumes       int            `json:"volumes"`
-	Bound         int            `json:"bound"`
-	CreateSeconds float64        `json:"create_seconds"`
-	SettleSeconds float64        `json:"settle_seconds"`
-	Controllers   []ProcessStats `json:"controllers"`
+	// PlainPods have no annotation and no volume; Pods are annotated.
+	PlainPods     int     `json:"plain_pods"`
+	Pods          int     `json:"pods"`
+	Claims        int     `json:"claims"`
+	Volumes       int     `json:"volumes"`
+	Bound         int     `json:"bound"`
+	CreateSeconds float64 `json:"create_seconds"`
+	SettleSeconds float64 `json:"settle_seconds"`
+	// Baseline is the controllers with none of the phase's objects present,
+	// PlainOnly with the plain pods alone, Controllers with everything.
+	Baseline    []ProcessStats `json:"baseline"`
+	PlainOnly   []ProcessStats `json:"plain_only,omitempty"`
+	Controllers []ProcessStats `json:"controllers"`
 	// Requests are what the controllers sent from start to the end of the
 	// settle window, by verb and resource (not per cycle: there are none).
 	Requests []CostRow `json:"requests"`
+}
+
+// ScaleTarget is the number of annotated pods, claims and volumes the
+// memory and start-up targets are set at.
+const ScaleTarget = 20000
+
+func statsOf(stats []ProcessStats, controller string) (ProcessStats, bool) {
+	for _, s := range stats {
+		if s.Controller == controller {
+			return s, true
+		}
+	}
+	return ProcessStats{}, false
+}
+
+// PerPlainKiB is what one plain pod adds to controller's RSS.
+func (s *Scale) PerPlainKiB(controller string) float64 {
+	base, ok1 := statsOf(s.Baseline, controller)
+	plain, ok2 := statsOf(s.PlainOnly, controller)
+	if !ok1 || !ok2 || s.PlainPods == 0 {
+		return 0
+	}
+	return max(0, plain.RSSMiB-base.RSSMiB) * 1024 / float64(s.PlainPods)
+}
+
+// PerAnnotatedKiB is what one annotated pod with its claim and volume adds
+// to controller's RSS.
+func (s *Scale) PerAnnotatedKiB(controller string) float64 {
+	before, ok1 := statsOf(s.PlainOnly, controller)
+	if s.PlainPods == 0 {
+		before, ok1 = statsOf(s.Baseline, controller)
+	}
+	all, ok2 := statsOf(s.Controllers, controller)
+	if !ok1 || !ok2 || s.Pods == 0 {
+		return 0
+	}
+	return max(0, all.RSSMiB-before.RSSMiB) * 1024 / float64(s.Pods)
+}
+
+// RSSAt is controller's RSS with n annotated pods, claims and volumes and
+// the run's plain pods: measured when the run had n, else projected from
+// the cost of one.
+func (s *Scale) RSSAt(controller string, n int) float64 {
+	all, _ := statsOf(s.Controllers, controller)
+	if s.Pods == n {
+		return all.RSSMiB
+	}
+	return all.RSSMiB + float64(n-s.Pods)*s.PerAnnotatedKiB(controller)/1024
+}
+
+// ReadyAt is controller's start-up time with n annotated pods, claims and
+// volumes: measured when the run had n, else projected linearly from the
+// baseline's.
+func (s *Scale) ReadyAt(controller string, n int) float64 {
+	all, _ := statsOf(s.Controllers, controller)
+	base, ok := statsOf(s.Baseline, controller)
+	if s.Pods == n || !ok || s.Pods == 0 {
+		return all.ReadySeconds
+	}
+	return base.ReadySeconds + max(0, all.ReadySeconds-base.ReadySeconds)*float64(n)/float64(s.Pods)
 }
 
 // Target is one of the project's performance targets and how this run did.
@@ -290,16 +359,29 @@ func (r *Report) Evaluate() {
 		add("failed writes in steady state", "0", "not measured", nil)
 		add("claims re-created after their owner was deleted", "0", "not measured", nil)
 	}
-	if r.Scale != nil && len(r.Scale.Controllers) > 0 {
-		var maxRSS, maxReady float64
-		for _, c := range r.Scale.Controllers {
-			maxRSS = max(maxRSS, c.RSSMiB, c.PeakRSSMiB)
-			maxReady = max(maxReady, c.ReadySeconds)
+	if sc := r.Scale; sc != nil && len(sc.Controllers) > 0 && sc.Pods > 0 {
+		var perSet, perPlain, rss, ready float64
+		for _, c := range sc.Controllers {
+			perSet = max(perSet, sc.PerAnnotatedKiB(c.Controller))
+			perPlain = max(perPlain, sc.PerPlainKiB(c.Controller))
+			rss = max(rss, sc.RSSAt(c.Controller, ScaleTarget))
+			ready = max(ready, sc.ReadyAt(c.Controller, ScaleTarget))
 		}
-		objs := fmt.Sprintf(" (%d pods, %d PVs)", r.Scale.Pods, r.Scale.Volumes)
-		add("controllers' RSS"+objs, "< 100 MiB", fmt.Sprintf("%.1f MiB (largest, peak)", maxRSS), yes(maxRSS < 100))
-		add("start-up sync"+objs, "< 10 s", fmt.Sprintf("%.2f s (slowest)", maxReady), yes(maxReady < 10))
+		how := "measured"
+		if sc.Pods != ScaleTarget {
+			how = fmt.Sprintf("projected from %d", sc.Pods)
+		}
+		add("memory per annotated pod with its claim and volume", "<= 3 KiB", fmt.Sprintf("%.2f KiB (largest of three)", perSet), yes(perSet <= 3))
+		if sc.PlainPods > 0 {
+			add("memory per plain pod", "<= 0.25 KiB", fmt.Sprintf("%.2f KiB (largest of three)", perPlain), yes(perPlain <= 0.25))
+		} else {
+			add("memory per plain pod", "<= 0.25 KiB", "not measured", nil)
+		}
+		add(fmt.Sprintf("controllers' RSS at %d annotated pods, claims and volumes", ScaleTarget), "< 100 MiB", fmt.Sprintf("%.1f MiB (largest, %s)", rss, how), yes(rss < 100))
+		add(fmt.Sprintf("start-up sync at %d", ScaleTarget), "< 10 s", fmt.Sprintf("%.2f s (slowest, %s)", ready, how), yes(ready < 10))
 	} else {
+		add("memory per annotated pod with its claim and volume", "<= 3 KiB", "not measured", nil)
+		add("memory per plain pod", "<= 0.25 KiB", "not measured", nil)
 		add("controllers' RSS at scale", "< 100 MiB", "not measured", nil)
 		add("start-up sync at scale", "< 10 s", "not measured", nil)
 	}
@@ -362,8 +444,8 @@ func (r *Report) header(p printer) {
 	if s.PodFloor {
 		podFloor = "pod floor run"
 	}
-	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d, %s, %s.\n\n",
-		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, podFloor, s.ControllerManager)
+	p("Settings: %d cycles at concurrency %d (one in %d asks for a size no pool volume has: a pool miss), throughput for %s at each of %s, scale %d annotated and %d plain pods, %s, %s.\n\n",
+		s.Cycles, s.Concurrency, s.MissEvery, s.ThroughputDuration, joinInts(s.ThroughputLevels), s.Scale, s.ScalePlain, podFloor, s.ControllerManager)
 }
 
 // latencySection writes each step of the cycle against the floors.
@@ -465,10 +547,20 @@ func (r *Report) resourcesSection(p printer) {
 // scaleSection writes start-up and memory with many objects present.
 func (r *Report) scaleSection(p printer) {
 	if sc := r.Scale; sc != nil {
-		p("\n### At scale: %d pods, %d claims (%d Bound), %d PVs present (created in %.0f s)\n\n", sc.Pods, sc.Claims, sc.Bound, sc.Volumes, sc.CreateSeconds)
-		p("| controller | start -> ready (caches synced) | RSS after %.0f s | peak RSS | CPU seconds |\n|---|--:|--:|--:|--:|\n", sc.SettleSeconds)
+		p("\n### At scale: %d annotated pods, %d claims (%d Bound), %d PVs and %d plain pods present (annotated created in %.0f s)\n\n", sc.Pods, sc.Claims, sc.Bound, sc.Volumes, sc.PlainPods, sc.CreateSeconds)
+		p("Each step starts the three controllers afresh and reads them after %.0f s; the live heap is after a collection.\n\n", sc.SettleSeconds)
+		p("| controller | step | start -> ready (caches synced) | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|\n")
+		for _, step := range []struct {
+			name  string
+			stats []ProcessStats
+		}{{"none present", sc.Baseline}, {fmt.Sprintf("%d plain pods", sc.PlainPods), sc.PlainOnly}, {"and the annotated", sc.Controllers}} {
+			for _, pr := range step.stats {
+				p("| %s | %s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, step.name, pr.ReadySeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
+			}
+		}
+		p("\n| controller | per plain pod | per annotated pod, claim and volume | RSS at %d annotated |\n|---|--:|--:|--:|\n", ScaleTarget)
 		for _, pr := range sc.Controllers {
-			p("| %s | %.2f s | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, pr.ReadySeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.CPUSeconds)
+			p("| %s | %.2f KiB | %.2f KiB | %.1f MiB |\n", pr.Controller, sc.PerPlainKiB(pr.Controller), sc.PerAnnotatedKiB(pr.Controller), sc.RSSAt(pr.Controller, ScaleTarget))
 		}
 		if len(sc.Requests) > 0 {
 			p("\nRequests from start to the end of the window: ")

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -18,21 +19,55 @@ import (
 
 const scaleNS = "scale"
 
-// scale stops the controllers, creates n annotated pods (on the kwok node,
-// not scheduled), their n claims (as the podwatcher would have made them)
-// and n volumes pre-bound to those claims (as the provisioner would have
-// issued them), waits until the PV controller bound them all, then starts
-// the three controllers afresh and measures their time to ready (caches
-// synced), and their memory and requests after ScaleSettle.
-func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
+// scale measures the controllers' start-up and memory in three steps, each
+// a fresh start of the three processes run for ScaleSettle: with none of
+// the phase's objects present (the baseline), with plain pods (no
+// annotation, no volume: what most pods of a cluster are), then with n
+// annotated pods beside them, their n claims (as the podwatcher would have
+// made them) and n volumes pre-bound to those claims (as the provisioner
+// would have issued them). The differences give what a plain pod and what
+// an annotated pod with its claim and volume cost each controller. Pods
+// go to the kwok node, unscheduled by anyone.
+func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 	b.inst.stop()
 	s := &Scale{SettleSeconds: b.cfg.ScaleSettle.Seconds()}
 	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNS}}, metav1.CreateOptions{}); err != nil {
 		return s, err
 	}
+	var err error
+	b.logf("Scale: baseline, none of the phase's objects present")
+	if s.Baseline, _, err = b.scaleMeasure(ctx, "baseline"); err != nil {
+		return s, err
+	}
+
 	start := time.Now()
-	var pods, pairs atomic.Int64
-	defer func() { s.Pods, s.Claims, s.Volumes = int(pods.Load()), int(pairs.Load()), int(pairs.Load()) }()
+	var plains, pods, pairs atomic.Int64
+	defer func() {
+		s.PlainPods, s.Pods, s.Claims, s.Volumes = int(plains.Load()), int(pods.Load()), int(pairs.Load()), int(pairs.Load())
+	}()
+	if plain > 0 {
+		if err := parallel(ctx, plain, func(ctx context.Context, i int) error {
+			name := fmt.Sprintf("p-%d", i)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "plain"}},
+				Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyAlways,
+					Containers: []corev1.Container{{Name: "build", Image: "busybox"}}},
+			}
+			if _, err := b.client.CoreV1().Pods(scaleNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			plains.Add(1)
+			return nil
+		}); err != nil {
+			return s, fmt.Errorf("creating plain pods: %w", err)
+		}
+		b.logf("Scale: %d plain pods created in %.0f s", plain, time.Since(start).Seconds())
+		if s.PlainOnly, _, err = b.scaleMeasure(ctx, "plain"); err != nil {
+			return s, err
+		}
+	}
+
+	start = time.Now()
 	uids := make([]types.UID, n)
 	if err := parallel(ctx, n, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("s-%d", i)
@@ -56,8 +91,11 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 	if err := parallel(ctx, n, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("s-%d", i)
 		pvName := fmt.Sprintf("scale-%d", i)
+		// Made bound, as the PV controller leaves a claim and its volume:
+		// binding tens of thousands one by one takes it many minutes.
 		claim := objects.NewClaim(scaleNS, name, b.class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
 			c.Labels = map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(uids[i])}
+			c.Annotations = map[string]string{volumehelpers.AnnBindCompleted: "yes", volumehelpers.AnnBoundByController: "yes"}
 			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uids[i]}}
 			c.Spec.VolumeName = pvName
 		})
@@ -67,10 +105,19 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 		}
 		pv := objects.NewVolume(pvName, b.class, "1Gi", filepath.Join(b.base, pvName), func(pv *corev1.PersistentVolume) {
 			pv.Labels = map[string]string{keys.VolumeManagedBy: controllerID}
-			pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName}
+			pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName, volumehelpers.AnnBoundByController: "yes"}
 			pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID}
 		})
-		if _, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		created, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		created.Status.Phase = corev1.VolumeBound
+		if _, err := b.client.CoreV1().PersistentVolumes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: created.Spec.AccessModes, Capacity: created.Spec.Capacity}
+		if _, err := b.client.CoreV1().PersistentVolumeClaims(scaleNS).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 		pairs.Add(1)
@@ -79,7 +126,7 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 		return s, fmt.Errorf("creating claims and volumes: %w", err)
 	}
 	s.CreateSeconds = time.Since(start).Seconds()
-	b.logf("Scale: created in %.0f s; waiting for the PV controller to bind them", s.CreateSeconds)
+	b.logf("Scale: created in %.0f s; waiting until every claim is seen Bound", s.CreateSeconds)
 	bound := func() int {
 		n := 0
 		for _, recs := range b.rec.byName {
@@ -90,7 +137,7 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 		return n
 	}
 	bindCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	err := b.rec.wait(bindCtx, func() bool { return bound() >= n })
+	err = b.rec.wait(bindCtx, func() bool { return bound() >= n })
 	cancel()
 	b.rec.mu.Lock()
 	s.Bound = bound()
@@ -99,30 +146,46 @@ func (b *bench) scale(ctx context.Context, n int) (*Scale, error) {
 		b.logf("Scale: only %d of %d claims bound after 5 minutes; going on", s.Bound, n)
 	}
 
-	b.logf("Scale: starting the controllers with %d objects of each kind present", n)
-	ready, err := b.inst.start(ctx)
-	if err != nil {
-		return s, err
-	}
-	select {
-	case <-time.After(b.cfg.ScaleSettle):
-	case <-ctx.Done():
-		return s, ctx.Err()
-	}
-	stats, err := b.inst.stats()
-	if err != nil {
-		return s, err
-	}
-	for i := range stats {
-		stats[i].ReadySeconds = ready[stats[i].Controller].Seconds()
-	}
+	b.logf("Scale: starting the controllers with %d annotated pods, claims and volumes and %d plain pods present", n, plain)
+	stats, reqs, err := b.scaleMeasure(ctx, "annotated")
 	s.Controllers = stats
-	reqs, err := b.inst.requests(ctx)
 	if err != nil {
 		return s, err
 	}
 	s.Requests = CostRows(reqs, 0)
 	return s, nil
+}
+
+// scaleMeasure starts the controllers, lets them run for ScaleSettle, reads
+// their time to ready, memory and requests, keeps a heap profile of each in
+// the log directory (named after step) and stops them.
+func (b *bench) scaleMeasure(ctx context.Context, step string) ([]ProcessStats, map[string]Requests, error) {
+	ready, err := b.inst.start(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer b.inst.stop()
+	select {
+	case <-time.After(b.cfg.ScaleSettle):
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	// RSS first: the heap profile collects garbage, which moves it.
+	stats, err := b.inst.stats()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range stats {
+		stats[i].ReadySeconds = ready[stats[i].Controller].Seconds()
+	}
+	if err := b.inst.heapProfiles(ctx, stats, "scale-"+step); err != nil {
+		return nil, nil, err
+	}
+	reqs, err := b.inst.requests(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stats, reqs, nil
 }
 
 // parallel runs fn for 0..n-1 on a few goroutines; the first error stops it.

@@ -53,9 +53,11 @@ type Env struct {
 	mu        sync.Mutex
 	factories map[factoryKey]informers.SharedInformerFactory
 	// pools is the factory of the VolumePool informer, once asked for.
-	pools  poolinformers.SharedInformerFactory
-	synced []cache.InformerSynced
-	health *health
+	pools poolinformers.SharedInformerFactory
+	// informers are those built outside a factory (KeptPods).
+	informers []cache.SharedIndexInformer
+	synced    []cache.InformerSynced
+	health    *health
 }
 
 type factoryKey struct {
@@ -182,7 +184,7 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	stopServers, err := e.health.serve(ctx, e.HealthAddr, e.MetricsAddr, e.metrics)
+	stopServers, err := e.health.serve(ctx, e.HealthAddr, e.MetricsAddr, e.metrics, e.Profiling)
 	if err != nil {
 		return err
 	}
@@ -206,7 +208,16 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 	if pools != nil {
 		pools.Start(ctx.Done())
 	}
+	var running sync.WaitGroup
+	for _, inf := range e.informers {
+		running.Go(func() { inf.RunWithContext(ctx) })
+		synced = append(synced, inf.HasSynced)
+	}
 	e.mu.Unlock()
+	defer func() {
+		cancel(nil)
+		running.Wait()
+	}()
 	defer func() {
 		for _, f := range factories {
 			f.Shutdown()

@@ -42,6 +42,10 @@ type Options struct {
 
 	HealthAddr  string
 	MetricsAddr string
+	// Profiling serves Go's profiles at /debug/pprof/ beside the metrics,
+	// as the Kubernetes components' --profiling does: what an administrator
+	// reads to tell where a controller's memory or CPU goes.
+	Profiling bool
 }
 
 // AddFlags registers the common flags on fs.
@@ -70,6 +74,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("leader-elect-namespace", "use --leader-elect-resource-namespace")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":8081", "Address serving /healthz and /readyz; empty disables it.")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "Address serving Prometheus metrics at /metrics; empty disables it.")
+	fs.BoolVar(&o.Profiling, "profiling", false, "Serve Go's profiles (heap, CPU, goroutines) at /debug/pprof/ on --metrics-addr.")
 }
 
 // Validate reports flag values that cannot work.

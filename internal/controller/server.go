@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,12 +55,19 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 // serve starts the health and metrics servers (an empty address disables
 // one). Listening happens before it returns, so a port already in use is
 // an error at start-up rather than a silent gap.
-func (h *health) serve(ctx context.Context, healthAddr, metricsAddr string, metrics http.Handler) (stop func(), err error) {
+func (h *health) serve(ctx context.Context, healthAddr, metricsAddr string, metrics http.Handler, profiling bool) (stop func(), err error) {
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", h.healthz)
 	healthMux.HandleFunc("/readyz", h.readyz)
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", metrics)
+	if profiling {
+		metricsMux.HandleFunc("/debug/pprof/", pprof.Index)
+		metricsMux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		metricsMux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metricsMux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metricsMux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 
 	var servers []*http.Server
 	for _, s := range []struct {

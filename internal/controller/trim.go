@@ -4,6 +4,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // trim keeps out of the shared caches what no controller reads, so that
@@ -20,32 +22,38 @@ func trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes), SchedulingGates: o.Spec.SchedulingGates}
+		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes, o.Annotations), SchedulingGates: o.Spec.SchedulingGates}
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
 	case *batchv1.Job:
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
-		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes)}}
+		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes, o.Annotations)}}
 		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
 	}
 	return obj, nil
 }
 
-// claimVolumes keeps of volumes their names, which the podwatcher needs to
-// tell a missing volume from one of another kind, and the source of those
-// that are persistentVolumeClaim volumes. Every pod has a projected
+// claimVolumes keeps the persistentVolumeClaim volumes, with their claim's
+// name, and of the others the names of those a claim annotation of the
+// object names (annotations), which the podwatcher needs to tell a missing
+// volume from one of another kind. The rest go: every pod has a projected
 // service-account volume that is larger than the rest of its trimmed self.
-func claimVolumes(volumes []corev1.Volume) []corev1.Volume {
-	if len(volumes) == 0 {
-		return nil
-	}
-	out := make([]corev1.Volume, len(volumes))
-	for i, v := range volumes {
-		out[i] = corev1.Volume{Name: v.Name}
-		if v.PersistentVolumeClaim != nil {
-			out[i].PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}
+func claimVolumes(volumes []corev1.Volume, annotations map[string]string) []corev1.Volume {
+	var out []corev1.Volume
+	for _, v := range volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}}})
+		case hasKey(annotations, keys.EnabledKey(v.Name)):
+			out = append(out, corev1.Volume{Name: v.Name})
 		}
 	}
 	return out
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // trimToMetadata keeps of a claim its metadata only, less what trim drops

@@ -7,17 +7,20 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	volumes := []corev1.Volume{
 		{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
 	}
 	now := metav1.Now()
 	meta := metav1.ObjectMeta{
 		Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now,
-		Annotations:     map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "{...}"},
+		Annotations:     map[string]string{"a": "b", keys.EnabledKey("scratch"): "true", corev1.LastAppliedConfigAnnotation: "{...}"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "ju"}},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}
@@ -36,7 +39,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 		t.Errorf("pod not trimmed: %+v", got)
 	}
 	if want := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}, {Name: "scratch"}}; !reflect.DeepEqual(got.Spec.Volumes, want) {
-		t.Errorf("pod volumes = %+v, want the names, and the source of claim volumes only: %+v", got.Spec.Volumes, want)
+		t.Errorf("pod volumes = %+v, want the claim volumes with their source, and the names of those a claim annotation names: %+v", got.Spec.Volumes, want)
 	}
 	if got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" || len(got.Spec.SchedulingGates) != 1 ||
 		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {

@@ -30,7 +30,8 @@ func main() {
 	flag.IntVar(&cfg.MissEvery, "miss-every", 5, "one latency cycle in this many asks for a size no pool volume has (a pool miss)")
 	flag.StringVar(&levels, "throughput-levels", "1,10,50", "concurrencies of the throughput phase, comma-separated; empty skips it")
 	flag.DurationVar(&cfg.ThroughputDuration, "throughput-duration", 30*time.Second, "how long throughput is counted at each level, for ours and for the floor")
-	flag.IntVar(&cfg.Scale, "scale", 5000, "pods, claims and volumes present for the start-up and memory phase; 0 skips it")
+	flag.IntVar(&cfg.Scale, "scale", 2000, "annotated pods, with as many claims and volumes, present for the start-up and memory phase; 0 skips it")
+	flag.IntVar(&cfg.ScalePlain, "scale-plain", 20000, "plain pods (no annotation, no volume) present beside them in the scale phase (100000 for a large cluster's)")
 	flag.DurationVar(&cfg.ScaleSettle, "scale-settle", 65*time.Second, "how long the controllers run with the scale objects before their memory is read (longer than one periodic sweep)")
 	flag.BoolVar(&cfg.PodFloor, "pod-floor", true, "also run the pod floor (the floor's cycle with a pod, no controllers) and set latency and throughput against it; false skips it (about as long as the floor)")
 	flag.IntVar(&cfg.SchedulingCycles, "scheduling-cycles", 50, "cycles of each variant of the scheduling phase (pod created -> scheduled with and without the claims gate, and claim first) at concurrency 1 and 10; 0 skips it")
@@ -56,8 +57,8 @@ func main() {
 		}
 		cfg.ThroughputLevels = append(cfg.ThroughputLevels, n)
 	}
-	if cfg.Cycles <= 0 || cfg.Concurrency <= 0 || cfg.Scale < 0 {
-		fmt.Fprintln(os.Stderr, "--cycles and --concurrency must be positive, --scale not negative")
+	if cfg.Cycles <= 0 || cfg.Concurrency <= 0 || cfg.Scale < 0 || cfg.ScalePlain < 0 {
+		fmt.Fprintln(os.Stderr, "--cycles and --concurrency must be positive, --scale and --scale-plain not negative")
 		os.Exit(2)
 	}
 	removeDir := false

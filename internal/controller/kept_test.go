@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+func keptPod(name string, kept bool) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: k8stypes.UID("uid-" + name)}}
+	if kept {
+		pod.Annotations = map[string]string{"keep": "yes"}
+	}
+	return pod
+}
+
+func keepAnnotated(pod *corev1.Pod) bool { return pod.Annotations["keep"] == "yes" }
+
+func cachedNames(inf cache.SharedIndexInformer) []string {
+	names := inf.GetStore().ListKeys()
+	slices.Sort(names)
+	return names
+}
+
+// waitCached waits until the cache holds exactly want.
+func waitCached(t *testing.T, inf cache.SharedIndexInformer, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.Equal(cachedNames(inf), want), nil
+	})
+	if err != nil {
+		t.Fatalf("cache holds %v, want %v", cachedNames(inf), want)
+	}
+}
+
+// Pods that are not kept never reach the cache; a pod kept once stays until
+// deleted, even when it no longer would be kept.
+func TestKeptPodsCachesOnlyThePodsKept(t *testing.T) {
+	client := fake.NewClientset(keptPod("plain", false), keptPod("asks", true))
+	inf := NewKeptPodsInformer(client, "", keepAnnotated)
+	go inf.RunWithContext(t.Context())
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	if got := cachedNames(inf); !slices.Equal(got, []string{"ns/asks"}) {
+		t.Fatalf("after the list the cache holds %v, want the kept pod alone", got)
+	}
+	pods := client.CoreV1().Pods("ns")
+	ctx := t.Context()
+	// The watch delivers in order: once the kept pod is cached, the plain
+	// one created before it has been seen, and dropped.
+	if _, err := pods.Create(ctx, keptPod("plain-2", false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.Create(ctx, keptPod("asks-2", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, inf, "ns/asks", "ns/asks-2")
+
+	// A plain pod that comes to ask is cached; a kept pod that stops
+	// asking stays, with its new state.
+	if _, err := pods.Update(ctx, keptPod("plain", true), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := keptPod("asks", false)
+	stopped.Labels = map[string]string{"changed": "yes"}
+	if _, err := pods.Update(ctx, stopped, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, inf, "ns/asks", "ns/asks-2", "ns/plain")
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		obj, ok, err := inf.GetStore().GetByKey("ns/asks")
+		return ok && err == nil && obj.(*corev1.Pod).Labels["changed"] == "yes", err
+	})
+	if err != nil {
+		t.Fatalf("the pod that stopped asking was not updated in the cache: %v", err)
+	}
+
+	for _, name := range []string{"plain-2", "asks"} {
+		if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCached(t, inf, "ns/asks-2", "ns/plain")
+}
+
+// The list goes page by page, each page filtered, and the result carries
+// the first page's resourceVersion, from which the watch starts.
+func TestKeptPodsListsPageByPage(t *testing.T) {
+	all := []*corev1.Pod{keptPod("a", true), keptPod("b", false), keptPod("c", false), keptPod("d", true), keptPod("e", false)}
+	client := fake.NewClientset()
+	var asked []metav1.ListOptions
+	client.PrependReactor("list", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		opts := action.(k8stesting.ListActionImpl).ListOptions
+		asked = append(asked, opts)
+		// Two pods a page, whatever the limit.
+		from := 0
+		if opts.Continue != "" {
+			from, _ = strconv.Atoi(opts.Continue)
+		}
+		page := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(100 + from)}}
+		for _, p := range all[from:min(from+2, len(all))] {
+			page.Items = append(page.Items, *p)
+		}
+		if from+2 < len(all) {
+			page.Continue = strconv.Itoa(from + 2)
+		}
+		return true, page, nil
+	})
+	k := &keptPods{client: client, keep: keepAnnotated}
+	obj, err := k.list(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := obj.(*corev1.PodList)
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"a", "d"}) || list.ResourceVersion != "100" || list.Continue != "" {
+		t.Errorf("list = %v at resourceVersion %q (continue %q), want a and d at 100", names, list.ResourceVersion, list.Continue)
+	}
+	if len(asked) != 3 || asked[0].Limit != listPage || asked[0].ResourceVersion != "" || asked[2].Continue != "4" {
+		t.Errorf("requests %+v, want three pages of %d from the latest resourceVersion", asked, listPage)
+	}
+	if !k.kept.Has("ns/a") || !k.kept.Has("ns/d") || k.kept.Len() != 2 {
+		t.Errorf("kept = %v", k.kept)
+	}
+}
