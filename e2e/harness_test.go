@@ -177,11 +177,8 @@ func TestHarnessEachControllerWritesUnderItsOwnName(t *testing.T) {
 	}
 	wroteField(t, "claim", claim.ManagedFields, "reclaimable-podwatcher", keys.ClaimManagedBy)
 	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", "hostPath")
-	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
-		pv, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
-		return err == nil && pv.Labels[keys.VolumeManagedBy] != "", err
-	}, "the releaser to associate volume "+pv.Name)
-	wroteField(t, "volume", pv.ManagedFields, "reclaimable-releaser", keys.VolumeManagedBy)
+	// Made associated with the installation, not associated afterwards.
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", keys.VolumeManagedBy)
 
 	if err := deleteOwner(ctx, c.ns, "builder", false); err != nil {
 		t.Fatal(err)

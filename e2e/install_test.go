@@ -831,7 +831,7 @@ spec:
 
 	// Each controller recorded its events with its own credentials.
 	waitEvent(t, ns, "Pod", pod.Name, "ClaimCreated")
-	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "Provisioning")
+	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "ProvisioningSucceeded")
 	// Released and reserved for its claim's name: the default reserveFor.
 	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Reserved")
 	inv.Check(t, 10*time.Second)

@@ -117,6 +117,7 @@ func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageCla
 		keys.StoragePending: "true",
 	})
 	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: v.claim.Namespace, Name: v.claim.Name}
+	pv.Labels = p.ownLabels(pv.Labels)
 	created, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
 		p.pending.unreserve(v.name)

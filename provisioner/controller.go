@@ -32,6 +32,8 @@ type Controller struct {
 	lifecycle *lifecycleEvents
 	// provisioner decides; the pool manager asks it about pools.
 	provisioner *provisioner
+	// early issues pool members to claims as they are created.
+	early *earlyHandOff
 	// scrubber empties the volumes of onRelease Scrub pools.
 	scrubber *scrubber
 	// evictor removes the storage of evicted members.
@@ -68,6 +70,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.provisioner.controllerID = env.ControllerID
 	c.provisioner.onWaitingChange = c.pools.Notify
 	c.provisioner.measurer.measured = c.pools.Notify
 	return c, nil
@@ -93,6 +96,10 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg)
 	p.requeue = claims.requeue
 	p.nodes = factory.Core().V1().Nodes().Lister()
+	early := newEarlyHandOff(p, factory.Storage().V1().StorageClasses().Lister())
+	if _, err := factory.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: early.onClaim}); err != nil {
+		return nil, fmt.Errorf("watching claims: %w", err)
+	}
 	if pools != nil {
 		p.pools = pools.GetIndexer()
 		// A pool's new maximum may serve the claims that wait for room.
@@ -157,7 +164,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if p.measurer, err = newMeasurer(p, volumes, directories{root: cfg.DirectoryRoot}, cfg.MeasureTimeout); err != nil {
 		return nil, fmt.Errorf("watching volumes to measure: %w", err)
 	}
-	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, scrubber: s, evictor: e, workers: cfg.Workers}, nil
+	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, early: early, scrubber: s, evictor: e, workers: cfg.Workers}, nil
 }
 
 // Name names the controller's lease and logs.
@@ -168,14 +175,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
-	// The pool manager, the scrubber, the evictor and the measurer run
-	// while the provisioner leads: the manager reads the provisioner's
+	// The pool manager, the early hand-off, the scrubber, the evictor and
+	// the measurer run while the provisioner leads: the manager reads the provisioner's
 	// claims in waiting, which only the leader has, and the others act on
 	// what the manager decides.
 	var wg sync.WaitGroup
 	if c.pools != nil {
 		wg.Go(func() { c.pools.Run(ctx) })
 	}
+	wg.Go(func() { c.early.run(ctx, c.workers) })
 	wg.Go(func() { c.scrubber.run(ctx) })
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })
 	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })

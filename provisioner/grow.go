@@ -80,11 +80,24 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		// the pool.
 		volumehelpers.AnnBoundByController, "yes",
 	))
-	pv.Labels = volumeLabels
+	pv.Labels = p.ownLabels(volumeLabels)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
 	return pv, lib.ProvisioningFinished, nil
+}
+
+// ownLabels adds to labels the one that associates a volume with this
+// installation.
+func (p *provisioner) ownLabels(labels map[string]string) map[string]string {
+	if p.controllerID == "" {
+		return labels
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[keys.VolumeManagedBy] = p.controllerID
+	return labels
 }
 
 // volumeObject is the PersistentVolume of v, a volume of class, around what

@@ -12,9 +12,11 @@ import (
 // returns, with Provision's message. Provision reports every failure itself,
 // under a reason that says what to do (PoolExhausted, InvalidStorageClass-
 // Parameters, ...), so each failed attempt would leave two Warnings with the
-// same message. The library takes no recorder of ours: it records through
-// the client it is given, and libClient is that client with the library's
-// copies left out.
+// same message. It also records a Provisioning notice before every attempt:
+// a write to the API server for each claim that says nothing the outcome's
+// event (IssuedFromPool, ProvisioningSucceeded, or the failure's) does not.
+// The library takes no recorder of ours: it records through the client it
+// is given, and libClient is that client with those events left out.
 
 // libFailurePrefix starts the message of the library's event for an error
 // from Provision. Should a new library version word it otherwise, its events
@@ -37,28 +39,37 @@ func (c libCoreV1) Events(ns string) typedcorev1.EventInterface {
 type libEvents struct{ typedcorev1.EventInterface }
 
 func (e libEvents) CreateWithEventNamespace(ev *corev1.Event) (*corev1.Event, error) {
-	if reportedByProvision(ev) {
+	if leftOut(ev) {
 		return ev, nil
 	}
 	return e.EventInterface.CreateWithEventNamespace(ev)
 }
 
 func (e libEvents) UpdateWithEventNamespace(ev *corev1.Event) (*corev1.Event, error) {
-	if reportedByProvision(ev) {
+	if leftOut(ev) {
 		return ev, nil
 	}
 	return e.EventInterface.UpdateWithEventNamespace(ev)
 }
 
 func (e libEvents) PatchWithEventNamespace(ev *corev1.Event, data []byte) (*corev1.Event, error) {
-	if reportedByProvision(ev) {
+	if leftOut(ev) {
 		return ev, nil
 	}
 	return e.EventInterface.PatchWithEventNamespace(ev, data)
 }
 
-// reportedByProvision reports whether ev is the library's copy of a failure
-// Provision has reported already.
-func reportedByProvision(ev *corev1.Event) bool {
-	return ev.Reason == "ProvisioningFailed" && ev.Type == corev1.EventTypeWarning && strings.HasPrefix(ev.Message, libFailurePrefix)
+// leftOutEvent sees each library event left out; tests wait on it.
+var leftOutEvent = func(*corev1.Event) {}
+
+// leftOut reports whether ev is one of the library's events that are not
+// written: its copy of a failure Provision has reported already, or its
+// notice that an attempt starts.
+func leftOut(ev *corev1.Event) bool {
+	out := ev.Type == corev1.EventTypeNormal && ev.Reason == "Provisioning" ||
+		ev.Type == corev1.EventTypeWarning && ev.Reason == "ProvisioningFailed" && strings.HasPrefix(ev.Message, libFailurePrefix)
+	if out {
+		leftOutEvent(ev)
+	}
+	return out
 }

@@ -274,3 +274,34 @@ func (w *waitingClaims) still(class string, live func(uid types.UID, key types.N
 	}
 	return out
 }
+
+// claimLocks has one caller at a time act on a claim.
+type claimLocks struct {
+	mu sync.Mutex
+	// held closes each channel when its claim is unlocked.
+	held map[types.UID]chan struct{}
+}
+
+func newClaimLocks() *claimLocks { return &claimLocks{held: map[types.UID]chan struct{}{}} }
+
+// lock waits until no one else holds claim, takes it, and returns the
+// unlock.
+func (l *claimLocks) lock(claim types.UID) (unlock func()) {
+	for {
+		l.mu.Lock()
+		busy, ok := l.held[claim]
+		if !ok {
+			done := make(chan struct{})
+			l.held[claim] = done
+			l.mu.Unlock()
+			return func() {
+				l.mu.Lock()
+				delete(l.held, claim)
+				l.mu.Unlock()
+				close(done)
+			}
+		}
+		l.mu.Unlock()
+		<-busy
+	}
+}

@@ -14,6 +14,7 @@ const subsystem = "provisioner"
 // prefix (reclaimable_provisioner_persistentvolume*).
 type metrics struct {
 	issued    *prometheus.CounterVec
+	early     *prometheus.CounterVec
 	created   *prometheus.CounterVec
 	exhausted *prometheus.CounterVec
 	conflicts *prometheus.CounterVec
@@ -40,6 +41,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		issued: counter("pool_issued_total",
 			"Claims given a volume from the retained pool, data included."),
+		early: counter("pool_issued_early_total",
+			"Of pool_issued_total, the claims given a member as soon as the provisioner saw them created, before the PV controller marked them for it (the early hand-off)."),
 		created: counter("volumes_created_total",
 			"Volumes created because the pool had none that fits (pool misses)."),
 		exhausted: counter("pool_exhausted_total",
@@ -68,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.members,
+		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

@@ -45,9 +45,6 @@ const (
 	// reasonAwaitingItsVolume: the claim waits for its volume, still bound
 	// to the earlier claim of its name.
 	reasonAwaitingItsVolume = "AwaitingItsVolume"
-	// reasonReservationTaken, on the volume: a member reserved for another
-	// claim's name was issued because nothing else fit.
-	reasonReservationTaken = "ReservationTaken"
 	// reasonProvisioningFailed is the library's reason, for failures
 	// without one of their own.
 	reasonProvisioningFailed = "ProvisioningFailed"
@@ -61,9 +58,13 @@ const (
 // provisioner implements the library's Provisioner: it issues pool members,
 // grows pools through their backend and deletes what it created.
 type provisioner struct {
-	name    string
-	client  kubernetes.Interface
-	volumes cache.Indexer
+	name string
+	// controllerID labels the volumes it creates as this installation's
+	// (keys.VolumeManagedBy) from the start: the releaser would otherwise
+	// write the label, and an event, at their first binding.
+	controllerID string
+	client       kubernetes.Interface
+	volumes      cache.Indexer
 	// pools holds the VolumePools, whose settings override their class's
 	// parameters.
 	pools  cache.Indexer
@@ -94,7 +95,10 @@ type provisioner struct {
 	// What the provisioner remembers between calls (memory.go).
 	takes   *takes
 	pending *pendingVolumes
-	waiting *waitingClaims
+	// claimLocks has one worker at a time act on a claim: the library's
+	// and the early hand-off's.
+	claimLocks *claimLocks
+	waiting    *waitingClaims
 	// returns holds, by volume, the claims that wait for it to be released
 	// by the earlier claim of their name.
 	returns *waitingClaims
@@ -114,6 +118,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		onWaitingChange: func(string) {},
 		waiting:         newWaitingClaims(),
 		returns:         newWaitingClaims(),
+		claimLocks:      newClaimLocks(),
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 	}
 	p.useClock(clock.RealClock{})
@@ -169,6 +174,8 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "class", class.Name)
 	ctx = klog.NewContext(ctx, logger)
 
+	// One claim at a time: the early hand-off (early.go) may be at it.
+	defer p.claimLocks.lock(claim.UID)()
 	if pv := p.issuedTo(claim); pv != "" {
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s is already issued to the claim", pv)}
 	}
@@ -214,35 +221,16 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			return p.awaitReturn(claim, pv, left)
 		}
 	}
-	stale := p.takes.members()
-	for _, pv := range cands {
-		if stale[pv.Name] || !p.takes.try(pv.Name) {
-			continue
-		}
-		last := lastClaim(pv)
-		takesReservation := availabilityOf(pv, claim, params.namespaced) == reservedForOther
-		result, err := p.take(ctx, pv, claim, params.namespaced, func(live *corev1.PersistentVolume) bool {
-			return misfit(live, claim, opts.SelectedNode, selector) == ""
-		})
-		p.takes.done(pv.Name)
-		if err != nil {
-			return nil, lib.ProvisioningFinished, err
-		}
-		switch result {
-		case lost:
-			continue
-		case boundMeanwhile:
-			return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv.Name)}
-		}
-		p.metrics.issued.WithLabelValues(class.Name).Inc()
-		if takesReservation {
-			p.recorder.Eventf(pv, corev1.EventTypeNormal, reasonReservationTaken,
-				"Reserved for claim %s, issued to claim %s/%s instead: no other free volume of class %s fits it", last, claim.Namespace, claim.Name, class.Name)
-		}
-		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
-			"Volume %s issued from the pool of class %s with the data of its last use (%s)", pv.Name, class.Name, describeLastUse(last, claim))
-		logger.V(2).Info("Issued a pool volume", "pv", pv.Name, "lastClaim", last)
-		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv.Name)}
+	pv, result, err := p.issueFromPool(ctx, claim, class.Name, params.namespaced, cands, func(live *corev1.PersistentVolume) bool {
+		return misfit(live, claim, opts.SelectedNode, selector) == ""
+	})
+	switch {
+	case err != nil:
+		return nil, lib.ProvisioningFinished, err
+	case result == boundMeanwhile:
+		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv)}
+	case result == taken:
+		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
 	maker, advice := params.pool.maker()

@@ -31,6 +31,43 @@ const (
 	boundMeanwhile
 )
 
+// issueFromPool takes for claim the first member of cands it can, in order,
+// and reports it (taken), or the one the PV controller bound the claim to
+// first (boundMeanwhile); lost when every one went elsewhere meanwhile. A
+// member issued is recorded in the metrics and an IssuedFromPool event.
+func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, outcome, error) {
+	stale := p.takes.members()
+	for _, pv := range cands {
+		if stale[pv.Name] || !p.takes.try(pv.Name) {
+			continue
+		}
+		last := lastClaim(pv)
+		takesReservation := availabilityOf(pv, claim, namespaced) == reservedForOther
+		result, err := p.take(ctx, pv, claim, namespaced, fits)
+		p.takes.done(pv.Name)
+		switch {
+		case err != nil:
+			return "", lost, err
+		case result == lost:
+			continue
+		case result == boundMeanwhile:
+			return pv.Name, result, nil
+		}
+		p.metrics.issued.WithLabelValues(class).Inc()
+		// One event says it all, reservation included: a hit costs the API
+		// server a write less than an event of its own on the volume would.
+		reservation := ""
+		if takesReservation {
+			reservation = fmt.Sprintf("; it was reserved for the next claim of that name (%s), and no other free volume of the class fits", keys.ReserveFor)
+		}
+		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
+			"Volume %s issued from the pool of class %s with the data of its last use (%s)%s", pv.Name, class, describeLastUse(last, claim), reservation)
+		klog.FromContext(ctx).V(2).Info("Issued a pool volume", "pv", pv.Name, "lastClaim", last)
+		return pv.Name, taken, nil
+	}
+	return "", lost, nil
+}
+
 // take points pv at claim, if pv is still free and fits (fits re-checks a
 // fresher copy). Two claims never win the same member: the update carries
 // the resourceVersion the member had when it was judged free.
