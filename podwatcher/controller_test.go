@@ -734,3 +734,28 @@ func TestOnlyUpdatesThatMayChangeClaimsAreQueued(t *testing.T) {
 		})
 	}
 }
+
+// Only the pods the podwatcher acts on are cached: those that ask for
+// claims, and those at the claims gate (a Job's pods may carry it alone).
+func TestConcernedPods(t *testing.T) {
+	gated := func(name string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: name}}}}
+	}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"plain", &corev1.Pod{}, false},
+		{"other annotations", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/x": "y"}}}, false},
+		{"asks for a claim", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.EnabledKey("cache"): "true"}}}, true},
+		{"at the claims gate", gated(keys.ClaimsGate), true},
+		{"at the gate under its old name", gated(keys.Old(keys.ClaimsGate)), true},
+		{"at another gate", gated("example.com/gate"), false},
+	}
+	for _, tt := range tests {
+		if got := concerned(tt.pod); got != tt.want {
+			t.Errorf("%s: concerned = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
@@ -112,16 +114,35 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 		if err != nil {
 			return err
 		}
-		created.Status.Phase = corev1.VolumeBound
-		if _, err := b.client.CoreV1().PersistentVolumes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		// The PV controller may write either first (a phase of its own):
+		// on a conflict, the status is written again on a fresh copy.
+		pvs := b.client.CoreV1().PersistentVolumes()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			created.Status.Phase = corev1.VolumeBound
+			_, err := pvs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if fresh, gerr := pvs.Get(ctx, created.Name, metav1.GetOptions{}); gerr == nil {
+					created = fresh
+				}
+			}
+			return err
+		}); err != nil {
 			return err
 		}
-		c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: created.Spec.AccessModes, Capacity: created.Spec.Capacity}
-		if _, err := b.client.CoreV1().PersistentVolumeClaims(scaleNS).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		claims := b.client.CoreV1().PersistentVolumeClaims(scaleNS)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: created.Spec.AccessModes, Capacity: created.Spec.Capacity}
+			_, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if fresh, gerr := claims.Get(ctx, c.Name, metav1.GetOptions{}); gerr == nil {
+					c = fresh
+				}
+			}
+			if err == nil {
+				pairs.Add(1)
+			}
 			return err
-		}
-		pairs.Add(1)
-		return nil
+		})
 	}); err != nil {
 		return s, fmt.Errorf("creating claims and volumes: %w", err)
 	}

@@ -38,8 +38,9 @@ func NewKeptPodsInformer(client kubernetes.Interface, namespace string, keep fun
 	k := &keptPods{client: client, namespace: namespace, keep: keep, kept: sets.New[string]()}
 	inf := cache.NewSharedIndexInformerWithOptions(
 		&cache.ListWatch{ListWithContextFunc: k.list, WatchFuncWithContext: k.watch, DisableChunking: true},
-		&corev1.Pod{},
-		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+		// No namespace index: pods are read by key, and one entry per pod
+		// is memory spent for nothing.
+		&corev1.Pod{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
 	_ = inf.SetTransform(trim) // fails only once the informer runs
 	return inf
 }

@@ -51,6 +51,10 @@ func waitCached(t *testing.T, inf cache.SharedIndexInformer, want ...string) {
 func TestKeptPodsCachesOnlyThePodsKept(t *testing.T) {
 	client := fake.NewClientset(keptPod("plain", false), keptPod("asks", true))
 	inf := NewKeptPodsInformer(client, "", keepAnnotated)
+	// Its readers index it as they need.
+	if err := inf.AddIndexers(cache.Indexers{"by-name": func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Name}, nil }}); err != nil {
+		t.Fatal(err)
+	}
 	go inf.RunWithContext(t.Context())
 	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
 		t.Fatal("not synced")

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"strings"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,11 +12,14 @@ import (
 
 // trim keeps out of the shared caches what no controller reads, so that
 // memory follows the number of objects, not their size: server-side-apply
-// bookkeeping on every object, and of Pods and Jobs (the most numerous and
-// largest objects cached) everything but their metadata, the names of their
-// volumes and the source of their claim volumes, a Pod's scheduling gates
-// and phase and a Job's conditions, which is all the podwatcher reads. A controller that comes to
-// need more must add it here.
+// bookkeeping on every object; of Pods and Jobs (the most numerous and
+// largest objects cached) everything but their metadata, their claim
+// volumes, a Pod's scheduling gates and phase and a Job's conditions, which
+// is all the podwatcher reads; and of a claim that has its volume (spec.
+// volumeName), everything but its metadata, that volume's name, its class
+// and phase: only the provisioner caches claims in full, to serve those
+// without a volume, and it never writes a claim from its cache. A
+// controller that comes to need more must add it here.
 func trim(obj any) (any, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		acc.GetObjectMeta().SetManagedFields(nil)
@@ -28,8 +33,31 @@ func trim(obj any) (any, error) {
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes, o.Annotations)}}
 		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
+	case *corev1.PersistentVolumeClaim:
+		if o.Spec.VolumeName != "" {
+			o.Annotations = ownAnnotations(o.Annotations)
+			o.Finalizers = nil
+			o.Spec = corev1.PersistentVolumeClaimSpec{VolumeName: o.Spec.VolumeName, StorageClassName: o.Spec.StorageClassName}
+			o.Status = corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase}
+		}
 	}
 	return obj, nil
+}
+
+// ownAnnotations keeps the annotations of this project (and of the system
+// it replaces): what the PV controller and others write on a claim is read
+// by none of the controllers.
+func ownAnnotations(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, keys.Domain+"/") || strings.HasPrefix(k, keys.OldDomain+"/") || strings.HasPrefix(k, keys.ClaimPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // claimVolumes keeps the persistentVolumeClaim volumes, with their claim's
@@ -65,7 +93,8 @@ func trimToMetadata(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolumeClaim:
-		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		o.Annotations = ownAnnotations(o.Annotations)
+		o.Finalizers = nil
 		o.Spec = corev1.PersistentVolumeClaimSpec{}
 		o.Status = corev1.PersistentVolumeClaimStatus{}
 	}

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -78,8 +79,9 @@ func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
 	meta := metav1.ObjectMeta{
 		Name: "c", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
 		Labels:          map[string]string{"l": "v"},
-		Annotations:     map[string]string{"a": "b", corev1.LastAppliedConfigAnnotation: "{...}"},
+		Annotations:     map[string]string{"a": "b", keys.ConsumerOutcome: "Succeeded", corev1.LastAppliedConfigAnnotation: "{...}"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Pod", Name: "p", UID: "pu"}},
+		Finalizers:      []string{"kubernetes.io/pvc-protection"},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}
 	claim := &corev1.PersistentVolumeClaim{
@@ -93,12 +95,40 @@ func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
 	}
 	got := out.(*corev1.PersistentVolumeClaim)
 	want := meta.DeepCopy()
-	want.ManagedFields = nil
-	delete(want.Annotations, corev1.LastAppliedConfigAnnotation)
+	want.ManagedFields, want.Finalizers = nil, nil
+	want.Annotations = map[string]string{keys.ConsumerOutcome: "Succeeded"}
 	if !reflect.DeepEqual(got.ObjectMeta, *want) {
 		t.Errorf("metadata = %+v, want %+v", got.ObjectMeta, *want)
 	}
 	if !reflect.DeepEqual(got.Spec, corev1.PersistentVolumeClaimSpec{}) || !reflect.DeepEqual(got.Status, corev1.PersistentVolumeClaimStatus{}) {
 		t.Errorf("spec and status kept: %+v, %+v", got.Spec, got.Status)
+	}
+}
+
+// The provisioner's cache keeps of a claim that has its volume what tells
+// it apart from one that waits for a volume; one that waits, it keeps whole.
+func TestTrimKeepsOfABoundClaimItsVolume(t *testing.T) {
+	class := "pool"
+	meta := metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u",
+		Labels:      map[string]string{"l": "v"},
+		Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes", keys.ConsumerOutcome: "Failed"}}
+	spec := corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
+
+	waiting := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy(), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}}
+	out, _ := trim(waiting.DeepCopy())
+	if !reflect.DeepEqual(out, waiting) {
+		t.Errorf("a claim without a volume was trimmed: %+v", out)
+	}
+
+	bound := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy(),
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: spec.Resources.Requests}}
+	bound.Spec.VolumeName = "pv"
+	out, _ = trim(bound)
+	got := out.(*corev1.PersistentVolumeClaim)
+	if !reflect.DeepEqual(got.Spec, corev1.PersistentVolumeClaimSpec{VolumeName: "pv", StorageClassName: &class}) ||
+		!reflect.DeepEqual(got.Status, corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}) ||
+		!reflect.DeepEqual(got.Annotations, map[string]string{keys.ConsumerOutcome: "Failed"}) || got.Labels["l"] != "v" || got.UID != "u" {
+		t.Errorf("bound claim trimmed to %+v", got)
 	}
 }
