@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -56,7 +57,9 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newController(client, env.InformerFactory("", ""), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	// Only the claims that wait for a volume: a bound claim asks nothing
+	// of a provisioner, and most of a cluster's claims are bound.
+	c, err := newController(client, env.InformerFactory("", ""), env.WaitingClaims(), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +81,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 
 // newController wires the provisioner to the library on factory's informers.
 // Options in extra override the library's settings made here.
-func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, pools cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, claimInf cache.SharedIndexInformer, pools cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
 	m, err := newMetrics(registry)
 	if err != nil {
@@ -91,13 +94,13 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
-	claims := &claimInformer{SharedIndexInformer: factory.Core().V1().PersistentVolumeClaims().Informer()}
+	claims := &claimInformer{SharedIndexInformer: claimInf}
 
-	p := newProvisioner(name, client, volumes.GetIndexer(), factory.Core().V1().PersistentVolumeClaims().Lister(), recorder, m, cfg)
+	p := newProvisioner(name, client, volumes.GetIndexer(), corelisters.NewPersistentVolumeClaimLister(claimInf.GetIndexer()), recorder, m, cfg)
 	p.requeue = claims.requeue
 	p.nodes = factory.Core().V1().Nodes().Lister()
 	early := newEarlyHandOff(p, factory.Storage().V1().StorageClasses().Lister())
-	if _, err := factory.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: early.onClaim}); err != nil {
+	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: early.onClaim}); err != nil {
 		return nil, fmt.Errorf("watching claims: %w", err)
 	}
 	if pools != nil {

@@ -78,7 +78,7 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	c, err := newController(client, factory, nil, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), prometheus.NewRegistry(), name,
+	c, err := newController(client, factory, factory.Core().V1().PersistentVolumeClaims().Informer(), nil, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), prometheus.NewRegistry(), name,
 		Config{DirectoryRoot: t.TempDir(), Workers: 1},
 		lib.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(time.Hour, time.Hour)))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,9 +14,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// listPage is how many pods one list request asks for: the pods a page
-// brings are decoded in full before they are filtered, so the page bounds
-// what a list costs in memory, whatever the size of the cluster.
+// listPage is how many objects one list request asks for: the objects a
+// page brings are decoded in full before they are filtered, so the page
+// bounds what a list costs in memory, whatever the size of the cluster.
 const listPage = 500
 
 // KeptPods returns an informer on the pods of namespace ("" for all) that
@@ -25,7 +26,18 @@ const listPage = 500
 // even when keep no longer accepts it, so that no controller takes a pod
 // that changed for one that is gone. Call it before Run, which starts it.
 func (e *Env) KeptPods(namespace string, keep func(*corev1.Pod) bool) cache.SharedIndexInformer {
-	inf := NewKeptPodsInformer(e.Client, namespace, keep)
+	return e.run(NewKeptPodsInformer(e.Client, namespace, keep))
+}
+
+// WaitingClaims returns an informer on the claims of the cluster that have
+// no volume yet (spec.volumeName empty): a claim leaves it, as if deleted,
+// once it has one. Bound claims, most of a cluster's, are left to the API
+// server: a provisioner has nothing to do for them. Call it before Run.
+func (e *Env) WaitingClaims() cache.SharedIndexInformer {
+	return e.run(NewWaitingClaimsInformer(e.Client))
+}
+
+func (e *Env) run(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.informers = append(e.informers, inf)
@@ -33,96 +45,156 @@ func (e *Env) KeptPods(namespace string, keep func(*corev1.Pod) bool) cache.Shar
 }
 
 // NewKeptPodsInformer is the informer KeptPods returns, not yet started.
-// Its objects are trimmed as the shared informers' are.
 func NewKeptPodsInformer(client kubernetes.Interface, namespace string, keep func(*corev1.Pod) bool) cache.SharedIndexInformer {
-	k := &keptPods{client: client, namespace: namespace, keep: keep, kept: sets.New[string]()}
+	return newKeptInformer(keptPods(client, namespace, keep), &corev1.Pod{})
+}
+
+func keptPods(client kubernetes.Interface, namespace string, keep func(*corev1.Pod) bool) *kept {
+	pods := client.CoreV1().Pods(namespace)
+	return &kept{
+		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return pods.List(ctx, opts)
+		},
+		watch:     pods.Watch,
+		keep:      func(obj runtime.Object) bool { return keep(obj.(*corev1.Pod)) },
+		sticky:    true,
+		emptyList: &corev1.PodList{},
+		kept:      sets.New[string](),
+	}
+}
+
+// NewWaitingClaimsInformer is the informer WaitingClaims returns, not yet
+// started.
+func NewWaitingClaimsInformer(client kubernetes.Interface) cache.SharedIndexInformer {
+	claims := client.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll)
+	return newKeptInformer(&kept{
+		list: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return claims.List(ctx, opts)
+		},
+		watch:     claims.Watch,
+		keep:      func(obj runtime.Object) bool { return obj.(*corev1.PersistentVolumeClaim).Spec.VolumeName == "" },
+		emptyList: &corev1.PersistentVolumeClaimList{},
+		kept:      sets.New[string](),
+	}, &corev1.PersistentVolumeClaim{})
+}
+
+// newKeptInformer builds the informer of k, whose objects are of the type
+// of example. Objects are trimmed as the shared informers' are. It has no
+// namespace index: a controller reads these by key, and adds the indexes
+// it needs.
+func newKeptInformer(k *kept, example runtime.Object) cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformerWithOptions(
-		&cache.ListWatch{ListWithContextFunc: k.list, WatchFuncWithContext: k.watch, DisableChunking: true},
-		// No namespace index: pods are read by key, and one entry per pod
-		// is memory spent for nothing.
-		&corev1.Pod{}, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
+		&cache.ListWatch{ListWithContextFunc: k.listKept, WatchFuncWithContext: k.watchKept, DisableChunking: true},
+		example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
 	_ = inf.SetTransform(trim) // fails only once the informer runs
 	return inf
 }
 
-// keptPods lists and watches pods and passes on the ones kept. kept holds
-// the keys of the pods passed on and not deleted since: the informer's
-// cache has exactly those.
-type keptPods struct {
-	client    kubernetes.Interface
-	namespace string
-	keep      func(*corev1.Pod) bool
+// kept lists and watches objects and passes on the ones kept. kept holds
+// the keys of the objects passed on and not deleted (or dropped) since: the
+// informer's cache has exactly those.
+type kept struct {
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	keep  func(runtime.Object) bool
+	// sticky keeps an object once kept until it is deleted; else one that
+	// keep stops accepting leaves the cache as if deleted.
+	sticky    bool
+	emptyList runtime.Object
 
 	mu   sync.Mutex
 	kept sets.Set[string]
 }
 
-func (k *keptPods) keeps(pod *corev1.Pod) bool {
-	return k.keep(pod) || k.kept.Has(cache.MetaObjectToName(pod).String())
+func keyOf(obj runtime.Object) string {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return ""
+	}
+	return cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}.String()
 }
 
-// list lists the pods page by page, each page filtered before the next is
-// asked for. Paging needs a list at the latest resourceVersion, which is
-// never older than the one the reflector asks for.
-func (k *keptPods) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+func (k *kept) keeps(obj runtime.Object) bool {
+	return k.keep(obj) || k.sticky && k.kept.Has(keyOf(obj))
+}
+
+// listKept lists page by page, each page filtered before the next is asked
+// for. Paging needs a list at the latest resourceVersion, which is never
+// older than the one the reflector asks for.
+func (k *kept) listKept(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	opts.Limit, opts.ResourceVersion, opts.ResourceVersionMatch, opts.Continue = listPage, "", "", ""
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := &corev1.PodList{}
-	kept := sets.New[string]()
+	var items []runtime.Object
+	var resourceVersion string
+	keys := sets.New[string]()
 	for {
-		page, err := k.client.CoreV1().Pods(k.namespace).List(ctx, opts)
+		page, err := k.list(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		if out.ResourceVersion == "" {
-			out.ListMeta = page.ListMeta
+		pageMeta, err := meta.ListAccessor(page)
+		if err != nil {
+			return nil, err
 		}
-		for i := range page.Items {
-			if pod := &page.Items[i]; k.keeps(pod) {
-				kept.Insert(cache.MetaObjectToName(pod).String())
-				out.Items = append(out.Items, *pod)
+		if resourceVersion == "" {
+			resourceVersion = pageMeta.GetResourceVersion()
+		}
+		objs, err := meta.ExtractList(page)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			if k.keeps(obj) {
+				keys.Insert(keyOf(obj))
+				items = append(items, obj)
 			}
 		}
-		if page.Continue == "" {
+		if pageMeta.GetContinue() == "" {
 			break
 		}
-		opts.Continue = page.Continue
+		opts.Continue = pageMeta.GetContinue()
 	}
-	out.Continue = ""
-	k.kept = kept
+	out := k.emptyList.DeepCopyObject()
+	if err := meta.SetList(out, items); err != nil {
+		return nil, err
+	}
+	outMeta, err := meta.ListAccessor(out)
+	if err != nil {
+		return nil, err
+	}
+	outMeta.SetResourceVersion(resourceVersion)
+	k.kept = keys
 	return out, nil
 }
 
-func (k *keptPods) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := k.client.CoreV1().Pods(k.namespace).Watch(ctx, opts)
+func (k *kept) watchKept(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := k.watch(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	return watch.Filter(w, k.filter), nil
 }
 
-// filter passes on the events of the pods kept, and of those that become
-// kept (added, for the cache, as an update of an unknown pod is).
-func (k *keptPods) filter(ev watch.Event) (watch.Event, bool) {
-	pod, ok := ev.Object.(*corev1.Pod)
-	if !ok {
+// filter passes on the events of the objects kept, and of those that become
+// kept (added, for the cache, as an update of an unknown object is); an
+// object that stops being kept is passed on deleted, unless sticky.
+func (k *kept) filter(ev watch.Event) (watch.Event, bool) {
+	if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
 		return ev, true // bookmarks and errors
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	name := cache.MetaObjectToName(pod).String()
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		if !k.keeps(pod) {
+	key := keyOf(ev.Object)
+	switch {
+	case ev.Type == watch.Deleted || !k.keeps(ev.Object):
+		if !k.kept.Has(key) {
 			return ev, false
 		}
-		k.kept.Insert(name)
-	case watch.Deleted:
-		if !k.kept.Has(name) {
-			return ev, false
-		}
-		k.kept.Delete(name)
+		k.kept.Delete(key)
+		ev.Type = watch.Deleted
+	default:
+		k.kept.Insert(key)
 	}
 	return ev, true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,8 +125,8 @@ func TestKeptPodsListsPageByPage(t *testing.T) {
 		}
 		return true, page, nil
 	})
-	k := &keptPods{client: client, keep: keepAnnotated}
-	obj, err := k.list(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 7})
+	k := keptPods(client, "", keepAnnotated)
+	obj, err := k.listKept(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,5 +143,47 @@ func TestKeptPodsListsPageByPage(t *testing.T) {
 	}
 	if !k.kept.Has("ns/a") || !k.kept.Has("ns/d") || k.kept.Len() != 2 {
 		t.Errorf("kept = %v", k.kept)
+	}
+}
+
+// A claim is cached while it waits for a volume, and leaves the cache, as
+// if deleted, once it has one.
+func TestWaitingClaimsDropsBoundClaims(t *testing.T) {
+	claim := func(name, volume string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}}
+	}
+	client := fake.NewClientset(claim("waits", ""), claim("bound", "pv-1"))
+	inf := NewWaitingClaimsInformer(client)
+	var mu sync.Mutex
+	var deleted []string
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
+		mu.Lock()
+		defer mu.Unlock()
+		deleted = append(deleted, obj.(*corev1.PersistentVolumeClaim).Name)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	go inf.RunWithContext(t.Context())
+	if !cache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	waitCached(t, inf, "ns/waits")
+	claims := client.CoreV1().PersistentVolumeClaims("ns")
+	if _, err := claims.Create(t.Context(), claim("new", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Update(t.Context(), claim("waits", "pv-2"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCached(t, inf, "ns/new")
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Equal(deleted, []string{"waits"}), nil
+	})
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Errorf("delete events for %v, want the claim that got its volume", deleted)
 	}
 }

@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,8 +44,46 @@ func trim(obj any) (any, error) {
 			o.Spec = corev1.PersistentVolumeClaimSpec{VolumeName: o.Spec.VolumeName, StorageClassName: o.Spec.StorageClassName}
 			o.Status = corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase}
 		}
+		o.Spec.Resources.Requests = internResources(o.Spec.Resources.Requests)
+		o.Status.Capacity = internResources(o.Status.Capacity)
+	case *corev1.PersistentVolume:
+		o.Spec.Capacity = internResources(o.Spec.Capacity)
 	}
 	return obj, nil
+}
+
+// resourceLists holds one copy of each capacity the caches hold: the
+// volumes and claims of a pool come in a few sizes, and the map of a size
+// weighs more than the rest of a volume's spec. Cached objects are never
+// written in place (a writer copies first), so sharing is safe. Past
+// maxInterned sizes, each object keeps its own map.
+var resourceLists = struct {
+	sync.Mutex
+	m map[string]corev1.ResourceList
+}{m: map[string]corev1.ResourceList{}}
+
+const maxInterned = 1024
+
+func internResources(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	var key strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		// String keeps the quantity's own format: 1Gi and 1073741824
+		// share nothing, so that no write from a cached copy reformats it.
+		fmt.Fprintf(&key, "%s=%s,", name, q.String())
+	}
+	resourceLists.Lock()
+	defer resourceLists.Unlock()
+	if shared, ok := resourceLists.m[key.String()]; ok {
+		return shared
+	}
+	if len(resourceLists.m) < maxInterned {
+		resourceLists.m[key.String()] = l
+	}
+	return l
 }
 
 // ownAnnotations keeps the annotations of this project (and of the system

@@ -132,3 +132,25 @@ func TestTrimKeepsOfABoundClaimItsVolume(t *testing.T) {
 		t.Errorf("bound claim trimmed to %+v", got)
 	}
 }
+
+// Volumes and claims of one size share one capacity map in the caches; a
+// size written another way keeps its own.
+func TestTrimSharesCapacities(t *testing.T) {
+	pv := func(size string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}
+	}
+	capacity := func(obj any) corev1.ResourceList {
+		out, _ := trim(obj)
+		return out.(*corev1.PersistentVolume).Spec.Capacity
+	}
+	a, b, other, sameValue := capacity(pv("3Gi")), capacity(pv("3Gi")), capacity(pv("4Gi")), capacity(pv("3221225472"))
+	if reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
+		t.Error("two volumes of 3Gi keep two maps")
+	}
+	if reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(other).UnsafePointer() || reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(sameValue).UnsafePointer() {
+		t.Error("a volume shares the map of another size, or of the same size written otherwise")
+	}
+	if q := sameValue[corev1.ResourceStorage]; q.String() != "3221225472" {
+		t.Errorf("capacity reformatted to %s", q.String())
+	}
+}
