@@ -166,6 +166,22 @@ func (r *poolCase) deleteGone(ns, name string) {
 	}, fmt.Sprintf("claim %s/%s to be gone", ns, name))
 }
 
+// volumes counts the volumes of the class.
+func (r *poolCase) volumes() int {
+	r.t.Helper()
+	pvs, err := framework.Client().CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	n := 0
+	for _, pv := range pvs.Items {
+		if pv.Spec.StorageClassName == r.class {
+			n++
+		}
+	}
+	return n
+}
+
 // reservedFor waits until volume is reserved for ns/name.
 func (r *poolCase) reservedFor(volume, ns, name string) {
 	r.t.Helper()
@@ -220,16 +236,7 @@ func TestReserveForGivesEachClaimItsOwnVolumeBack(t *testing.T) {
 	if got := r.boundTo(ns, "job-e"); got != first[again[0]] {
 		t.Errorf("claim job-e got volume %s, want %s, the oldest reservation", got, first[again[0]])
 	}
-	pvs, err := framework.Client().CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, pv := range pvs.Items {
-		if pv.Spec.StorageClassName == r.class {
-			n++
-		}
-	}
+	n := r.volumes()
 	if n != len(names) {
 		t.Errorf("the class has %d volumes, want %d: the pool grew", n, len(names))
 	}
@@ -385,16 +392,7 @@ func TestAClaimMadeAgainAtOnceGetsItsVolumeBack(t *testing.T) {
 	}
 	t.Logf("%d of 5 claims found their volume still bound to the earlier claim and waited for it", waited)
 	r.reservedFor(spare, ns, "other")
-	pvs, err := framework.Client().CoreV1().PersistentVolumes().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, pv := range pvs.Items {
-		if pv.Spec.StorageClassName == r.class {
-			n++
-		}
-	}
+	n := r.volumes()
 	if n != 2 {
 		t.Errorf("the class has %d volumes, want 2: the pool grew", n)
 	}

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -150,14 +152,27 @@ func (in *installation) start(ctx context.Context) (map[string]time.Duration, er
 		}
 		procs = append(procs, p)
 	}
+	// Waited for side by side: one after the other, a process ready
+	// before the one waited for first would be read as late as it.
 	ready := map[string]time.Duration{}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
 	for _, p := range procs {
-		d, err := p.WaitReady(ctx, 2*time.Minute)
-		if err != nil {
-			stopAll(procs)
-			return nil, err
-		}
-		ready[p.name] = d
+		wg.Go(func() {
+			d, err := p.WaitReady(ctx, 2*time.Minute)
+			mu.Lock()
+			defer mu.Unlock()
+			ready[p.name] = d
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		stopAll(procs)
+		return nil, err
 	}
 	in.procs = procs
 	return ready, nil
