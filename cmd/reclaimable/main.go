@@ -155,12 +155,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // build makes the environment and the controllers of one subcommand; it
 // starts nothing (env.Run does).
 func build(cmd string, common controller.Options, pw podwatcher.Config, prov provisioner.Config, rel releaser.Config) (*controller.Env, []controller.Runnable, error) {
+	// Process-wide settings of client-go, before any client, queue or
+	// informer reads them: building a client reads its feature gates.
+	controller.StreamInitialLists()
 	env, err := controller.NewEnv(common, "reclaimable-"+cmd+"/"+version)
 	if err != nil {
 		return nil, nil, err
 	}
-	// Process-wide settings of client-go, before any queue or informer.
-	controller.StreamInitialLists()
 	controller.ExportWorkqueueMetrics(env.Registry)
 	constructors := map[string][]func() (controller.Runnable, error){
 		"podwatcher":  {func() (controller.Runnable, error) { return podwatcher.New(env, pw) }},
