@@ -104,6 +104,10 @@ type kept struct {
 
 	mu   sync.Mutex
 	kept sets.Set[string]
+	// initial collects the keys kept from a watch's initial events (a
+	// streamed list, WatchListClient): at their end they replace kept, as
+	// a list's do.
+	initial sets.Set[string]
 }
 
 func keyOf(obj runtime.Object) string {
@@ -173,6 +177,12 @@ func (k *kept) watchKept(ctx context.Context, opts metav1.ListOptions) (watch.In
 	if err != nil {
 		return nil, err
 	}
+	k.mu.Lock()
+	k.initial = nil
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		k.initial = sets.New[string]()
+	}
+	k.mu.Unlock()
 	return watch.Filter(w, k.filter), nil
 }
 
@@ -180,11 +190,16 @@ func (k *kept) watchKept(ctx context.Context, opts metav1.ListOptions) (watch.In
 // kept (added, for the cache, as an update of an unknown object is); an
 // object that stops being kept is passed on deleted, unless sticky.
 func (k *kept) filter(ev watch.Event) (watch.Event, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ev.Type == watch.Bookmark && k.initial != nil {
+		if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+			k.kept, k.initial = k.initial, nil
+		}
+	}
 	if ev.Type != watch.Added && ev.Type != watch.Modified && ev.Type != watch.Deleted {
 		return ev, true // bookmarks and errors
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	key := keyOf(ev.Object)
 	switch {
 	case ev.Type == watch.Deleted || !k.keeps(ev.Object):
@@ -195,6 +210,9 @@ func (k *kept) filter(ev watch.Event) (watch.Event, bool) {
 		ev.Type = watch.Deleted
 	default:
 		k.kept.Insert(key)
+		if k.initial != nil {
+			k.initial.Insert(key)
+		}
 	}
 	return ev, true
 }

@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 func keptPod(name string, kept bool) *corev1.Pod {
@@ -185,5 +188,37 @@ func TestWaitingClaimsDropsBoundClaims(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		t.Errorf("delete events for %v, want the claim that got its volume", deleted)
+	}
+}
+
+// A streamed list (a watch's initial events) rebuilds what is kept, as a
+// list does: a sticky pod deleted while the watch was down is forgotten.
+func TestKeptPodsStreamedListRebuildsWhatIsKept(t *testing.T) {
+	k := keptPods(fake.NewClientset(), "", keepAnnotated)
+	k.kept.Insert("ns/gone", "ns/stays")
+	w := watch.NewFake()
+	k.watch = func(context.Context, metav1.ListOptions) (watch.Interface, error) { return w, nil }
+	filtered, err := k.watchKept(t.Context(), metav1.ListOptions{SendInitialEvents: ptr.To(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filtered.Stop()
+	go func() {
+		w.Add(keptPod("stays", false)) // kept before: sticky
+		w.Add(keptPod("plain", false))
+		w.Add(keptPod("asks", true))
+		w.Action(watch.Bookmark, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+	}()
+	var got []string
+	for ev := range filtered.ResultChan() {
+		if ev.Type == watch.Bookmark {
+			break
+		}
+		got = append(got, ev.Object.(*corev1.Pod).Name)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !slices.Equal(got, []string{"stays", "asks"}) || !k.kept.Equal(sets.New("ns/stays", "ns/asks")) {
+		t.Errorf("passed on %v and kept %v, want stays and asks, and gone forgotten", got, sets.List(k.kept))
 	}
 }
