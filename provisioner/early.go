@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/klog/v2"
@@ -51,8 +50,8 @@ func (e *earlyHandOff) run(ctx context.Context, workers int) { e.queue.Run(ctx, 
 // Errors are not returned: the library's way retries and reports them.
 func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error {
 	claim, err := e.p.claims.PersistentVolumeClaims(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) || err != nil {
-		return nil
+	if err != nil {
+		return nil // gone, or bound and out of the cache
 	}
 	class, ok := e.classOf(claim)
 	if !ok {
@@ -67,7 +66,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if e.p.issuedTo(claim) != "" {
 		return nil
 	}
-	cands := earlyCandidates(e.p.members(class.Name, params.pool), claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub})
+	cands := earlyCandidates(e.p.members(class.Name, params.pool), claim, params.rules())
 	if len(cands) == 0 {
 		return nil
 	}

@@ -82,6 +82,11 @@ type params struct {
 	maxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold
 }
 
+// rules are the parameters that decide who may have a member.
+func (p *params) rules() poolRules {
+	return poolRules{namespaced: p.namespaced, reserving: p.reserveFor > 0, scrub: p.scrub}
+}
+
 // commonParams may be set on a class of any backend.
 var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces}
 

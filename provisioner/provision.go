@@ -212,7 +212,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	}()
 
 	members := p.members(class.Name, params.pool)
-	cands, state := candidates(members, claim, poolRules{namespaced: params.namespaced, reserving: params.reserveFor > 0, scrub: params.scrub}, opts.SelectedNode, selector)
+	cands, state := candidates(members, claim, params.rules(), opts.SelectedNode, selector)
 	if params.namespaced && params.scrubAcross && state.otherNamespace > 0 {
 		state.crossable = crossable(members, claim, opts.SelectedNode, selector)
 	}

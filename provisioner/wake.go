@@ -47,16 +47,16 @@ func (p *provisioner) awaitReturn(claim *corev1.PersistentVolumeClaim, pv *corev
 
 // wakeReturns hands back to the library the claims waiting for pv to be
 // released, on any change of it: those it still keeps wait again.
-func (p *provisioner) wakeReturns(pv string) {
-	for _, c := range p.returns.still(pv, p.stillWaiting) {
-		p.requeue(c)
-	}
-}
+func (p *provisioner) wakeReturns(pv string) { p.requeueStill(p.returns, pv) }
 
 // wake hands the claims waiting for class back to the library, which calls
 // Provision for them at once instead of after its back-off.
-func (p *provisioner) wake(class string) {
-	for _, c := range p.waiting.still(class, p.stillWaiting) {
+func (p *provisioner) wake(class string) { p.requeueStill(p.waiting, class) }
+
+// requeueStill hands back to the library the claims of w that wait for
+// key and still wait for a volume.
+func (p *provisioner) requeueStill(w *waitingClaims, key string) {
+	for _, c := range w.still(key, p.stillWaiting) {
 		p.requeue(c)
 	}
 }

@@ -19,11 +19,10 @@ import (
 // bookkeeping on every object; of Pods and Jobs (the most numerous and
 // largest objects cached) everything but their metadata, their claim
 // volumes, a Pod's scheduling gates and phase and a Job's conditions, which
-// is all the podwatcher reads; and of a claim that has its volume (spec.
-// volumeName), everything but its metadata, that volume's name, its class
-// and phase: only the provisioner caches claims in full, to serve those
-// without a volume, and it never writes a claim from its cache. A
-// controller that comes to need more must add it here.
+// is all the podwatcher reads. Claims are cached whole only while they wait
+// for a volume (WaitingClaims), else as metadata (trimToMetadata); volumes
+// share their capacity maps. A controller that comes to need more must add
+// it here.
 func trim(obj any) (any, error) {
 	if acc, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		acc.GetObjectMeta().SetManagedFields(nil)
@@ -37,15 +36,6 @@ func trim(obj any) (any, error) {
 		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
 		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes, o.Annotations)}}
 		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
-	case *corev1.PersistentVolumeClaim:
-		if o.Spec.VolumeName != "" {
-			o.Annotations = ownAnnotations(o.Annotations)
-			o.Finalizers = nil
-			o.Spec = corev1.PersistentVolumeClaimSpec{VolumeName: o.Spec.VolumeName, StorageClassName: o.Spec.StorageClassName}
-			o.Status = corev1.PersistentVolumeClaimStatus{Phase: o.Status.Phase}
-		}
-		o.Spec.Resources.Requests = internResources(o.Spec.Resources.Requests)
-		o.Status.Capacity = internResources(o.Status.Capacity)
 	case *corev1.PersistentVolume:
 		o.Spec.Capacity = internResources(o.Spec.Capacity)
 	}
@@ -53,8 +43,8 @@ func trim(obj any) (any, error) {
 }
 
 // resourceLists holds one copy of each capacity the caches hold: the
-// volumes and claims of a pool come in a few sizes, and the map of a size
-// weighs more than the rest of a volume's spec. Cached objects are never
+// volumes of a pool come in a few sizes, and the map of a size weighs more
+// than the rest of a volume's spec. Cached objects are never
 // written in place (a writer copies first), so sharing is safe. Past
 // maxInterned sizes, each object keeps its own map.
 var resourceLists = struct {
@@ -88,7 +78,7 @@ func internResources(l corev1.ResourceList) corev1.ResourceList {
 
 // ownAnnotations keeps the annotations of this project (and of the system
 // it replaces): what the PV controller and others write on a claim is read
-// by none of the controllers.
+// by none of the controllers that cache its metadata.
 func ownAnnotations(m map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range m {

@@ -105,36 +105,24 @@ func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
 	}
 }
 
-// The provisioner's cache keeps of a claim that has its volume what tells
-// it apart from one that waits for a volume; one that waits, it keeps whole.
-func TestTrimKeepsOfABoundClaimItsVolume(t *testing.T) {
+// A claim waiting for its volume, the only kind cached whole, keeps all
+// the provisioner and the library read of it.
+func TestTrimKeepsAWaitingClaimWhole(t *testing.T) {
 	class := "pool"
 	meta := metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u",
 		Labels:      map[string]string{"l": "v"},
-		Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes", keys.ConsumerOutcome: "Failed"}}
+		Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": "vendor/reclaimable", keys.ConsumerOutcome: "Failed"}}
 	spec := corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
-
 	waiting := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy(), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}}
 	out, _ := trim(waiting.DeepCopy())
 	if !reflect.DeepEqual(out, waiting) {
 		t.Errorf("a claim without a volume was trimmed: %+v", out)
 	}
-
-	bound := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy(),
-		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: spec.Resources.Requests}}
-	bound.Spec.VolumeName = "pv"
-	out, _ = trim(bound)
-	got := out.(*corev1.PersistentVolumeClaim)
-	if !reflect.DeepEqual(got.Spec, corev1.PersistentVolumeClaimSpec{VolumeName: "pv", StorageClassName: &class}) ||
-		!reflect.DeepEqual(got.Status, corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}) ||
-		!reflect.DeepEqual(got.Annotations, map[string]string{keys.ConsumerOutcome: "Failed"}) || got.Labels["l"] != "v" || got.UID != "u" {
-		t.Errorf("bound claim trimmed to %+v", got)
-	}
 }
 
-// Volumes and claims of one size share one capacity map in the caches; a
-// size written another way keeps its own.
+// Volumes of one size share one capacity map in the caches; a size written
+// another way keeps its own.
 func TestTrimSharesCapacities(t *testing.T) {
 	pv := func(size string) *corev1.PersistentVolume {
 		return &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}
