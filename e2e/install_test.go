@@ -144,7 +144,7 @@ patches:
 			"mutatingadmissionpolicybinding.admissionregistration.k8s.io/reclaimable-claims-gate created",
 		}},
 		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
-			"storageclass.storage.k8s.io/reclaimable", "storageclass.storage.k8s.io/reclaimable-local", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
+			"storageclass.storage.k8s.io/reclaimable", "storageclass.storage.k8s.io/reclaimable-local", "storageclass.storage.k8s.io/gp3", "storageclass.storage.k8s.io/build-cache", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
 			"podtemplate/ci-agent", "volumepool.reclaimable.github.io/reclaimable",
 		}},
 	} {

@@ -43,6 +43,8 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	}
 	maker, advice := params.pool.maker()
 	switch {
+	case params.backend == backendClass:
+		return fmt.Errorf("the %s backend does not make members ahead of claims yet: its pool grows as claims come", backendClass)
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
 	case params.backend == backendLocal && len(p.aheadNodes(class, pool)) == 0:

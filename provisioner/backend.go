@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // A backend is where the volumes of a class come from. The Provision flow
@@ -23,10 +25,23 @@ type backend interface {
 	// forClass validates those parameters of class and returns the
 	// backend's view of it, or every problem at once.
 	forClass(class *storagev1.StorageClass) (classBackend, []error)
-	// delete removes the storage of pv, a volume this backend made (its
-	// annBackend annotation names the backend) with reclaim policy Delete.
-	delete(ctx context.Context, pv *corev1.PersistentVolume) error
+	// delete ends pv, a volume this backend made (its annBackend annotation
+	// names the backend) with reclaim policy Delete: it removes the
+	// storage, after which the library deletes the volume object
+	// (storageRemoved), or gives the volume to the provisioner that made
+	// its storage, which deletes both (handedBack).
+	delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error)
 }
+
+// deletion is how a backend ended a volume.
+type deletion int
+
+const (
+	// storageRemoved: the volume object is the library's to delete.
+	storageRemoved deletion = iota
+	// handedBack: another provisioner deletes the storage and the object.
+	handedBack
+)
 
 // classBackend is a backend's view of one StorageClass.
 type classBackend interface {
@@ -80,9 +95,13 @@ type madeVolume struct {
 // provisionerName is the provisioner's own name; client runs the backends'
 // lifecycle pods, events follows them, and lifecycle (if not nil) times
 // them.
-func newBackends(provisionerName string, client kubernetes.Interface, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
+func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
 	pods := newLifecyclePods(client, cfg, events, lifecycle)
+	if classes == nil {
+		classes = storagelisters.NewStorageClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	}
 	return map[string]backend{
+		backendClass:     &classPoolBackend{provisioner: provisionerName, client: client, classes: classes},
 		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}, pods: pods},
 		backendStatic:    staticBackend{},
 		backendLocal:     &localBackend{provisioner: provisionerName, pods: pods},

@@ -30,6 +30,9 @@ type Config struct {
 	// PoolStatusInterval batches the writes of a VolumePool's status: at
 	// most one per pool per interval, however many members change.
 	PoolStatusInterval time.Duration
+	// BackingClaimNamespace is where the claims through which class pools
+	// grow are made; "" for the installation's namespace.
+	BackingClaimNamespace string
 	// MeasureTimeout bounds the walk that measures a member of a directory
 	// class back in the pool.
 	MeasureTimeout time.Duration
@@ -48,6 +51,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
 	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", 5*time.Second,
 		"Longest a VolumePool's status lags behind its members: changes within it are written at once, at most one status write per pool per interval.")
+	fs.StringVar(&c.BackingClaimNamespace, "backing-claim-namespace", "",
+		"Namespace of the claims through which a pool of the class backend gets new volumes from its backing class, each deleted once its volume is handed over; the provisioner creates and deletes claims there only. Defaults to the installation's namespace (that of the Leases).")
 	fs.DurationVar(&c.MeasureTimeout, "measure-timeout", 30*time.Second,
 		"How long the walk that measures the bytes a directory-backend member holds, as it comes back to the pool, may take; a member it cannot finish is reported partial, its bytes a lower bound.")
 }
@@ -68,6 +73,9 @@ func (c *Config) validate() error {
 	}
 	if c.PoolStatusInterval <= 0 {
 		errs = append(errs, errors.New("--pool-status-interval must be positive"))
+	}
+	if msgs := validation.IsDNS1123Label(c.BackingClaimNamespace); c.BackingClaimNamespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--backing-claim-namespace %q: %s", c.BackingClaimNamespace, strings.Join(msgs, "; ")))
 	}
 	if msgs := validation.IsDNS1123Label(c.LifecycleNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--lifecycle-namespace %q: %s", c.LifecycleNamespace, strings.Join(msgs, "; ")))

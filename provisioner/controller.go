@@ -74,6 +74,14 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.provisioner.controllerID = env.ControllerID
+	ns := cfg.BackingClaimNamespace
+	if ns == "" {
+		ns = env.Namespace()
+	}
+	backing := env.InformerFactory(ns, backingClaimSelector(env.ControllerID)).Core().V1().PersistentVolumeClaims().Informer()
+	if err := c.provisioner.useBackingClaims(backing, ns); err != nil {
+		return nil, err
+	}
 	c.provisioner.onWaitingChange = c.pools.Notify
 	c.provisioner.measurer.measured = c.pools.Notify
 	return c, nil
@@ -91,7 +99,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err := controller.IndexVolumesByClass(volumes); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
-	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID}); err != nil {
+	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	claims := &claimInformer{SharedIndexInformer: claimInf}
@@ -100,7 +108,20 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	p.requeue = claims.requeue
 	p.nodes = factory.Core().V1().Nodes().Lister()
 	early := newEarlyHandOff(p, factory.Storage().V1().StorageClasses().Lister())
-	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: early.onClaim}); err != nil {
+	p.useClasses(factory.Storage().V1().StorageClasses().Lister())
+	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: early.onClaim,
+		// Deleted, or bound and out of the cache: a backing claim made
+		// for it may be done with.
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+				p.onClaimGone(claim)
+			}
+		},
+	}); err != nil {
 		return nil, fmt.Errorf("watching claims: %w", err)
 	}
 	if pools != nil {
@@ -114,6 +135,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		AddFunc: func(obj any) {
 			if pv, ok := obj.(*corev1.PersistentVolume); ok {
 				p.onVolume(nil, pv)
+				p.onKeptVolume(pv)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
@@ -121,6 +143,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 			c, ok2 := cur.(*corev1.PersistentVolume)
 			if ok1 && ok2 {
 				p.onVolume(o, c)
+				p.onKeptVolume(c)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -190,6 +213,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.scrubber.run(ctx) })
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })
 	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })
+	if b := c.provisioner.backing; b != nil {
+		wg.Go(func() { b.queue.Run(ctx, 1) })
+	}
 	c.lib.Run(ctx)
 	wg.Wait()
 	return nil

@@ -10,7 +10,8 @@ import (
 )
 
 // Delete removes, through the backend that made it, the storage of a volume
-// this provisioner created with reclaim policy Delete. Anything else is left
+// this provisioner created with reclaim policy Delete, or hands it back to
+// the provisioner that made its storage (the class backend). Anything else is left
 // alone: the library then keeps the PV too.
 func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	p.pending.unreserve(pv.Name)
@@ -21,5 +22,18 @@ func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		return &lib.IgnoredError{Reason: "the volume's reclaim policy is not Delete, its data is kept"}
 	}
-	return b.delete(ctx, pv)
+	// Released is the PV controller's word, and may be stale: a volume
+	// handed to a claim (the class backend's, a taken member) is Released
+	// until the PV controller binds it.
+	if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
+		if err != nil {
+			return err
+		}
+		return &lib.IgnoredError{Reason: "the claim the volume names still exists"}
+	}
+	how, err := b.delete(ctx, pv)
+	if err == nil && how == handedBack {
+		return &lib.IgnoredError{Reason: "the volume was handed back to the provisioner that made its storage, which deletes it"}
+	}
+	return err
 }

@@ -182,10 +182,10 @@ func (c *directoryClass) plan(v newVolume) (madeVolume, error) {
 
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
-func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
 	name, baseDir := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annBaseDir)
 	if name != pv.Name || sourceDirName(pv) != name {
-		return fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
+		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
 	}
 	remove := b.remove
 	if remove == nil {
@@ -196,10 +196,10 @@ func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 		err = b.removeThroughPod(ctx, pv, baseDir, name, remove, err)
 	}
 	if err != nil {
-		return err
+		return storageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a volume", "pv", pv.Name, "baseDir", baseDir)
-	return nil
+	return storageRemoved, nil
 }
 
 // removeThroughPod removes the directory of pv through a delete pod on a

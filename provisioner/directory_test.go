@@ -249,7 +249,7 @@ func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 			if tt.pod != "" {
 				finish(t, client, "delete-pvc-1", tt.pod, "")
 			}
-			err := b.delete(context.Background(), tt.pv)
+			_, err := b.delete(context.Background(), tt.pv)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("delete: %v, want an error containing %q", err, tt.wantErr)
 			}

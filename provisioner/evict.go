@@ -44,7 +44,10 @@ const (
 )
 
 // errCannotEvict says a backend keeps no storage it could remove.
-var errCannotEvict = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
+var (
+	errCannotEvict    = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
+	errCannotEvictYet = errors.New("the class backend does not evict members yet")
+)
 
 // CheckEvict says why the members of class, as its pool makes it, cannot
 // be evicted, or nil.
@@ -53,8 +56,11 @@ func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
 	if err != nil {
 		return err
 	}
-	if params.backend == backendStatic {
+	switch params.backend {
+	case backendStatic:
 		return errCannotEvict
+	case backendClass:
+		return errCannotEvictYet
 	}
 	return nil
 }
@@ -98,7 +104,7 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if !evictable(pv) {
 		return false, nil
 	}
-	if b := p.backends[keys.Value(pv.Annotations, annBackend)]; b == nil || keys.Value(pv.Annotations, annBackend) == backendStatic {
+	if b := p.backends[keys.Value(pv.Annotations, annBackend)]; b == nil || keys.Value(pv.Annotations, annBackend) == backendStatic || keys.Value(pv.Annotations, annBackend) == backendClass {
 		return false, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
@@ -231,7 +237,13 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 	if b == nil {
 		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", name, annBackend, keys.EvictFinalizer)
 	}
-	if err := b.delete(ctx, pv); err != nil {
+	how, err := b.delete(ctx, pv)
+	if err == nil && how == handedBack {
+		// Evict fences no such member: the backing provisioner deletes
+		// only what is Released, never an object already being deleted.
+		return fmt.Errorf("volume %s was handed back to the provisioner of its storage, which does not delete a volume object being deleted; remove its finalizer %s by hand once its storage is gone", name, keys.EvictFinalizer)
+	}
+	if err != nil {
 		var ignored *lib.IgnoredError
 		if !errors.As(err, &ignored) {
 			e.p.recorder.Eventf(pv, corev1.EventTypeWarning, reasonEvictionFailed, "Removing the storage of the evicted volume failed, retrying: %v", err)

@@ -45,7 +45,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{controller.VolumesByClass: controller.VolumeClass, indexClaimUID: indexByClaimUID}),
+		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{controller.VolumesByClass: controller.VolumeClass, indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}),
 		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		recorder: record.NewFakeRecorder(1000),
 		root:     t.TempDir(),

@@ -24,6 +24,26 @@ import (
 // count against maxVolumes, and the PersistentVolume around what the
 // backend made.
 
+// growth is a new volume's place among its class's volumes, which admit
+// holds for it: the labels and node affinity it gets.
+type growth struct {
+	labels   map[string]string
+	affinity *corev1.VolumeNodeAffinity
+	// count is how many volumes the class had besides it.
+	count int
+}
+
+// verdict is what Provision returns, when a check decides it.
+type verdict struct {
+	pv    *corev1.PersistentVolume
+	state lib.ProvisioningState
+	err   error
+}
+
+func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error) *verdict {
+	return &verdict{pv: pv, state: state, err: err}
+}
+
 // grow makes a new volume for claim through the class's backend, within the
 // class's growth limits.
 func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, maker volumeMaker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
@@ -31,23 +51,51 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	if reason, err := maker.refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
 	}
+	g, v := p.admit(ctx, opts, params, selector, state)
+	if v != nil {
+		return v.pv, v.state, v.err
+	}
+	made, err := maker.create(ctx, newVolume{name: opts.PVName, claim: claim, node: opts.SelectedNode})
+	if err != nil {
+		p.pending.unreserve(opts.PVName)
+		return nil, lib.ProvisioningFinished, err
+	}
+	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, g.affinity, keys.Map(
+		keys.LastClaim, claimKey(claim),
+		annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
+		// See take: a volume whose claim got bound elsewhere returns to
+		// the pool.
+		volumehelpers.AnnBoundByController, "yes",
+	))
+	pv.Labels = p.ownLabels(g.labels)
+	p.metrics.created.WithLabelValues(class.Name).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
+	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", g.count+1)
+	return pv, lib.ProvisioningFinished, nil
+}
+
+// admit runs the checks every new volume of a class passes, whatever makes
+// it, and holds its place (under opts.PVName) within the class's growth
+// limits; or returns what Provision says instead.
+func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, params *params, selector labels.Selector, state poolState) (growth, *verdict) {
+	claim, class := opts.PVC, opts.StorageClass
 	// A size beyond what a byte count holds is no real request (and would
 	// overflow the consumers' arithmetic); a class may set a lower bound.
 	request := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if request.CmpInt64(math.MaxInt64) >= 0 { // Quantity saturates at the largest int64
-		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s, at least 8 EiB, more than any volume holds", request.String()))
+		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s, at least 8 EiB, more than any volume holds", request.String())))
 	}
 	if max := params.maxCapacity; max != nil && request.Cmp(*max) > 0 {
-		return p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), paramMaxCapacity))
+		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), paramMaxCapacity)))
 	}
 	volumeLabels, err := labelsFor(selector)
 	if err != nil {
-		return p.refuse(claim, reasonUnsupportedSelector, err)
+		return growth{}, decided(p.refuse(claim, reasonUnsupportedSelector, err))
 	}
 	affinity := nodeAffinity(class)
 	if node := opts.SelectedNode; node != nil && affinity != nil {
 		if ok, err := corev1helpers.MatchNodeSelectorTerms(node, affinity.Required); err != nil || !ok {
-			return nil, lib.ProvisioningReschedule, fmt.Errorf("node %s is outside the allowedTopologies of class %s", node.Name, class.Name)
+			return growth{}, decided(nil, lib.ProvisioningReschedule, fmt.Errorf("node %s is outside the allowedTopologies of class %s", node.Name, class.Name))
 		}
 	}
 
@@ -61,30 +109,14 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		msg := fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
 			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes)
 		if params.evictForClaims {
-			return p.evictForClaim(ctx, claim, class, params, state, msg)
+			return growth{}, decided(p.evictForClaim(ctx, claim, class, params, state, msg))
 		}
-		return p.exhausted(ctx, claim, class, state, msg)
+		return growth{}, decided(p.exhausted(ctx, claim, class, state, msg))
 	case !ok:
-		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes on node %s (%s=%d) and its pool has nothing that fits there: %s; free a volume on that node or raise %s",
-			class.Name, onNode, params.maxVolumesPerNode, node, paramMaxVolumesPerNode, params.maxVolumesPerNode, state, paramMaxVolumesPerNode))
+		return growth{}, decided(p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes on node %s (%s=%d) and its pool has nothing that fits there: %s; free a volume on that node or raise %s",
+			class.Name, onNode, params.maxVolumesPerNode, node, paramMaxVolumesPerNode, params.maxVolumesPerNode, state, paramMaxVolumesPerNode)))
 	}
-	made, err := maker.create(ctx, newVolume{name: opts.PVName, claim: claim, node: opts.SelectedNode})
-	if err != nil {
-		p.pending.unreserve(opts.PVName)
-		return nil, lib.ProvisioningFinished, err
-	}
-	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, affinity, keys.Map(
-		keys.LastClaim, claimKey(claim),
-		annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
-		// See take: a volume whose claim got bound elsewhere returns to
-		// the pool.
-		volumehelpers.AnnBoundByController, "yes",
-	))
-	pv.Labels = p.ownLabels(volumeLabels)
-	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
-	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", count+1)
-	return pv, lib.ProvisioningFinished, nil
+	return growth{labels: volumeLabels, affinity: affinity, count: count}, nil
 }
 
 // ownLabels adds to labels the one that associates a volume with this

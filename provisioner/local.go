@@ -146,17 +146,17 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 // that is. A node that is gone cannot run the pod: the volume stays, with
 // the error as a Warning, for an administrator to clean the disk and
 // delete the object.
-func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
 	name, node, nodePath := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annNode), keys.Value(pv.Annotations, annNodePath)
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
-		return fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
+		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
 	}
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
+		return storageRemoved, fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
 	}
 	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, annLifecycleTemplates)}); err != nil {
-		return err
+		return storageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)
-	return nil
+	return storageRemoved, nil
 }

@@ -109,18 +109,18 @@ func TestLocalDelete(t *testing.T) {
 
 	b, client := newBackend(node("n1"))
 	finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
-	if err := b.delete(context.Background(), pv()); err != nil {
+	if _, err := b.delete(context.Background(), pv()); err != nil {
 		t.Fatalf("delete on a live node: %v", err)
 	}
 
 	b, _ = newBackend()
-	err := b.delete(context.Background(), pv())
+	_, err := b.delete(context.Background(), pv())
 	if err == nil || !strings.Contains(err.Error(), "node n1, which holds the directory of volume pvc-1, is gone: remove /var/lib/caches/pvc-1 from its disk if it comes back, then delete the volume") {
 		t.Errorf("delete on a gone node = %v", err)
 	}
 
 	b, _ = newBackend(node("n1"))
-	err = b.delete(context.Background(), pv(func(pv *corev1.PersistentVolume) { pv.Spec.HostPath.Path = "/etc" }))
+	_, err = b.delete(context.Background(), pv(func(pv *corev1.PersistentVolume) { pv.Spec.HostPath.Path = "/etc" }))
 	if err == nil || !strings.Contains(err.Error(), "refusing to delete the data of volume pvc-1") {
 		t.Errorf("delete of a volume whose source is not its directory = %v", err)
 	}

@@ -46,7 +46,7 @@ func FuzzParseParameters(f *testing.F) {
 		// Every class binds on first use, which the local backend needs and
 		// the others ignore.
 		wffc := storagev1.VolumeBindingWaitForFirstConsumer
-		p, err := parseParameters(&storagev1.StorageClass{Parameters: in, VolumeBindingMode: &wffc}, newBackends(testProvisioner, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
+		p, err := parseParameters(&storagev1.StorageClass{Parameters: in, VolumeBindingMode: &wffc}, newBackends(testProvisioner, nil, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
 		if err != nil {
 			return
 		}

@@ -126,7 +126,7 @@ func TestParseParameters(t *testing.T) {
 			if tt.wffc {
 				class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
 			}
-			got, err := parseParameters(class, newBackends(testProvisioner, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
+			got, err := parseParameters(class, newBackends(testProvisioner, nil, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)

@@ -102,6 +102,9 @@ type provisioner struct {
 	// returns holds, by volume, the claims that wait for it to be released
 	// by the earlier claim of their name.
 	returns *waitingClaims
+	// backing are the claims through which class pools grow; nil
+	// until useBackingClaims.
+	backing *backingClaims
 	// after runs f after d, as time.AfterFunc does.
 	after func(d time.Duration, f func())
 }
@@ -113,7 +116,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		pools: controller.NoPools(),
 		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		lifecycle:       lifecycle,
-		backends:        newBackends(name, client, cfg, lifecycle, m.lifecycle),
+		backends:        newBackends(name, client, nil, cfg, lifecycle, m.lifecycle),
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
 		onWaitingChange: func(string) {},
 		waiting:         newWaitingClaims(),
@@ -233,6 +236,9 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
+	if b, ok := params.pool.(*backedClass); ok {
+		return p.growThrough(ctx, opts, params, b, selector, state)
+	}
 	maker, advice := params.pool.maker()
 	if maker == nil {
 		if opts.SelectedNode != nil && state.unfit["node"] > 0 {

@@ -25,8 +25,8 @@ func (staticBackend) forClass(class *storagev1.StorageClass) (classBackend, []er
 	return staticClass{name: class.Name}, nil
 }
 
-func (staticBackend) delete(context.Context, *corev1.PersistentVolume) error {
-	return &lib.IgnoredError{Reason: "the static backend makes no volumes and removes none"}
+func (staticBackend) delete(context.Context, *corev1.PersistentVolume) (deletion, error) {
+	return storageRemoved, &lib.IgnoredError{Reason: "the static backend makes no volumes and removes none"}
 }
 
 type staticClass struct{ name string }

@@ -115,6 +115,7 @@ type reason string
 const (
 	notOurs         reason = "not associated with this controller ID"
 	beingDeleted    reason = "being deleted"
+	notRetained     reason = "reclaim policy is not Retain"
 	notReleased     reason = "not in phase Released"
 	noClaimRef      reason = "no claimRef"
 	invalidClaimRef reason = "claimRef lacks a namespace or name"
@@ -131,6 +132,10 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 		return false, notOurs
 	case pv.DeletionTimestamp != nil:
 		return false, beingDeleted
+	case pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain:
+		// Its provisioner deletes it once Released: made Available, it
+		// would stay, the storage with it, in no pool.
+		return false, notRetained
 	case controller.Scrubbing(pv):
 		// The provisioner's scrubber returns it to the pool, emptied.
 		return false, beingScrubbed

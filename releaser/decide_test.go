@@ -182,6 +182,9 @@ func TestReleasable(t *testing.T) {
 		{name: "Available, pre-bound", pv: volume(corev1.VolumeAvailable, labelled(testID)), why: notReleased},
 		{name: "Failed", pv: volume(corev1.VolumeFailed, labelled(testID)), why: notReleased},
 		{name: "being deleted", pv: volume(corev1.VolumeReleased, labelled(testID), deleting), why: beingDeleted},
+		{name: "reclaim policy Delete", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) {
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		}), why: notRetained},
 		{name: "no claimRef", pv: volume(corev1.VolumeReleased, labelled(testID), withoutClaimRef), why: noClaimRef},
 		{name: "claimRef without name", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.Name = "" }), why: invalidClaimRef},
 		{name: "claimRef without namespace", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.Namespace = "" }), why: invalidClaimRef},

@@ -135,6 +135,11 @@ func (o *Options) leaseName(controller string) string {
 	return prefix + "-" + controller
 }
 
+// Namespace is the installation's namespace: where its Leases live, which
+// --leader-elect-resource-namespace names, else the namespace the pod runs
+// in, as the downward API or the service account tells.
+func (o *Options) Namespace() string { return o.leaseNamespace() }
+
 // leaseNamespace is where the Leases live when no flag says otherwise: the
 // namespace the pod runs in, as the downward API or the service account tells.
 func (o *Options) leaseNamespace() string {

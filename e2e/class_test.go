@@ -1,0 +1,137 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/e2e/framework"
+	"github.com/reclaimable/reclaimable/e2e/objects"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The class backend's tests run a pool in front of a StorageClass of a real
+// CSI stack: the tests' CSI driver behind the real external-provisioner
+// sidecar (framework.StartCSIDriver). The driver's volumes hold no data and
+// no pod mounts them; what is tested is who makes, issues and deletes them.
+
+type classCase struct {
+	*provisionerEnv
+	driver  *framework.CSIDriver
+	backing string // the driver's class
+	pool    string // the pool class in front of it
+}
+
+// startClassPool runs the controllers ("all") with a pool class of reclaim
+// policy policy in front of a class of a CSI driver of the test's own.
+func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *classCase {
+	t.Helper()
+	c := &classCase{driver: framework.StartCSIDriver(t)}
+	c.provisionerEnv = &provisionerEnv{t: t, ns: framework.Namespace(t), id: framework.Name("class"), name: "e2e.reclaimable.test/" + framework.Name("p")}
+	c.backing = framework.CreateClass(t, objects.NewClass(framework.Name("csi"), c.driver.Name, func(sc *storagev1.StorageClass) {
+		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
+	}))
+	c.pool = framework.CreateClass(t, objects.NewClass(framework.Name("pool"), c.name, func(sc *storagev1.StorageClass) {
+		sc.ReclaimPolicy = &policy
+		sc.Parameters = map[string]string{"backend": "class", "backingClass": c.backing}
+	}))
+	c.watch(c.pool)
+	c.proc = framework.StartController(t, "all", "--controller-id="+c.id, "--provisioner-name="+c.name,
+		"--namespace="+c.ns, "--backing-claim-namespace="+c.ns, "--release-interval=5s")
+	c.proc.WaitReady(t)
+	return c
+}
+
+// noBackingClaimLeft waits until the claims the provisioner made in the
+// backing class are all gone.
+func (c *classCase) noBackingClaimLeft() {
+	c.t.Helper()
+	framework.Eventually(c.t, provisionerWait, func(ctx context.Context) (bool, error) {
+		claims, err := framework.Client().CoreV1().PersistentVolumeClaims(c.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(claims.Items, func(pc corev1.PersistentVolumeClaim) bool {
+			return pc.Spec.StorageClassName != nil && *pc.Spec.StorageClassName == c.backing
+		}), nil
+	}, "no claim of the backing class to be left")
+}
+
+// fromDriver checks that pv is a volume the driver made, issued as a member
+// of the pool class.
+func (c *classCase) fromDriver(pv *corev1.PersistentVolume, policy corev1.PersistentVolumeReclaimPolicy) {
+	c.t.Helper()
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != c.driver.Name || pv.Spec.CSI.VolumeHandle == "" {
+		c.t.Fatalf("volume %s has source %+v, want a volume of driver %s", pv.Name, pv.Spec.PersistentVolumeSource, c.driver.Name)
+	}
+	if pv.Spec.StorageClassName != c.pool || pv.Annotations[keys.ProvisionedBy] != c.name || pv.Spec.PersistentVolumeReclaimPolicy != policy {
+		c.t.Fatalf("volume %s: class %s, provisioned-by %q, reclaim policy %s; want a member of %s, %s, %s",
+			pv.Name, pv.Spec.StorageClassName, pv.Annotations[keys.ProvisionedBy], pv.Spec.PersistentVolumeReclaimPolicy, c.pool, c.name, policy)
+	}
+	if slices.Contains(pv.Finalizers, "external-provisioner.volume.kubernetes.io/finalizer") {
+		c.t.Errorf("volume %s keeps the sidecar's finalizer: %v", pv.Name, pv.Finalizers)
+	}
+}
+
+// A pool in front of a CSI class grows through the real sidecar, issues the
+// volume it got to the claim, and, once the claim is gone, issues it again
+// to the next claim: one CreateVolume for two claims.
+func TestAClassPoolGrowsThroughACSIDriverAndIssuesItsVolumeAgain(t *testing.T) {
+	t.Parallel()
+	c := startClassPool(t, corev1.PersistentVolumeReclaimRetain)
+
+	first := c.claim("first", c.pool, "1Gi")
+	pv := c.bound(first)
+	c.fromDriver(pv, corev1.PersistentVolumeReclaimRetain)
+	if calls := c.driver.Calls(t); !slices.Equal(calls.Created, []string{pv.Spec.CSI.VolumeHandle}) {
+		t.Fatalf("the driver made %v, want the one volume %s", calls.Created, pv.Spec.CSI.VolumeHandle)
+	}
+	c.noBackingClaimLeft()
+
+	c.deleteClaim("first")
+	framework.Eventually(t, provisionerWait, func(ctx context.Context) (bool, error) {
+		got, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
+	}, "volume "+pv.Name+" to be back in the pool")
+	second := c.claim("second", c.pool, "1Gi")
+	if got := c.bound(second); got.Name != pv.Name {
+		t.Fatalf("second claim got %s, want the pool's volume %s", got.Name, pv.Name)
+	}
+	if calls := c.driver.Calls(t); len(calls.Created) != 1 || len(calls.Deleted) != 0 {
+		t.Fatalf("the driver made %v and deleted %v for two claims, want one volume made and none deleted", calls.Created, calls.Deleted)
+	}
+	c.inv.Check(t, provisionerWait)
+}
+
+// Under reclaim policy Delete, a member whose claim is gone goes back to
+// the driver, which deletes it: DeleteVolume, and no object left behind.
+func TestAClassPoolUnderDeleteGivesTheVolumeBackToItsDriver(t *testing.T) {
+	t.Parallel()
+	c := startClassPool(t, corev1.PersistentVolumeReclaimDelete)
+
+	claim := c.claim("only", c.pool, "1Gi")
+	pv := c.bound(claim)
+	c.fromDriver(pv, corev1.PersistentVolumeReclaimDelete)
+	c.noBackingClaimLeft()
+
+	c.deleteClaim("only")
+	framework.Eventually(t, provisionerWait, func(ctx context.Context) (bool, error) {
+		pvs, err := framework.Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return !slices.ContainsFunc(pvs.Items, func(v corev1.PersistentVolume) bool { return v.Name == pv.Name }), nil
+	}, "volume "+pv.Name+" to be deleted")
+	if calls := c.driver.Calls(t); !slices.Equal(calls.Deleted, []string{pv.Spec.CSI.VolumeHandle}) {
+		t.Fatalf("the driver deleted %v, want %s", calls.Deleted, pv.Spec.CSI.VolumeHandle)
+	}
+	c.noBackingClaimLeft()
+	c.inv.Check(t, provisionerWait)
+}

@@ -1,0 +1,136 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The class backend puts a pool in front of another StorageClass, the
+// backing class, whose provisioner (a CSI driver's external-provisioner,
+// typically) makes and deletes the storage. The pool decides who gets which
+// volume; the driver still makes every disk and deletes it.
+//
+// A new member is obtained through a claim of the provisioner's own in the
+// backing class (a backing claim, backing.go) and handed over to the user's
+// claim once the backing provisioner has bound it. A member is marked as
+// this provisioner's like any other: pv.kubernetes.io/provisioned-by names
+// this provisioner, so the backing provisioner, which deletes only the
+// Released volumes of reclaim policy Delete that name it there, leaves it
+// alone; annBackingProvisioner and annBackingClass record where it came
+// from, and where it goes back to be deleted.
+
+const (
+	backendClass       = "class"
+	paramBackingClass  = "backingClass"
+	noProvisioner      = "kubernetes.io/no-provisioner"
+	externalFinalizer  = "external-provisioner.volume.kubernetes.io/finalizer"
+	annBackingClass    = keys.Domain + "/backing-class"
+	annBackingProvider = keys.Domain + "/backing-provisioner"
+)
+
+type classPoolBackend struct {
+	provisioner string
+	client      kubernetes.Interface
+	classes     storagelisters.StorageClassLister
+}
+
+func (*classPoolBackend) parameters() []string {
+	return []string{paramBackingClass, paramMaxVolumes, paramMaxCapacity}
+}
+
+// backedClass is a validated class-backend class.
+type backedClass struct {
+	*classPoolBackend
+	// backing is the backing class, as it was when the pool class was
+	// validated.
+	backing *storagev1.StorageClass
+}
+
+func (b *classPoolBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+	name := class.Parameters[paramBackingClass]
+	if name == "" {
+		return nil, []error{fmt.Errorf("parameter %q is required: the StorageClass whose provisioner makes the pool's volumes", paramBackingClass)}
+	}
+	backing, err := b.classes.Get(name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, []error{fmt.Errorf("%s %q: there is no StorageClass of that name", paramBackingClass, name)}
+		}
+		return nil, []error{fmt.Errorf("%s %q: %w", paramBackingClass, name, err)}
+	}
+	return &backedClass{classPoolBackend: b, backing: backing}, backingClassErrors(class, backing, b.provisioner)
+}
+
+// backingClassErrors says why backing cannot back the pool class, if it
+// cannot: each problem an administrator fixes on one of the two classes.
+func backingClassErrors(class, backing *storagev1.StorageClass, provisioner string) []error {
+	var errs []error
+	switch backing.Provisioner {
+	case provisioner:
+		errs = append(errs, fmt.Errorf("%s %q is a class of this provisioner: name the class whose provisioner makes the storage, a CSI driver's for instance", paramBackingClass, backing.Name))
+	case noProvisioner:
+		errs = append(errs, fmt.Errorf("%s %q has provisioner %s, which makes no volumes", paramBackingClass, backing.Name, noProvisioner))
+	}
+	if mode, backingMode := bindingMode(class), bindingMode(backing); mode != backingMode {
+		errs = append(errs, fmt.Errorf("volumeBindingMode %s does not match %s of %s %q: a pool whose claims wait for their first consumer needs a backing class that makes volumes on the node chosen for it, and the other way round", mode, backingMode, paramBackingClass, backing.Name))
+	}
+	// A volume the backing provisioner made for a claim that went away
+	// before the pool took it goes back to it to be deleted; under Retain
+	// it would stay behind, reachable by no one.
+	if p := backing.ReclaimPolicy; p != nil && *p != corev1.PersistentVolumeReclaimDelete {
+		errs = append(errs, fmt.Errorf("%s %q has reclaimPolicy %s: it must be Delete, so that a volume it made that the pool did not take is not left behind (the pool class's reclaimPolicy decides what becomes of its members)", paramBackingClass, backing.Name, *p))
+	}
+	return errs
+}
+
+func bindingMode(class *storagev1.StorageClass) storagev1.VolumeBindingMode {
+	if class.VolumeBindingMode == nil {
+		return storagev1.VolumeBindingImmediate
+	}
+	return *class.VolumeBindingMode
+}
+
+func (c *backedClass) isMember(pv *corev1.PersistentVolume) bool {
+	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+}
+
+func (c *backedClass) selectorKeys() []string { return nil }
+
+// maker is nil: the flow grows a class pool through its backing class
+// (growThrough), not through a volumeMaker.
+func (c *backedClass) maker() (volumeMaker, string) { return nil, "" }
+
+// delete hands pv back to the provisioner that made its storage, as it was
+// before the pool took it: named in provisioned-by, of the backing class.
+// Released with reclaim policy Delete, it is then that provisioner's to
+// delete, storage and volume object.
+func (b *classPoolBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
+	backer := pv.Annotations[annBackingProvider]
+	if backer == "" {
+		return 0, fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, annBackingProvider)
+	}
+	back := pv.DeepCopy()
+	back.Annotations[keys.ProvisionedBy] = backer
+	if class := back.Annotations[annBackingClass]; class != "" {
+		back.Spec.StorageClassName = class
+	}
+	if _, err := b.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+		return 0, fmt.Errorf("handing volume %s back to provisioner %s to be deleted: %w", pv.Name, backer, err)
+	}
+	return handedBack, nil
+}
+
+// useClasses gives the class backend the StorageClasses it finds backing
+// classes in.
+func (p *provisioner) useClasses(classes storagelisters.StorageClassLister) {
+	p.backends[backendClass] = &classPoolBackend{provisioner: p.name, client: p.client, classes: classes}
+}

@@ -1,0 +1,273 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+const (
+	testDriver         = "disk.csi.example.com"
+	testBackingNS      = "reclaimable-system"
+	testBackingClass   = "disk"
+	testBackingVolume  = "pvc-made-by-the-driver"
+	testBackingClaimID = types.UID("backing-uid")
+)
+
+func TestBackingClassErrors(t *testing.T) {
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	immediate := storagev1.VolumeBindingImmediate
+	class := func(provisioner string, mode *storagev1.VolumeBindingMode, policy corev1.PersistentVolumeReclaimPolicy) *storagev1.StorageClass {
+		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Provisioner: provisioner, VolumeBindingMode: mode, ReclaimPolicy: &policy}
+	}
+	pool := class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimRetain)
+	for _, tt := range []struct {
+		name    string
+		pool    *storagev1.StorageClass
+		backing *storagev1.StorageClass
+		want    []string
+	}{
+		{"a driver's class", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimDelete), nil},
+		{"Immediate in front of Immediate (unset is Immediate)", class(testProvisioner, nil, corev1.PersistentVolumeReclaimRetain), class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), nil},
+		{"a pool class of this provisioner", pool, class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"is a class of this provisioner"}},
+		{"a class that makes no volumes", pool, class(noProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"makes no volumes"}},
+		{"binding modes differ", pool, class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), []string{"volumeBindingMode WaitForFirstConsumer does not match Immediate"}},
+		{"a backing class that keeps what it made", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimRetain), []string{"reclaimPolicy Retain: it must be Delete"}},
+		{"all at once", pool, class(testProvisioner, &immediate, corev1.PersistentVolumeReclaimRetain), []string{"is a class of this provisioner", "does not match", "must be Delete"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := backingClassErrors(tt.pool, tt.backing, testProvisioner)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("errors = %v, want %d: %v", errs, len(tt.want), tt.want)
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to say %q", i, errs[i], want)
+				}
+			}
+		})
+	}
+}
+
+// classFixture is a fixture with a backing class of a CSI driver, a pool
+// class in front of it, and the provisioner's backing claims cache.
+type classFixture struct {
+	*fixture
+	pool    *storagev1.StorageClass
+	backing cache.Indexer // the backing claims the cache shows
+}
+
+func newClassFixture(t *testing.T, params map[string]string, pvs []*corev1.PersistentVolume, claims ...*corev1.PersistentVolumeClaim) *classFixture {
+	t.Helper()
+	f := &classFixture{fixture: newFixture(t, pvs, claims...), backing: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := classes.Add(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete)}); err != nil {
+		t.Fatal(err)
+	}
+	f.p.useClasses(storagelisters.NewStorageClassLister(classes))
+	f.p.controllerID = "id"
+	f.p.backing = &backingClaims{namespace: testBackingNS, controllerID: "id", lister: corelisters.NewPersistentVolumeClaimLister(f.backing),
+		queue: controller.NewQueue("test", f.p.syncBacking)}
+	all := map[string]string{"backend": "class", "backingClass": testBackingClass}
+	for k, v := range params {
+		all[k] = v
+	}
+	f.pool = &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Provisioner: testProvisioner, Parameters: all, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain)}
+	return f
+}
+
+// backingClaim returns the backing claim the API server has for claim.
+func (f *classFixture) backingClaim(claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backingClaimName(claim.UID), metav1.GetOptions{})
+}
+
+// catchUp has the caches show what the API server has of the backing
+// claims and of volume name.
+func (f *classFixture) catchUp(name string) {
+	f.t.Helper()
+	ctx := context.Background()
+	for _, o := range f.backing.List() {
+		_ = f.backing.Delete(o)
+	}
+	claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range claims.Items {
+		if err := f.backing.Add(&claims.Items[i]); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	if err := f.volumes.Update(f.server(name)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// driverMade has the driver's sidecar make a volume for backing and the PV
+// controller bind them, as the cache and the API server then show.
+func (f *classFixture) driverMade(backing *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	f.t.Helper()
+	bound := backing.DeepCopy()
+	bound.UID = testBackingClaimID
+	bound.Spec.VolumeName = testBackingVolume
+	bound.Status.Phase = corev1.ClaimBound
+	if _, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Update(context.Background(), bound, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.backing.Add(bound); err != nil {
+		f.t.Fatal(err)
+	}
+	return f.add(&corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: testBackingVolume, ResourceVersion: "1",
+			Annotations: map[string]string{keys.ProvisionedBy: testDriver}, Finalizers: []string{externalFinalizer, "kubernetes.io/pv-protection"}},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              testBackingClass,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			Capacity:                      bound.Spec.Resources.Requests,
+			AccessModes:                   bound.Spec.AccessModes,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: testBackingNS, Name: bound.Name, UID: bound.UID},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "vol-1"}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	})
+}
+
+// A claim the pool cannot serve gets a backing claim in the backing class;
+// once the driver's volume is bound to it, the volume's reclaim policy
+// becomes Retain first, while it is still bound, and then one update makes
+// it a member issued to the claim; the backing claim goes.
+func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
+	claim := claimFor("ns", "cache", "1Gi")
+	f := newClassFixture(t, nil, nil, claim)
+
+	_, state, err := f.provision(f.pool, claim)
+	if state != lib.ProvisioningInBackground || err == nil {
+		t.Fatalf("Provision = %v, %v; want it waiting in the background for the backing class", state, err)
+	}
+	backing, err := f.backingClaim(claim)
+	if err != nil {
+		t.Fatalf("no backing claim: %v", err)
+	}
+	if ptr.Deref(backing.Spec.StorageClassName, "") != testBackingClass || backing.Labels[labelBackingClaim] != "id" ||
+		backing.Annotations[annBackingFor] != "ns/cache" || backing.Annotations[annBackingForUID] != string(claim.UID) ||
+		!backing.Spec.Resources.Requests.Storage().Equal(*claim.Spec.Resources.Requests.Storage()) {
+		t.Fatalf("backing claim = %+v", backing)
+	}
+	if !hasEvent(f.events(), "Normal "+reasonAskedBackingClass) {
+		t.Error("no event says the backing class was asked")
+	}
+	// A retry before the driver is done asks nothing again.
+	if _, state, _ := f.provision(f.pool, claim); state != lib.ProvisioningInBackground {
+		t.Fatalf("retry: state %v", state)
+	}
+
+	f.driverMade(backing)
+
+	// Kept: Retain, and marked for the claim, still bound to the backing
+	// claim, which is then deleted.
+	_, state, err = f.provision(f.pool, claim)
+	if state != lib.ProvisioningInBackground || err == nil {
+		t.Fatalf("Provision = %v, %v; want it waiting for the backing claim to go", state, err)
+	}
+	kept := f.server(testBackingVolume)
+	if kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Spec.ClaimRef.UID != testBackingClaimID ||
+		kept.Annotations[keys.ProvisionedBy] != testDriver || kept.Annotations[annBackingForUID] != string(claim.UID) || kept.Annotations[annPoolClass] != "pool" {
+		t.Fatalf("kept volume = policy %s, claimRef %v, annotations %v; want Retain and marked for the claim, still the backing claim's",
+			kept.Spec.PersistentVolumeReclaimPolicy, kept.Spec.ClaimRef, kept.Annotations)
+	}
+	if _, err := f.backingClaim(claim); !apierrors.IsNotFound(err) {
+		t.Fatalf("backing claim not deleted: %v", err)
+	}
+
+	// Handed over once the backing claim is gone, the cache showing it
+	// still or not.
+	f.catchUp(testBackingVolume)
+	_, state, err = f.provision(f.pool, claim)
+	wantIssued(t, err, testBackingVolume)
+	if state != lib.ProvisioningFinished {
+		t.Errorf("state = %v", state)
+	}
+	pv := f.server(testBackingVolume)
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || ref.Name != "cache" || ref.Namespace != "ns" {
+		t.Errorf("claimRef = %+v, want the claim", ref)
+	}
+	if pv.Spec.StorageClassName != "pool" || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
+		pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[annBackingProvider] != testDriver ||
+		pv.Annotations[annBackingClass] != testBackingClass || pv.Annotations[annBackend] != backendClass ||
+		pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[annBackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
+		t.Errorf("member = class %s, policy %s, annotations %v, source %+v", pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations, pv.Spec.PersistentVolumeSource)
+	}
+	if !slices.Equal(pv.Finalizers, []string{"kubernetes.io/pv-protection"}) {
+		t.Errorf("finalizers = %v, want the sidecar's gone and the others kept", pv.Finalizers)
+	}
+	if !hasEvent(f.events(), "Normal "+reasonProvisioningSucceeded) {
+		t.Error("no event says the volume was issued")
+	}
+}
+
+// A backing claim whose claim went away before its volume was handed over
+// gives the volume back to its driver: reclaim policy Delete again (it was
+// kept), then the backing claim deleted, which releases it.
+func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
+	claim := claimFor("ns", "gone", "1Gi")
+	f := newClassFixture(t, nil, nil)
+	backing, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: claim, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv := f.driverMade(backing)
+	if err := f.p.keep(context.Background(), pv, claim, "pool"); err != nil {
+		t.Fatal(err)
+	}
+	f.catchUp(pv.Name)
+
+	if err := f.p.syncBacking(context.Background(), claim.UID); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[annBackingForUID] != "" {
+		t.Errorf("volume = policy %s, annotations %v; want Delete and unmarked: its driver deletes it", got.Spec.PersistentVolumeReclaimPolicy, got.Annotations)
+	}
+	if _, err := f.backingClaim(claim); !apierrors.IsNotFound(err) {
+		t.Errorf("backing claim still there: %v", err)
+	}
+}
+
+// The backing claims still on their way count against maxVolumes, by the
+// name the library gives the volume: a restarted provisioner, which has no
+// other record of them, does not grow the pool past its maximum.
+func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
+	earlier, claim := claimFor("ns", "earlier", "1Gi"), claimFor("ns", "later", "1Gi")
+	f := newClassFixture(t, map[string]string{paramMaxVolumes: "1"}, nil, earlier, claim)
+	backing, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: earlier, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.backing.Add(backing); err != nil {
+		t.Fatal(err)
+	}
+	f.p.useClock(f.p.clock) // forget what this provisioner reserved: as after a restart
+
+	_, _, err = f.provision(f.pool, claim)
+	if !errors.Is(err, errExhausted) {
+		t.Fatalf("Provision = %v, want the pool at its maximum", err)
+	}
+	if _, err := f.backingClaim(claim); !apierrors.IsNotFound(err) {
+		t.Errorf("a backing claim was made past the maximum: %v", err)
+	}
+}
