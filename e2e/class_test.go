@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner"
 )
 
 // The class backend's tests run a pool in front of a StorageClass of a real
@@ -30,8 +32,9 @@ type classCase struct {
 }
 
 // startClassPool runs the controllers ("all") with a pool class of reclaim
-// policy policy in front of a class of a CSI driver of the test's own.
-func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *classCase {
+// policy policy in front of a class of a CSI driver of the test's own; env
+// is added to the controllers' environment.
+func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, env ...string) *classCase {
 	t.Helper()
 	c := &classCase{driver: framework.StartCSIDriver(t)}
 	c.provisionerEnv = &provisionerEnv{t: t, ns: framework.Namespace(t), id: framework.Name("class"), name: "e2e.reclaimable.test/" + framework.Name("p")}
@@ -43,7 +46,7 @@ func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy) *
 		sc.Parameters = map[string]string{"backend": "class", "backingClass": c.backing}
 	}))
 	c.watch(c.pool)
-	c.proc = framework.StartController(t, "all", "--controller-id="+c.id, "--provisioner-name="+c.name,
+	c.proc = framework.StartControllerWithEnv(t, env, "all", "--controller-id="+c.id, "--provisioner-name="+c.name,
 		"--namespace="+c.ns, "--backing-claim-namespace="+c.ns, "--release-interval=5s")
 	c.proc.WaitReady(t)
 	return c
@@ -133,5 +136,56 @@ func TestAClassPoolUnderDeleteGivesTheVolumeBackToItsDriver(t *testing.T) {
 		t.Fatalf("the driver deleted %v, want %s", calls.Deleted, pv.Spec.CSI.VolumeHandle)
 	}
 	c.noBackingClaimLeft()
+	c.inv.Check(t, provisionerWait)
+}
+
+// The provisioner killed (SIGKILL) right after each write of the hand-over
+// (provisioner.CrashAfterEnv): the one started afresh finishes the work.
+// The claim gets the one volume the driver made, no backing claim is left,
+// and the driver holds no volume that no object points at.
+func TestAClassPoolFinishesWhatACrashInterrupted(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"asked", "kept", "released", "handed-over"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			c := startClassPool(t, corev1.PersistentVolumeReclaimRetain, provisioner.CrashAfterEnv+"="+step)
+			claim := c.claim("crash", c.pool, "1Gi")
+			framework.Eventually(t, provisionerWait, func(context.Context) (bool, error) {
+				exited, _ := c.proc.Exited()
+				return exited, nil
+			}, "the controllers to crash after step "+step)
+			if !strings.Contains(c.proc.Log(), "Crashing on purpose") {
+				t.Fatalf("the controllers exited, but not at step %s", step)
+			}
+
+			c.proc.SetEnv()
+			c.proc.Start()
+			pv := c.bound(claim)
+			c.fromDriver(pv, corev1.PersistentVolumeReclaimRetain)
+			if calls := c.driver.Calls(t); !slices.Equal(calls.Created, []string{pv.Spec.CSI.VolumeHandle}) || len(calls.Deleted) != 0 {
+				t.Fatalf("the driver made %v and deleted %v, want the one volume %s", calls.Created, calls.Deleted, pv.Spec.CSI.VolumeHandle)
+			}
+			c.noBackingClaimLeft()
+			c.inv.Check(t, provisionerWait)
+		})
+	}
+}
+
+// What the driver refuses reaches the claim, whose owner may not read the
+// backing claim's namespace; and once the claim goes, its backing claim
+// goes too.
+func TestAClassPoolTellsTheClaimWhatItsDriverRefused(t *testing.T) {
+	t.Parallel()
+	c := startClassPool(t, corev1.PersistentVolumeReclaimRetain)
+
+	c.claim("huge", c.pool, "2Ti")
+	if msg := c.event("huge", "BackingClassFailed"); !strings.Contains(msg, "this driver makes at most") {
+		t.Fatalf("BackingClassFailed says %q, want the driver's words", msg)
+	}
+	c.deleteClaim("huge")
+	c.noBackingClaimLeft()
+	if calls := c.driver.Calls(t); len(calls.Created) != 0 {
+		t.Fatalf("the driver made %v", calls.Created)
+	}
 	c.inv.Check(t, provisionerWait)
 }

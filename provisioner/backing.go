@@ -13,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -72,6 +73,9 @@ const (
 	// reasonAskedBackingClass: no member fits and a new volume was asked of
 	// the backing class.
 	reasonAskedBackingClass = "AskedBackingClass"
+	// reasonBackingClassFailed: the backing provisioner reported a failure
+	// on the backing claim.
+	reasonBackingClassFailed = "BackingClassFailed"
 	// reasonProvisioningSucceeded is the library's reason for a new volume.
 	reasonProvisioningSucceeded = "ProvisioningSucceeded"
 )
@@ -188,6 +192,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 			return nil, lib.ProvisioningInBackground, err
 		case backing != nil:
 			p.deleteBackingClaim(ctx, backing) // step 4
+			crashPoint(stepReleased)
 			return waiting("waiting for backing claim %s/%s to be gone before its volume %s is issued", backing.Namespace, backing.Name, kept.Name)
 		}
 		return p.handOver(ctx, claim, class, kept, g) // step 5
@@ -201,12 +206,15 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 	case err != nil:
 		return nil, lib.ProvisioningInBackground, err
 	case pv == nil: // step 2
+		p.relayBackingFailure(ctx, claim, backing)
 		return waiting("waiting for class %s to make a volume for claim %s/%s", b.backing.Name, backing.Namespace, backing.Name)
 	}
 	if err := p.keep(ctx, pv, claim, class.Name); err != nil { // step 3
 		return nil, lib.ProvisioningInBackground, err
 	}
+	crashPoint(stepKept)
 	p.deleteBackingClaim(ctx, backing) // step 4
+	crashPoint(stepReleased)
 	return waiting("waiting for backing claim %s/%s to be gone before its volume %s is issued", backing.Namespace, backing.Name, pv.Name)
 }
 
@@ -243,6 +251,7 @@ func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.Provision
 	case err != nil:
 		return nil, fmt.Errorf("asking class %s for a volume through claim %s/%s: %w", backing.Name, p.backing.namespace, name, err)
 	}
+	crashPoint(stepAsked)
 	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonAskedBackingClass,
 		"No free volume of the pool of class %s fits; asked class %s (provisioner %s) for a new one through claim %s/%s", opts.StorageClass.Name, backing.Name, backing.Provisioner, created.Namespace, created.Name)
 	return created, nil
@@ -255,6 +264,43 @@ func forClaim(claim *corev1.PersistentVolumeClaim, poolClass string) map[string]
 }
 
 var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass}
+
+// relayBackingFailure tells the claim what the backing provisioner last
+// said went wrong with its backing claim: the claim's owner may not read the
+// events of the backing claim's namespace, and only the driver knows what
+// it cannot make (an access mode, a size, a zone). The recorder counts a
+// message repeated on each retry as one event.
+func (p *provisioner) relayBackingFailure(ctx context.Context, claim, backing *corev1.PersistentVolumeClaim) {
+	events, err := p.client.CoreV1().Events(backing.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.uid", string(backing.UID)),
+			fields.OneTermEqualSelector("type", corev1.EventTypeWarning)).String(),
+	})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot read the events of a backing claim", "claim", klog.KObj(backing), "err", err)
+		return
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		if e := &events.Items[i]; last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	if last != nil {
+		p.recorder.Eventf(claim, corev1.EventTypeWarning, reasonBackingClassFailed, "Class %s has not made a volume for the claim (backing claim %s/%s): %s: %s",
+			ptr.Deref(backing.Spec.StorageClassName, ""), backing.Namespace, backing.Name, last.Reason, last.Message)
+	}
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.FirstTimestamp.Time
+}
 
 // backingClaimLive returns the backing claim for the claim of uid as the
 // API server has it, or nil if it is gone: the cache may not show a
@@ -336,6 +382,7 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
+	crashPoint(stepHandedOver)
 	p.takes.expect(claim.UID, pv.Name)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()

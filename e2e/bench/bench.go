@@ -73,6 +73,9 @@ type Config struct {
 	// MadeAheadCycles of each part of the made-ahead run (claims no member
 	// fits, without and with a pool's minAvailable); 0 skips it.
 	MadeAheadCycles int
+	// ClassPoolCycles of each part of the class-pool run (claims on a CSI
+	// class, then misses and hits of a pool in front of it); 0 skips it.
+	ClassPoolCycles int
 	// EvictCycles of each part of the eviction run (a claim at a pool's
 	// maximum that takes the free member, or evicts it); 0 skips it.
 	EvictCycles int
@@ -171,6 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.scheduling(ctx, r)
 	b.reservations(ctx, r)
 	b.madeAheadRun(ctx, r)
+	b.classPoolRun(ctx, r)
 	b.evictRun(ctx, r)
 	b.nodeLocalRun(ctx, r)
 	b.failoverRun(ctx, r)
@@ -187,7 +191,7 @@ func newReport(cfg Config) *Report {
 		ThroughputLevels: cfg.ThroughputLevels, ThroughputDuration: cfg.ThroughputDuration.String(),
 		Scale: cfg.Scale, ScalePlain: cfg.ScalePlain, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
-		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles, EvictCycles: cfg.EvictCycles,
+		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles, EvictCycles: cfg.EvictCycles, ClassPoolCycles: cfg.ClassPoolCycles,
 	}}
 }
 
@@ -471,6 +475,19 @@ func (b *bench) madeAheadRun(ctx context.Context, r *Report) {
 		b.note(r, "made-ahead run: %v", err)
 	}
 	r.MadeAhead = m
+}
+
+// classPoolRun measures a pool in front of a CSI class against the class.
+func (b *bench) classPoolRun(ctx context.Context, r *Report) {
+	if b.cfg.ClassPoolCycles == 0 {
+		return
+	}
+	b.logf("Class pool: %d claims each on a CSI class, then misses and hits of a pool in front of it, at concurrency %d", b.cfg.ClassPoolCycles, b.cfg.Concurrency)
+	c, err := b.classPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency)
+	if err != nil {
+		b.note(r, "class-pool run: %v", err)
+	}
+	r.ClassPool = c
 }
 
 // failoverRun kills each leader and times its standby.

@@ -41,6 +41,9 @@ type Report struct {
 	MadeAhead *MadeAhead `json:"made_ahead,omitempty"`
 	// Eviction is the eviction run (a claim at the maximum, evictForClaims).
 	Eviction *Eviction `json:"eviction,omitempty"`
+	// ClassPool is the class-pool run (a pool in front of a CSI class,
+	// against the CSI class itself).
+	ClassPool *ClassPool `json:"class_pool,omitempty"`
 	// NodeLocal is the node-local run (a local class on a real node).
 	NodeLocal *NodeLocal `json:"node_local,omitempty"`
 	Failover  *Failover  `json:"failover,omitempty"`
@@ -78,6 +81,7 @@ type Settings struct {
 	NodeLocalCycles   int    `json:"node_local_cycles"`
 	MadeAheadCycles   int    `json:"made_ahead_cycles,omitempty"`
 	EvictCycles       int    `json:"evict_cycles,omitempty"`
+	ClassPoolCycles   int    `json:"class_pool_cycles,omitempty"`
 	ControllerManager string `json:"controller_manager"`
 }
 
@@ -426,6 +430,7 @@ func (r *Report) Markdown(w io.Writer) {
 	r.schedulingSection(p)
 	r.reservationsSection(p)
 	r.madeAheadSection(p)
+	r.classPoolSection(p)
 	r.evictionSection(p)
 	r.nodeLocalSection(p)
 	r.failoverSection(p)
@@ -644,6 +649,23 @@ func (r *Report) madeAheadSection(p printer) {
 	p("| minAvailable %d, members of %s made ahead | %s | %s | %s | %.0f%% |\n", m.MinAvailable, aheadCapacity, fmtMs(m.With.P50ms), fmtMs(m.With.P95ms), fmtMs(m.With.P99ms), m.WithWarmPct)
 	if m.Failed > 0 {
 		p("\n%d cycles failed.\n", m.Failed)
+	}
+}
+
+// classPoolSection writes the class-pool run.
+func (r *Report) classPoolSection(p printer) {
+	c := r.ClassPool
+	if c == nil {
+		return
+	}
+	p("\n### A pool in front of a CSI class, against the CSI class itself (%d cycles of each, %d in flight)\n\n", c.Cycles, c.Concurrency)
+	p("The tests' CSI driver behind the real external-provisioner.\n\n")
+	p("| claims | claim created -> Bound p50 | p95 | p99 | volumes the driver made |\n|---|--:|--:|--:|--:|\n")
+	p("| the CSI class: a new volume each | %s | %s | %s | %d |\n", fmtMs(c.Direct.P50ms), fmtMs(c.Direct.P95ms), fmtMs(c.Direct.P99ms), c.Direct.N)
+	p("| the pool, miss: a new volume through the CSI class | %s | %s | %s | %d |\n", fmtMs(c.Miss.P50ms), fmtMs(c.Miss.P95ms), fmtMs(c.Miss.P99ms), c.MissCreates)
+	p("| the pool, hit: a free member (%.0f%% of them) | %s | %s | %s | %d |\n", c.HitPct, fmtMs(c.Hit.P50ms), fmtMs(c.Hit.P95ms), fmtMs(c.Hit.P99ms), c.HitCreates)
+	if c.Failed > 0 {
+		p("\n%d cycles failed.\n", c.Failed)
 	}
 }
 

@@ -171,19 +171,13 @@ func build(ctx context.Context, out string, log io.Writer) error {
 	if err := goCommand(ctx, neutral, log, []string{"GOBIN=" + out}, "install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion); err != nil {
 		return fmt.Errorf("installing kwok: %w", err)
 	}
-	var dl bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/kwok@"+KwokVersion)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = neutral, &dl, log
-	if err := cmd.Run(); err != nil {
+	kwokDir, err := moduleDir(ctx, neutral, "sigs.k8s.io/kwok@"+KwokVersion, log)
+	if err != nil {
 		return fmt.Errorf("locating kwok's stages: %w", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(dl.Bytes(), &mod); err != nil || mod.Dir == "" {
-		return errors.Join(errors.New("locating kwok's module directory"), err)
 	}
 	var stages bytes.Buffer
 	for _, f := range kwokStageFiles {
-		b, err := os.ReadFile(filepath.Join(mod.Dir, f))
+		b, err := os.ReadFile(filepath.Join(kwokDir, f))
 		if err != nil {
 			return fmt.Errorf("reading kwok stage: %w", err)
 		}
@@ -192,6 +186,22 @@ func build(ctx context.Context, out string, log io.Writer) error {
 		stages.WriteString("\n")
 	}
 	return os.WriteFile(filepath.Join(out, kwokStages), stages.Bytes(), 0o644)
+}
+
+// moduleDir downloads module ("path@version") from the module proxy, from
+// dir (outside any module), and returns the directory of its source.
+func moduleDir(ctx context.Context, dir, module string, log io.Writer) (string, error) {
+	var dl bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &dl, log
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("downloading %s: %w", module, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(dl.Bytes(), &mod); err != nil || mod.Dir == "" {
+		return "", errors.Join(fmt.Errorf("locating the directory of module %s", module), err)
+	}
+	return mod.Dir, nil
 }
 
 func goCommand(ctx context.Context, dir string, log io.Writer, env []string, args ...string) error {

@@ -1,16 +1,16 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // ExternalProvisionerVersion is the CSI external-provisioner sidecar the
@@ -52,18 +52,12 @@ func buildExternalProvisioner(ctx context.Context, out string, log io.Writer) er
 		return err
 	}
 	defer os.RemoveAll(neutral)
-	var dl bytes.Buffer
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", externalProvisionerModule+"@"+ExternalProvisionerVersion)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = neutral, &dl, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("downloading the external-provisioner: %w", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(dl.Bytes(), &mod); err != nil || mod.Dir == "" {
-		return errors.Join(errors.New("locating the external-provisioner's module directory"), err)
+	dir, err := moduleDir(ctx, neutral, externalProvisionerModule+"@"+ExternalProvisionerVersion, log)
+	if err != nil {
+		return err
 	}
 	ldflags := "-s -w -X main.version=" + ExternalProvisionerVersion
-	if err := goCommand(ctx, mod.Dir, log, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-ldflags", ldflags,
+	if err := goCommand(ctx, dir, log, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-ldflags", ldflags,
 		"-o", filepath.Join(out, ExternalProvisioner), "./cmd/"+ExternalProvisioner); err != nil {
 		return fmt.Errorf("building the external-provisioner: %w", err)
 	}
@@ -82,4 +76,91 @@ func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("building the CSI driver: %w\n%s", err, b)
 	}
 	return out, nil
+}
+
+// CSI is a CSI driver with the real external-provisioner in front of it,
+// run as processes beside the control plane, as a cluster runs a cloud disk
+// driver's controller: the sidecar creates a volume of the driver for each
+// claim of a class that names the driver as its provisioner, and deletes
+// it when a Released volume of reclaim policy Delete names the driver. Its
+// volumes hold no data: the driver has no node service.
+type CSI struct {
+	// Name is the driver's name: the provisioner of its StorageClasses, and
+	// what pv.kubernetes.io/provisioned-by and spec.csi.driver of its
+	// volumes say.
+	Name string
+	// Dir holds the driver's state, its calls file and both logs.
+	Dir   string
+	procs []*csiProcess
+}
+
+type csiProcess struct {
+	what string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartCSI starts the driver (driverBinary, see BuildCSIDriver) named name
+// and the sidecar (sidecarBinary, see EnsureExternalProvisioner) in dir,
+// which must be short: the driver's socket is in it, and a unix socket's
+// path is at most 107 bytes.
+func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string) (*CSI, error) {
+	c := &CSI{Name: name, Dir: dir}
+	socket := filepath.Join(dir, "csi.sock")
+	for _, p := range []struct {
+		what, binary string
+		args         []string
+	}{
+		{"driver", driverBinary, []string{"--endpoint=" + socket, "--name=" + name, "--state=" + dir}},
+		// Its client's defaults (5 QPS, burst 10) make claims wait in its queue.
+		{"sidecar", sidecarBinary, []string{"--csi-address=" + socket, "--kubeconfig=" + kubeconfig, "--v=3", "--kube-api-qps=100", "--kube-api-burst=200"}},
+	} {
+		cmd, done, err := StartLogged(p.binary, p.args, nil, c.LogPath(p.what), &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL})
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("starting the CSI %s: %w", p.what, err)
+		}
+		c.procs = append(c.procs, &csiProcess{what: p.what, cmd: cmd, done: done})
+	}
+	return c, nil
+}
+
+// LogPath is the log of "driver" or "sidecar".
+func (c *CSI) LogPath(what string) string { return filepath.Join(c.Dir, what+".log") }
+
+// Stop stops the sidecar, then the driver, and waits for both.
+func (c *CSI) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		p := c.procs[i]
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	c.procs = nil
+}
+
+// CSICalls are the volumes the driver made (CreateVolume) and removed
+// (DeleteVolume), in order; a call that found its work done is not in them.
+type CSICalls struct{ Created, Deleted []string }
+
+// Calls reads what the driver did so far.
+func (c *CSI) Calls() (CSICalls, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "calls"))
+	if err != nil && !os.IsNotExist(err) {
+		return CSICalls{}, err
+	}
+	var calls CSICalls
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		switch call, volume, _ := strings.Cut(line, " "); call {
+		case "CreateVolume":
+			calls.Created = append(calls.Created, volume)
+		case "DeleteVolume":
+			calls.Deleted = append(calls.Deleted, volume)
+		}
+	}
+	return calls, nil
 }

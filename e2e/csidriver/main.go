@@ -94,6 +94,9 @@ func (d *driver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 	}}}, nil
 }
 
+// maxBytes is the largest volume the driver makes: 1 TiB.
+const maxBytes = 1 << 40
+
 // validID keeps IDs to names a file may have.
 var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,252}$`)
 
@@ -104,6 +107,10 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 		return nil, status.Errorf(codes.InvalidArgument, "invalid volume name %q", req.GetName())
 	}
 	size := req.GetCapacityRange().GetRequiredBytes()
+	if size > maxBytes {
+		// As a cloud disk's size limit: what the tests see refused.
+		return nil, status.Errorf(codes.OutOfRange, "volume %s: %d bytes asked, this driver makes at most %d", req.GetName(), size, maxBytes)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	path := filepath.Join(d.dir, req.GetName())

@@ -32,6 +32,13 @@ type Process struct {
 // failed.
 func StartController(t testing.TB, args ...string) *Process {
 	t.Helper()
+	return StartControllerWithEnv(t, nil, args...)
+}
+
+// StartControllerWithEnv is StartController with env added to the
+// process's environment, until SetEnv changes it.
+func StartControllerWithEnv(t testing.TB, env []string, args ...string) *Process {
+	t.Helper()
 	if len(args) == 0 {
 		t.Fatal("StartController needs a subcommand")
 	}
@@ -52,6 +59,7 @@ func StartController(t testing.TB, args ...string) *Process {
 		t.Fatal(err)
 	}
 	c.Credential = deployedCredential()
+	c.Env = env
 	p := &Process{t: t, c: c, HealthAddr: c.HealthAddr, MetricsAddr: c.MetricsAddr}
 	p.Start()
 	t.Cleanup(func() {
@@ -82,6 +90,9 @@ func (p *Process) Start() {
 		p.t.Fatal(err)
 	}
 }
+
+// SetEnv replaces what is added to the environment of the next Start.
+func (p *Process) SetEnv(env ...string) { p.c.Env = env }
 
 // Stop sends SIGTERM and waits for the process to exit (killing it after
 // 30 s): the clean shutdown a Deployment's rollout does.

@@ -41,6 +41,8 @@ type Controller struct {
 	// Credential, if not nil, is the user and groups the process runs as:
 	// those of its Deployment, for a test of what it may do as deployed.
 	Credential *syscall.Credential
+	// Env is added to the environment of the next start.
+	Env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -82,7 +84,7 @@ func (c *Controller) Start() error {
 		attr.Pdeathsig = syscall.SIGKILL
 	}
 	started := time.Now()
-	cmd, done, err := cluster.StartLogged(c.Binary, c.Args, nil, c.LogPath, attr)
+	cmd, done, err := cluster.StartLogged(c.Binary, c.Args, c.Env, c.LogPath, attr)
 	if err != nil {
 		return fmt.Errorf("starting reclaimable %s: %w", c.Args[0], err)
 	}

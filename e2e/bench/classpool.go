@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
+	"github.com/reclaimable/reclaimable/e2e/objects"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// The class-pool run: a pool of the class backend in front of a CSI class
+// (the tests' driver behind the real external-provisioner), against the
+// same claims of the CSI class itself: what a user asks of a pool in front
+// of their driver ("is it faster than my driver?"). It measures claim
+// created -> Bound: on the CSI class, each claim a new volume; on the pool,
+// claims no member fits (a new volume through the backing class), then
+// claims its free members serve.
+
+// ClassPool is the class-pool run's report.
+type ClassPool struct {
+	Concurrency int `json:"concurrency"`
+	Cycles      int `json:"cycles"`
+	// Direct: the claims on the CSI class, each a new volume.
+	Direct Summary `json:"direct_claim_created_to_bound"`
+	// Miss: the pool's claims no member fits.
+	Miss Summary `json:"miss_claim_created_to_bound"`
+	// Hit: the pool's claims a free member serves.
+	Hit    Summary `json:"hit_claim_created_to_bound"`
+	HitPct float64 `json:"hit_pct"`
+	// Creates are the volumes the driver made for the pool's claims: one
+	// per miss, none for a hit.
+	MissCreates int `json:"miss_creates"`
+	HitCreates  int `json:"hit_creates"`
+	Failed      int `json:"failed,omitempty"`
+}
+
+// The class-pool run's classes and driver.
+const (
+	csiClass       = "bench-csi"
+	classPoolClass = "bench-classpool"
+	benchDriver    = "bench.csi.reclaimable.io"
+)
+
+// classPool runs cycles claims at concurrency on the CSI class, then on
+// the pool: first of strictly growing sizes from 2 GiB (no member fits a
+// later one), then of 1 GiB, which every member fits.
+func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassPool, error) {
+	r := &ClassPool{Concurrency: concurrency, Cycles: cycles}
+	csi, err := b.startCSI(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer csi.Stop()
+	if err := b.csiClasses(ctx); err != nil {
+		return nil, err
+	}
+
+	var size atomic.Int64
+	run := func(class string, sized func() string, cycle func(ctx context.Context, name, class, size string) (cycleTimes, error)) (Summary, float64, int) {
+		var (
+			mu    sync.Mutex
+			bound []time.Duration
+			hits  int
+		)
+		_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
+			t, err := cycle(ctx, fmt.Sprintf("%s-%d", class, seq), class, sized())
+			if err != nil {
+				return struct{}{}, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			bound = append(bound, t.claim.bound.Sub(t.claim.created))
+			if t.claim.hit {
+				hits++
+			}
+			return struct{}{}, nil
+		})
+		pct := 0.0
+		if len(bound) > 0 {
+			pct = 100 * float64(hits) / float64(len(bound))
+		}
+		return Summarize(bound), pct, len(errs)
+	}
+	creates := func() int {
+		calls, err := csi.Calls()
+		if err != nil {
+			return -1
+		}
+		return len(calls.Created)
+	}
+	oneGi := func() string { return "1Gi" }
+	growing := func() string { return fmt.Sprintf("%dMi", 2048+size.Add(1)) }
+
+	var failed int
+	r.Direct, _, failed = run(csiClass, oneGi, b.directCycle)
+	r.Failed += failed
+	before := creates()
+	r.Miss, _, failed = run(classPoolClass, growing, func(ctx context.Context, name, class, size string) (cycleTimes, error) {
+		return b.claimCycleOf(ctx, b.ns, name, class, size)
+	})
+	r.Failed += failed
+	r.MissCreates = creates() - before
+	before = creates()
+	r.Hit, r.HitPct, failed = run(classPoolClass, oneGi, func(ctx context.Context, name, class, size string) (cycleTimes, error) {
+		return b.claimCycleOf(ctx, b.ns, name, class, size)
+	})
+	r.Failed += failed
+	r.HitCreates = creates() - before
+	if r.Failed > 0 {
+		return r, fmt.Errorf("%d cycles failed", r.Failed)
+	}
+	return r, nil
+}
+
+// startCSI builds and starts the driver and its sidecar.
+func (b *bench) startCSI(ctx context.Context) (*cluster.CSI, error) {
+	driver, err := cluster.BuildCSIDriver(ctx, b.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	sidecar, err := cluster.EnsureExternalProvisioner(ctx, b.cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	// A unix socket's path is at most 107 bytes: not under the run's
+	// directory, which may be long.
+	dir, err := os.MkdirTemp("", "bench-csi-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.StartCSI(driver, sidecar, b.cluster.Kubeconfig, benchDriver, dir)
+	if err != nil {
+		return nil, err
+	}
+	b.logf("CSI driver %s and its external-provisioner running (logs in %s)", benchDriver, filepath.Join(dir, "*.log"))
+	return c, nil
+}
+
+// csiClasses creates the CSI class and the pool in front of it, whose
+// released members are free to any claim at once.
+func (b *bench) csiClasses(ctx context.Context) error {
+	immediate := storagev1.VolumeBindingImmediate
+	del, retain := corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain
+	for _, sc := range []*storagev1.StorageClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: csiClass}, Provisioner: benchDriver, ReclaimPolicy: &del, VolumeBindingMode: &immediate},
+		{ObjectMeta: metav1.ObjectMeta{Name: classPoolClass, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+			Provisioner: provisionerName, ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
+			Parameters: map[string]string{"backend": "class", "backingClass": csiClass, keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}},
+	} {
+		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// directCycle creates a claim of the CSI class, waits for it to be bound
+// and deletes it; the sidecar deletes its volume.
+func (b *bench) directCycle(ctx context.Context, name, class, size string) (cycleTimes, error) {
+	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
+	defer cancel()
+	var t cycleTimes
+	t.start = time.Now()
+	created, err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Create(ctx, objects.NewClaim(b.ns, name, class, size), metav1.CreateOptions{})
+	if err != nil {
+		return t, fmt.Errorf("creating claim %s: %w", name, err)
+	}
+	uid := created.UID
+	if err := b.rec.wait(ctx, func() bool { c := b.rec.claims[uid]; return c != nil && !c.bound.IsZero() }); err != nil {
+		return t, fmt.Errorf("waiting for claim %s to be bound: %w", name, err)
+	}
+	if err := b.client.CoreV1().PersistentVolumeClaims(b.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return t, fmt.Errorf("deleting claim %s: %w", name, err)
+	}
+	t.claim = b.rec.snapshot(uid)
+	return t, nil
+}
