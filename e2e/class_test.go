@@ -10,9 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -187,5 +189,43 @@ func TestAClassPoolTellsTheClaimWhatItsDriverRefused(t *testing.T) {
 	if calls := c.driver.Calls(t); len(calls.Created) != 0 {
 		t.Fatalf("the driver made %v", calls.Created)
 	}
+	c.inv.Check(t, provisionerWait)
+}
+
+// At its maximum, a class pool with evictForClaims evicts its free member
+// for a claim that member does not fit: the member goes back to the
+// driver, which deletes it (DeleteVolume), and the claim gets a new one.
+func TestAClassPoolEvictsThroughItsDriver(t *testing.T) {
+	t.Parallel()
+	c := startClassPool(t, corev1.PersistentVolumeReclaimRetain)
+	ctx := context.Background()
+	if _, err := volumePools(t).Create(ctx, &v1alpha1.VolumePool{
+		ObjectMeta: metav1.ObjectMeta{Name: c.pool},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.pool, MaxVolumes: ptr.To[int32](1), EvictForClaims: true,
+			ReuseScope: keys.ReuseScopeCluster, ReserveFor: &metav1.Duration{}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = volumePools(t).Delete(context.Background(), c.pool, metav1.DeleteOptions{}) })
+
+	first := c.bound(c.claim("first", c.pool, "1Gi"))
+	c.deleteClaim("first")
+	waitInPool(t, first.Name)
+
+	big := c.claim("big", c.pool, "2Gi")
+	framework.WaitEvent(t, provisionerWait, framework.EventQuery{Namespace: c.ns, Kind: "PersistentVolumeClaim", Name: "big", Reason: "EvictingForClaim", Message: first.Name})
+	got := c.bound(big)
+	if got.Name == first.Name {
+		t.Fatalf("claim big got member %s, which does not fit it", got.Name)
+	}
+	c.fromDriver(got, corev1.PersistentVolumeReclaimRetain)
+	framework.Eventually(t, provisionerWait, func(ctx context.Context) (bool, error) {
+		_, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, first.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the evicted member "+first.Name+" to be deleted")
+	if calls := c.driver.Calls(t); !slices.Equal(calls.Deleted, []string{first.Spec.CSI.VolumeHandle}) || len(calls.Created) != 2 {
+		t.Fatalf("the driver made %v and deleted %v; want two made and the evicted %s deleted", calls.Created, calls.Deleted, first.Spec.CSI.VolumeHandle)
+	}
+	c.noBackingClaimLeft()
 	c.inv.Check(t, provisionerWait)
 }

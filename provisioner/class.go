@@ -8,8 +8,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -133,4 +135,44 @@ func (b *classPoolBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 // classes in.
 func (p *provisioner) useClasses(classes storagelisters.StorageClassLister) {
 	p.backends[backendClass] = &classPoolBackend{provisioner: p.name, client: p.client, classes: classes}
+}
+
+// evictToBacking evicts pv, a free member of a class pool as the cache
+// showed it when the eviction was decided, by handing it back to the
+// provisioner that made its storage, in one update guarded by its
+// resourceVersion: that provisioner deletes only Released volumes, and
+// never one whose object is already being deleted, so the volume is not
+// fenced and deleted as other members are. Its claimRef names a claim that
+// never exists (in the backing-claim namespace, with a UID of its own), so
+// that the PV controller calls it Released, and its reclaim policy is
+// Delete: the backing provisioner deletes disk and object. From this
+// write on it is no longer in the pool, and no claim can be given it.
+func (p *provisioner) evictToBacking(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
+	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
+	backer, backingClass := pv.Annotations[annBackingProvider], pv.Annotations[annBackingClass]
+	if backer == "" || backingClass == "" {
+		return false, fmt.Errorf("volume %s does not say which provisioner and class made its storage (annotations %s, %s)", pv.Name, annBackingProvider, annBackingClass)
+	}
+	namespace := "default"
+	if p.backing != nil {
+		namespace = p.backing.namespace
+	}
+	back := pv.DeepCopy()
+	back.Annotations[keys.Evicting] = cause
+	back.Annotations[keys.ProvisionedBy] = backer
+	back.Spec.StorageClassName = backingClass
+	back.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	back.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
+		Namespace: namespace, Name: "evicted-" + pv.Name, UID: uuid.NewUUID()}
+	_, err := p.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		logger.V(2).Info("Not evicting a member that changed since the decision")
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("handing volume %s back to provisioner %s for eviction: %w", pv.Name, backer, err)
+	}
+	p.metrics.evictions.WithLabelValues(pv.Spec.StorageClassName, cause).Inc()
+	logger.Info("Evicted a member of the pool: handed back to the provisioner of its storage", "provisioner", backer)
+	return true, nil
 }

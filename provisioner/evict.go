@@ -44,10 +44,7 @@ const (
 )
 
 // errCannotEvict says a backend keeps no storage it could remove.
-var (
-	errCannotEvict    = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
-	errCannotEvictYet = errors.New("the class backend does not evict members yet")
-)
+var errCannotEvict = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
 
 // CheckEvict says why the members of class, as its pool makes it, cannot
 // be evicted, or nil.
@@ -59,8 +56,6 @@ func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
 	switch params.backend {
 	case backendStatic:
 		return errCannotEvict
-	case backendClass:
-		return errCannotEvictYet
 	}
 	return nil
 }
@@ -104,8 +99,11 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if !evictable(pv) {
 		return false, nil
 	}
-	if b := p.backends[keys.Value(pv.Annotations, annBackend)]; b == nil || keys.Value(pv.Annotations, annBackend) == backendStatic || keys.Value(pv.Annotations, annBackend) == backendClass {
+	switch backend := keys.Value(pv.Annotations, annBackend); {
+	case p.backends[backend] == nil || backend == backendStatic:
 		return false, nil
+	case backend == backendClass:
+		return p.evictToBacking(ctx, pv, cause)
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
 	fenced := pv.DeepCopy()

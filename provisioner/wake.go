@@ -96,6 +96,10 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 		// holds no place any more.
 		p.pending.unreserve(old.Name)
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
+	case old != nil && volumehelpers.GetPersistentVolumeClass(old) != volumehelpers.GetPersistentVolumeClass(cur):
+		// Gone to another class (a class member handed back): room in
+		// its class.
+		p.wake(volumehelpers.GetPersistentVolumeClass(old))
 	case isFreed(cur) && (old == nil || !isFreed(old) || keys.Value(old.Labels, PoolLabel) != keys.Value(cur.Labels, PoolLabel)):
 		p.wake(volumehelpers.GetPersistentVolumeClass(cur))
 	}
