@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -49,9 +51,20 @@ func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, e
 	}))
 	c.watch(c.pool)
 	c.proc = framework.StartControllerWithEnv(t, env, "all", "--controller-id="+c.id, "--provisioner-name="+c.name,
-		"--namespace="+c.ns, "--backing-claim-namespace="+c.ns, "--release-interval=5s")
+		"--namespace="+c.ns, "--backing-claim-namespace="+c.ns, "--release-interval=5s", "--pool-status-interval=1s")
 	c.proc.WaitReady(t)
 	return c
+}
+
+// volumePool gives the pool class a VolumePool of spec, whose released
+// members are free to any claim at once, until cleanup.
+func (c *classCase) volumePool(spec v1alpha1.VolumePoolSpec) {
+	c.t.Helper()
+	spec.StorageClassName, spec.ReuseScope, spec.ReserveFor = c.pool, keys.ReuseScopeCluster, &metav1.Duration{}
+	if _, err := volumePools(c.t).Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: c.pool}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = volumePools(c.t).Delete(context.Background(), c.pool, metav1.DeleteOptions{}) })
 }
 
 // noBackingClaimLeft waits until the claims the provisioner made in the
@@ -198,15 +211,7 @@ func TestAClassPoolTellsTheClaimWhatItsDriverRefused(t *testing.T) {
 func TestAClassPoolEvictsThroughItsDriver(t *testing.T) {
 	t.Parallel()
 	c := startClassPool(t, corev1.PersistentVolumeReclaimRetain)
-	ctx := context.Background()
-	if _, err := volumePools(t).Create(ctx, &v1alpha1.VolumePool{
-		ObjectMeta: metav1.ObjectMeta{Name: c.pool},
-		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.pool, MaxVolumes: ptr.To[int32](1), EvictForClaims: true,
-			ReuseScope: keys.ReuseScopeCluster, ReserveFor: &metav1.Duration{}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = volumePools(t).Delete(context.Background(), c.pool, metav1.DeleteOptions{}) })
+	c.volumePool(v1alpha1.VolumePoolSpec{MaxVolumes: ptr.To[int32](1), EvictForClaims: true})
 
 	first := c.bound(c.claim("first", c.pool, "1Gi"))
 	c.deleteClaim("first")
@@ -225,6 +230,45 @@ func TestAClassPoolEvictsThroughItsDriver(t *testing.T) {
 	}, "the evicted member "+first.Name+" to be deleted")
 	if calls := c.driver.Calls(t); !slices.Equal(calls.Deleted, []string{first.Spec.CSI.VolumeHandle}) || len(calls.Created) != 2 {
 		t.Fatalf("the driver made %v and deleted %v; want two made and the evicted %s deleted", calls.Created, calls.Deleted, first.Spec.CSI.VolumeHandle)
+	}
+	c.noBackingClaimLeft()
+	c.inv.Check(t, provisionerWait)
+}
+
+// A class pool keeps members made ahead through its backing class
+// (minAvailable): the driver makes them before any claim asks, a claim
+// gets one at once, and the pool makes another to keep minAvailable.
+func TestAClassPoolKeepsMembersMadeAhead(t *testing.T) {
+	t.Parallel()
+	c := startClassPool(t, corev1.PersistentVolumeReclaimRetain)
+	c.volumePool(v1alpha1.VolumePoolSpec{MinAvailable: ptr.To[int32](2), MaxVolumes: ptr.To[int32](3)})
+	free := func(n int) {
+		t.Helper()
+		framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+			p, err := volumePools(t).Get(ctx, c.pool, metav1.GetOptions{})
+			return err == nil && int(p.Status.Free) == n, err
+		}, fmt.Sprintf("the pool to have %d free members", n))
+	}
+	free(2)
+	made := c.driver.Calls(t).Created
+	if len(made) != 2 {
+		t.Fatalf("the driver made %v ahead of claims, want two", made)
+	}
+	for _, pv := range c.volumesOf(c.pool) {
+		c.fromDriver(&pv, corev1.PersistentVolumeReclaimRetain)
+	}
+	c.noBackingClaimLeft()
+
+	got := c.bound(c.claim("warm", c.pool, "1Gi"))
+	if !slices.Contains(made, got.Spec.CSI.VolumeHandle) {
+		t.Fatalf("claim warm got %s, not one of the members made ahead %v", got.Spec.CSI.VolumeHandle, made)
+	}
+	framework.Eventually(t, provisionerWait, func(context.Context) (bool, error) {
+		return len(c.driver.Calls(t).Created) == 3, nil
+	}, "the driver to make a third member, to keep two free")
+	free(2)
+	if calls := c.driver.Calls(t); len(calls.Created) != 3 {
+		t.Fatalf("the driver made %v, want three: two ahead, one more to keep two free", calls.Created)
 	}
 	c.noBackingClaimLeft()
 	c.inv.Check(t, provisionerWait)

@@ -43,8 +43,9 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	}
 	maker, advice := params.pool.maker()
 	switch {
+	case params.backend == backendClass && bindingMode(class) != storagev1.VolumeBindingImmediate:
+		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class would be made for no node, and the %s backend does not make members ahead per zone yet", bindingMode(class), backendClass)
 	case params.backend == backendClass:
-		return fmt.Errorf("the %s backend does not make members ahead of claims yet: its pool grows as claims come", backendClass)
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
 	case params.backend == backendLocal && len(p.aheadNodes(class, pool)) == 0:
@@ -53,8 +54,10 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 		return fmt.Errorf("the class's reclaimPolicy is %s: its volumes leave the pool when released, so members made ahead would be used once", *class.ReclaimPolicy)
 	}
 	claim := aheadClaim(pool, "check")
-	if _, err := maker.refuse(claim); err != nil {
-		return fmt.Errorf("the template is refused: %w", err)
+	if maker != nil {
+		if _, err := maker.refuse(claim); err != nil {
+			return fmt.Errorf("the template is refused: %w", err)
+		}
 	}
 	if max := params.maxCapacity; max != nil && claim.Spec.Resources.Requests.Storage().Cmp(*max) > 0 {
 		return fmt.Errorf("the template's capacity %s is above the class's %s %s", claim.Spec.Resources.Requests.Storage(), paramMaxCapacity, max)
@@ -73,10 +76,14 @@ func (p *provisioner) AheadInFlight(class string) int {
 }
 
 func (p *provisioner) aheadInFlight(class string) map[string]int {
-	return p.pending.aheadInFlight(class, func(name string) bool {
+	out := p.pending.aheadInFlight(class, func(name string) bool {
 		_, exists, _ := p.volumes.GetByKey(name)
-		return exists
+		return exists || p.backingClaimCached(name)
 	})
+	if n := p.aheadThroughBacking(class); n > 0 {
+		out[""] += n
+	}
+	return out
 }
 
 // MakeAhead makes up to n members of class's pool (class as pool makes it)
@@ -88,6 +95,9 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	params, err := parseParameters(class, p.backends)
 	if err != nil {
 		return 0, err
+	}
+	if b, ok := params.pool.(*backedClass); ok {
+		return p.askAhead(ctx, class, pool, params, b, n)
 	}
 	maker, _ := params.pool.maker()
 	for made := 0; made < n; made++ {

@@ -66,6 +66,10 @@ const (
 	annBackingForUID = keys.Domain + "/backing-for-uid"
 	// annPoolClass names the pool class they grow.
 	annPoolClass = keys.Domain + "/pool-class"
+	// annKeptBy names the provisioner that kept a volume (step 3): the one
+	// that finishes the hand-over. Installations side by side see each
+	// other's volumes.
+	annKeptBy = keys.Domain + "/kept-by"
 
 	// indexBackingFor indexes the volumes kept for a claim by its UID.
 	indexBackingFor = "reclaimable-provisioner/backing-for"
@@ -107,6 +111,24 @@ func (p *provisioner) useBackingClaims(informer cache.SharedIndexInformer, names
 	return nil
 }
 
+// sweepBacking looks again at everything a backing claim was made for:
+// the steps follow the events of the backing claims and the volumes, and
+// a restart, or a watch that missed one, must not leave a volume halfway.
+func (p *provisioner) sweepBacking(context.Context) {
+	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
+	for _, c := range claims {
+		if uid := c.Annotations[annBackingForUID]; uid != "" {
+			p.backing.queue.Add(types.UID(uid))
+		}
+	}
+	for _, uid := range p.keptUIDs() {
+		p.backing.queue.Add(uid)
+	}
+}
+
+// backingSweep is how often sweepBacking runs.
+const backingSweep = 10 * time.Second
+
 // backingClaimSelector selects the backing claims of controllerID.
 func backingClaimSelector(controllerID string) string {
 	return labelBackingClaim + "=" + controllerID
@@ -132,7 +154,7 @@ func (p *provisioner) onBacking(obj any) {
 // change and at start-up: a restarted provisioner finds the volumes a
 // crash left between steps.
 func (p *provisioner) onKeptVolume(pv *corev1.PersistentVolume) {
-	if uid := keptFor(pv); uid != "" && p.backing != nil {
+	if uid := keptFor(pv); uid != "" && pv.Annotations[annKeptBy] == p.name && p.backing != nil {
 		p.backing.queue.Add(uid)
 	}
 }
@@ -151,20 +173,34 @@ func keptFor(pv *corev1.PersistentVolume) types.UID {
 	return types.UID(pv.Annotations[annBackingForUID])
 }
 
+// indexByBackingFor indexes a kept volume by "<provisioner that kept
+// it>/<UID of the claim it is kept for>".
 func indexByBackingFor(obj any) ([]string, error) {
 	if pv, ok := obj.(*corev1.PersistentVolume); ok && keptFor(pv) != "" {
-		return []string{string(keptFor(pv))}, nil
+		return []string{pv.Annotations[annKeptBy] + "/" + string(keptFor(pv))}, nil
 	}
 	return nil, nil
 }
 
-// keptVolume returns the volume kept for the claim of uid, if any.
+// keptVolume returns the volume this provisioner kept for the claim of
+// uid, if any.
 func (p *provisioner) keptVolume(uid types.UID) *corev1.PersistentVolume {
-	objs, _ := p.volumes.ByIndex(indexBackingFor, string(uid))
+	objs, _ := p.volumes.ByIndex(indexBackingFor, p.name+"/"+string(uid))
 	if len(objs) == 0 {
 		return nil
 	}
 	return objs[0].(*corev1.PersistentVolume)
+}
+
+// keptUIDs are the UIDs of the claims this provisioner keeps volumes for.
+func (p *provisioner) keptUIDs() []types.UID {
+	var out []types.UID
+	for _, key := range p.volumes.ListIndexFuncValues(indexBackingFor) {
+		if uid, ok := strings.CutPrefix(key, p.name+"/"); ok && p.keptVolume(types.UID(uid)) != nil {
+			out = append(out, types.UID(uid))
+		}
+	}
+	return out
 }
 
 // growThrough gives claim a new volume of the backing class of b, one step
@@ -209,7 +245,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 		p.relayBackingFailure(ctx, claim, backing)
 		return waiting("waiting for class %s to make a volume for claim %s/%s", b.backing.Name, backing.Namespace, backing.Name)
 	}
-	if err := p.keep(ctx, pv, claim, class.Name); err != nil { // step 3
+	if err := p.keep(ctx, pv, forClaim(claim, class.Name)); err != nil { // step 3
 		return nil, lib.ProvisioningInBackground, err
 	}
 	crashPoint(stepKept)
@@ -263,7 +299,9 @@ func forClaim(claim *corev1.PersistentVolumeClaim, poolClass string) map[string]
 	return map[string]string{annBackingFor: claimKey(claim), annBackingForUID: string(claim.UID), annPoolClass: poolClass}
 }
 
-var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass}
+// forClaimKeys are the annotations of a kept volume, which the hand-over
+// removes.
+var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass, annKeptBy}
 
 // relayBackingFailure tells the claim what the backing provisioner last
 // said went wrong with its backing claim: the claim's owner may not read the
@@ -336,12 +374,13 @@ func (p *provisioner) backingVolume(ctx context.Context, backing *corev1.Persist
 
 // keep makes pv, bound to its backing claim, safe from deletion and says
 // which claim of which pool class it is for (step 3).
-func (p *provisioner) keep(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, poolClass string) error {
+func (p *provisioner) keep(ctx context.Context, pv *corev1.PersistentVolume, annotations map[string]string) error {
 	kept := pv.DeepCopy()
 	if kept.Annotations == nil {
 		kept.Annotations = map[string]string{}
 	}
-	maps.Copy(kept.Annotations, forClaim(claim, poolClass))
+	maps.Copy(kept.Annotations, annotations)
+	kept.Annotations[annKeptBy] = p.name
 	kept.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("keeping volume %s for the claim: %w", pv.Name, err)
@@ -352,6 +391,34 @@ func (p *provisioner) keep(ctx context.Context, pv *corev1.PersistentVolume, cla
 // handOver makes pv, kept for claim, a member of class issued to claim
 // (step 5).
 func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, pv *corev1.PersistentVolume, g growth) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	member := p.memberOf(pv, class.Name, ptr.Deref(class.ReclaimPolicy, corev1.PersistentVolumeReclaimDelete), g.labels)
+	keys.Set(member.Annotations, keys.LastClaim, claimKey(claim))
+	keys.Set(member.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+	// See take: a volume whose claim got bound elsewhere returns to the pool.
+	member.Annotations[volumehelpers.AnnBoundByController] = "yes"
+	member.Spec.ClaimRef = &corev1.ObjectReference{
+		Kind: "PersistentVolumeClaim", APIVersion: "v1",
+		Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
+	}
+	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
+		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
+	}
+	crashPoint(stepHandedOver)
+	p.pending.rename(backingClaimName(claim.UID), pv.Name)
+	p.takes.expect(claim.UID, pv.Name)
+	p.metrics.created.WithLabelValues(class.Name).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
+	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonProvisioningSucceeded,
+		"Volume %s made by class %s issued as a new member of the pool of class %s", pv.Name, pv.Spec.StorageClassName, class.Name)
+	klog.FromContext(ctx).V(2).Info("Issued a volume of the backing class", "pv", pv.Name, "backingClass", pv.Spec.StorageClassName, "volumes", g.count+1)
+	return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s of class %s was issued to the claim; the PV controller binds it", pv.Name, pv.Spec.StorageClassName)}
+}
+
+// memberOf is pv, a volume of a backing class kept for the pool (step 3),
+// made a member of class, with policy and labels: provisioned-by this
+// provisioner, its backing provisioner and class recorded, the marks of
+// the keep gone. Its claimRef is the caller's to set.
+func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
 	member := pv.DeepCopy()
 	backer := pv.Annotations[keys.ProvisionedBy]
 	if backer == "" && pv.Spec.CSI != nil {
@@ -365,31 +432,13 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 	}
 	member.Annotations[keys.ProvisionedBy] = p.name
 	keys.Set(member.Annotations, annBackend, backendClass)
-	keys.Set(member.Annotations, keys.LastClaim, claimKey(claim))
-	keys.Set(member.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
-	// See take: a volume whose claim got bound elsewhere returns to the pool.
-	member.Annotations[volumehelpers.AnnBoundByController] = "yes"
-	member.Labels = p.ownLabels(mergeLabels(member.Labels, g.labels))
+	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
 	// The backing provisioner no longer answers for the volume (it drops
 	// its finalizer from a Retain volume, but may not have yet).
 	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == externalFinalizer })
-	member.Spec.StorageClassName = class.Name
-	member.Spec.PersistentVolumeReclaimPolicy = ptr.Deref(class.ReclaimPolicy, corev1.PersistentVolumeReclaimDelete)
-	member.Spec.ClaimRef = &corev1.ObjectReference{
-		Kind: "PersistentVolumeClaim", APIVersion: "v1",
-		Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
-	}
-	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
-		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
-	}
-	crashPoint(stepHandedOver)
-	p.takes.expect(claim.UID, pv.Name)
-	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
-	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonProvisioningSucceeded,
-		"Volume %s made by class %s issued as a new member of the pool of class %s", pv.Name, pv.Spec.StorageClassName, class.Name)
-	klog.FromContext(ctx).V(2).Info("Issued a volume of the backing class", "pv", pv.Name, "backingClass", pv.Spec.StorageClassName, "volumes", g.count+1)
-	return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s of class %s was issued to the claim; the PV controller binds it", pv.Name, pv.Spec.StorageClassName)}
+	member.Spec.StorageClassName = class
+	member.Spec.PersistentVolumeReclaimPolicy = policy
+	return member
 }
 
 func mergeLabels(a, b map[string]string) map[string]string {
@@ -431,6 +480,8 @@ func (p *provisioner) syncBacking(ctx context.Context, uid types.UID) error {
 	kept := p.keptVolume(uid)
 	var key string
 	switch {
+	case kept != nil && kept.Annotations[keys.MadeAhead] != "", backing != nil && backing.Annotations[keys.MadeAhead] != "":
+		return p.syncAhead(ctx, uid, backing, kept)
 	case kept != nil:
 		key = kept.Annotations[annBackingFor]
 	case backing != nil:
@@ -516,9 +567,9 @@ func (p *provisioner) pendingBacking(class string) map[string]string {
 			out[c.Name] = c.Annotations[volumehelpers.AnnSelectedNode]
 		}
 	}
-	for _, key := range p.volumes.ListIndexFuncValues(indexBackingFor) {
-		if pv := p.keptVolume(types.UID(key)); pv != nil && pv.Annotations[annPoolClass] == class {
-			out[backingClaimName(types.UID(key))] = nodeOf(pv)
+	for _, uid := range p.keptUIDs() {
+		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[annPoolClass] == class {
+			out[backingClaimName(uid)] = nodeOf(pv)
 		}
 	}
 	return out

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -232,7 +233,7 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := f.driverMade(backing)
-	if err := f.p.keep(context.Background(), pv, claim, "pool"); err != nil {
+	if err := f.p.keep(context.Background(), pv, forClaim(claim, "pool")); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp(pv.Name)
@@ -308,5 +309,115 @@ func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 	}
 	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
 		t.Errorf("evicted member fenced for deletion: %v %v; the driver deletes only what is not being deleted", pv.DeletionTimestamp, pv.Finalizers)
+	}
+}
+
+// A volume grown through the backing class is counted once against
+// maxVolumes: as the place held for the claim until it is handed over, as
+// the member it is from then on.
+func TestAClassMemberIsCountedOnce(t *testing.T) {
+	first, second := claimFor("ns", "first", "1Gi"), claimFor("ns", "second", "1Gi")
+	f := newClassFixture(t, map[string]string{paramMaxVolumes: "2"}, nil, first, second)
+	if _, state, _ := f.provision(f.pool, first); state != lib.ProvisioningInBackground {
+		t.Fatalf("first claim: state %v", state)
+	}
+	backing, err := f.backingClaim(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.driverMade(backing)
+	f.provision(f.pool, first) // kept, backing claim deleted
+	f.catchUp(testBackingVolume)
+	_, _, err = f.provision(f.pool, first)
+	wantIssued(t, err, testBackingVolume)
+	f.catchUp(testBackingVolume)
+
+	if _, state, err := f.provision(f.pool, second); state != lib.ProvisioningInBackground || errors.Is(err, errExhausted) {
+		t.Fatalf("second claim = %v, %v; want a backing claim for it: the class has one volume of two", state, err)
+	}
+	if _, err := f.backingClaim(second); err != nil {
+		t.Errorf("no backing claim for the second claim: %v", err)
+	}
+}
+
+// Members made ahead of claims (minAvailable) come through backing claims
+// too, of the pool's template, and become free members made ahead: the
+// steps of the hand-over, without a claim.
+func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
+	f := newClassFixture(t, nil, nil)
+	pool := &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MinAvailable: ptr.To[int32](1)}}
+	if err := f.p.CheckAhead(f.pool, pool); err != nil {
+		t.Fatalf("CheckAhead = %v", err)
+	}
+	wffc := f.pool.DeepCopy()
+	wffc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	if err := f.p.CheckAhead(wffc, pool); err == nil || !strings.Contains(err.Error(), "WaitForFirstConsumer") {
+		t.Errorf("CheckAhead of a WaitForFirstConsumer class pool = %v, want it refused", err)
+	}
+
+	if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
+		t.Fatalf("MakeAhead = %d, %v", made, err)
+	}
+	claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(claims.Items) != 1 {
+		t.Fatalf("backing claims = %v, %v; want one", claims, err)
+	}
+	backing := &claims.Items[0]
+	uid := types.UID(backing.Annotations[annBackingForUID])
+	if backing.Annotations[keys.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(defaultAheadCapacity) {
+		t.Fatalf("backing claim = %+v, want one of the pool's template, made ahead", backing)
+	}
+	if n := f.p.AheadInFlight("pool"); n != 1 {
+		t.Errorf("AheadInFlight = %d, want the one asked for", n)
+	}
+
+	f.driverMade(backing)
+	if err := f.p.syncBacking(context.Background(), uid); err != nil {
+		t.Fatal(err)
+	}
+	if kept := f.server(testBackingVolume); kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Annotations[keys.MadeAhead] != "pool" {
+		t.Fatalf("kept volume = policy %s, annotations %v", kept.Spec.PersistentVolumeReclaimPolicy, kept.Annotations)
+	}
+	f.catchUp(testBackingVolume)
+	if n := f.p.AheadInFlight("pool"); n != 1 {
+		t.Errorf("AheadInFlight, kept = %d, want 1", n)
+	}
+	if err := f.p.syncBacking(context.Background(), uid); err != nil {
+		t.Fatal(err)
+	}
+	pv := f.server(testBackingVolume)
+	if !controller.MadeAhead(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[annBackingForUID] != "" {
+		t.Fatalf("member = class %s, policy %s, claimRef %+v, annotations %v; want a free member made ahead",
+			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)
+	}
+	f.catchUp(testBackingVolume)
+	if n := f.p.AheadInFlight("pool"); n != 0 {
+		t.Errorf("AheadInFlight, made = %d, want 0", n)
+	}
+}
+
+// A volume another installation's provisioner kept for one of its claims
+// is none of this one's business, whatever its annotations say.
+func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
+	theirs := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-theirs", ResourceVersion: "3", Annotations: map[string]string{
+			keys.ProvisionedBy: testDriver, annKeptBy: "other.example.com/provisioner", annBackingForUID: "their-claim",
+			annPoolClass: "pool", keys.MadeAhead: "pool"}},
+		Spec:   corev1.PersistentVolumeSpec{StorageClassName: testBackingClass, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
+	}
+	f := newClassFixture(t, nil, []*corev1.PersistentVolume{theirs})
+	if uids := f.p.keptUIDs(); len(uids) != 0 {
+		t.Errorf("keptUIDs = %v, want none of another provisioner's", uids)
+	}
+	if err := f.p.syncBacking(context.Background(), "their-claim"); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.writes(); n != 0 {
+		t.Errorf("%d writes, want none", n)
+	}
+	if n := f.p.AheadInFlight("pool"); n != 0 {
+		t.Errorf("AheadInFlight = %d, want another provisioner's volume not counted", n)
 	}
 }

@@ -214,6 +214,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })
 	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })
 	if b := c.provisioner.backing; b != nil {
+		wg.Go(func() { controller.Every(ctx, backingSweep, c.provisioner.sweepBacking) })
 		wg.Go(func() { b.queue.Run(ctx, 1) })
 	}
 	c.lib.Run(ctx)

@@ -203,6 +203,18 @@ func (v *pendingVolumes) aheadInFlight(class string, cached func(name string) bo
 	return out
 }
 
+// rename moves the place held for name to the volume named to, which a
+// class pool's backing class made for it: counted once, under the name
+// the cache will show.
+func (v *pendingVolumes) rename(name, to string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.pending[name]; ok {
+		delete(v.pending, name)
+		v.pending[to] = p
+	}
+}
+
 // unreserve gives up the place of name: its creation failed, or it was
 // deleted.
 func (v *pendingVolumes) unreserve(name string) {

@@ -119,6 +119,7 @@ const (
 	notReleased     reason = "not in phase Released"
 	noClaimRef      reason = "no claimRef"
 	invalidClaimRef reason = "claimRef lacks a namespace or name"
+	preBound        reason = "claimRef names no claim's UID"
 	beingScrubbed   reason = "handed to the scrub"
 )
 
@@ -148,6 +149,11 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 	case pv.Spec.ClaimRef.Namespace == "" || pv.Spec.ClaimRef.Name == "":
 		// No claim can be looked up, so none can be proven gone.
 		return false, invalidClaimRef
+	case pv.Spec.ClaimRef.UID == "":
+		// Pre-bound by name (a hold, a reservation, a member made ahead),
+		// and Released only until the PV controller, which makes such a
+		// volume Available, sees it: no claim of it is gone.
+		return false, preBound
 	}
 	return true, ""
 }

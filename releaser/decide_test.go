@@ -187,6 +187,7 @@ func TestReleasable(t *testing.T) {
 		}), why: notRetained},
 		{name: "no claimRef", pv: volume(corev1.VolumeReleased, labelled(testID), withoutClaimRef), why: noClaimRef},
 		{name: "claimRef without name", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.Name = "" }), why: invalidClaimRef},
+		{name: "pre-bound by name, Released a moment more", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }), why: preBound},
 		{name: "claimRef without namespace", pv: volume(corev1.VolumeReleased, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.Namespace = "" }), why: invalidClaimRef},
 	}
 	for _, tt := range tests {

@@ -55,29 +55,9 @@ func (b *bench) madeAhead(ctx context.Context, cycles, concurrency int) (*MadeAh
 	free := map[string]string{keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}
 	var size atomic.Int64
 	run := func(class string) (Summary, float64, int) {
-		var (
-			mu    sync.Mutex
-			bound []time.Duration
-			warm  int
-		)
-		_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
-			t, err := b.claimCycleOf(ctx, b.ns, fmt.Sprintf("%s-%d", class, seq), class, fmt.Sprintf("%dMi", 2048+size.Add(1)))
-			if err != nil {
-				return struct{}{}, err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			bound = append(bound, t.claim.bound.Sub(t.claim.created))
-			if t.claim.hit {
-				warm++
-			}
-			return struct{}{}, nil
+		return b.boundRun(ctx, concurrency, cycles, func(ctx context.Context, seq int) (cycleTimes, error) {
+			return b.claimCycleOf(ctx, b.ns, fmt.Sprintf("%s-%d", class, seq), class, fmt.Sprintf("%dMi", 2048+size.Add(1)))
 		})
-		pct := 0.0
-		if len(bound) > 0 {
-			pct = 100 * float64(warm) / float64(len(bound))
-		}
-		return Summarize(bound), pct, len(errs)
 	}
 
 	if err := b.recurringClass(ctx, missClass, free); err != nil {
@@ -116,4 +96,33 @@ func (b *bench) madeAhead(ctx context.Context, cycles, concurrency int) (*MadeAh
 		return r, fmt.Errorf("%d cycles failed", r.Failed)
 	}
 	return r, nil
+}
+
+// boundRun runs cycles of cycle at concurrency and sums up claim created ->
+// Bound, the share of claims served by a volume that existed before them,
+// and how many cycles failed.
+func (b *bench) boundRun(ctx context.Context, concurrency, cycles int, cycle func(ctx context.Context, seq int) (cycleTimes, error)) (Summary, float64, int) {
+	var (
+		mu    sync.Mutex
+		bound []time.Duration
+		hits  int
+	)
+	_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
+		t, err := cycle(ctx, seq)
+		if err != nil {
+			return struct{}{}, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		bound = append(bound, t.claim.bound.Sub(t.claim.created))
+		if t.claim.hit {
+			hits++
+		}
+		return struct{}{}, nil
+	})
+	pct := 0.0
+	if len(bound) > 0 {
+		pct = 100 * float64(hits) / float64(len(bound))
+	}
+	return Summarize(bound), pct, len(errs)
 }

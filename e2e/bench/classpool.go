@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,29 +66,9 @@ func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassP
 
 	var size atomic.Int64
 	run := func(class string, sized func() string, cycle func(ctx context.Context, name, class, size string) (cycleTimes, error)) (Summary, float64, int) {
-		var (
-			mu    sync.Mutex
-			bound []time.Duration
-			hits  int
-		)
-		_, errs := runCount(ctx, concurrency, cycles, &b.seq, func(ctx context.Context, _, seq int) (struct{}, error) {
-			t, err := cycle(ctx, fmt.Sprintf("%s-%d", class, seq), class, sized())
-			if err != nil {
-				return struct{}{}, err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			bound = append(bound, t.claim.bound.Sub(t.claim.created))
-			if t.claim.hit {
-				hits++
-			}
-			return struct{}{}, nil
+		return b.boundRun(ctx, concurrency, cycles, func(ctx context.Context, seq int) (cycleTimes, error) {
+			return cycle(ctx, fmt.Sprintf("%s-%d", class, seq), class, sized())
 		})
-		pct := 0.0
-		if len(bound) > 0 {
-			pct = 100 * float64(hits) / float64(len(bound))
-		}
-		return Summarize(bound), pct, len(errs)
 	}
 	creates := func() int {
 		calls, err := csi.Calls()
@@ -138,7 +117,7 @@ func (b *bench) startCSI(ctx context.Context) (*cluster.CSI, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.StartCSI(driver, sidecar, b.cluster.Kubeconfig, benchDriver, dir)
+	c, err := cluster.StartCSI(driver, sidecar, b.cluster.Kubeconfig, benchDriver, dir, nil)
 	if err != nil {
 		return nil, err
 	}

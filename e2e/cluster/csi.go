@@ -103,15 +103,20 @@ type csiProcess struct {
 // StartCSI starts the driver (driverBinary, see BuildCSIDriver) named name
 // and the sidecar (sidecarBinary, see EnsureExternalProvisioner) in dir,
 // which must be short: the driver's socket is in it, and a unix socket's
-// path is at most 107 bytes.
-func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string) (*CSI, error) {
+// path is at most 107 bytes. With node, the driver is also that node's
+// CSI plugin: it registers with its kubelet and mounts its volumes there.
+func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string, node *Node) (*CSI, error) {
 	c := &CSI{Name: name, Dir: dir}
 	socket := filepath.Join(dir, "csi.sock")
+	driverArgs := []string{"--endpoint=" + socket, "--name=" + name, "--state=" + dir}
+	if node != nil {
+		driverArgs = append(driverArgs, "--node-id="+node.Name, "--registration-dir="+node.PluginRegistrationDir())
+	}
 	for _, p := range []struct {
 		what, binary string
 		args         []string
 	}{
-		{"driver", driverBinary, []string{"--endpoint=" + socket, "--name=" + name, "--state=" + dir}},
+		{"driver", driverBinary, driverArgs},
 		// Its client's defaults (5 QPS, burst 10) make claims wait in its queue.
 		{"sidecar", sidecarBinary, []string{"--csi-address=" + socket, "--kubeconfig=" + kubeconfig, "--v=3", "--kube-api-qps=100", "--kube-api-burst=200"}},
 	} {

@@ -186,6 +186,10 @@ func sharedMount(dir string) error {
 	return nil
 }
 
+// PluginRegistrationDir is where the kubelet looks for plugins, a CSI
+// driver's among them, that tell it of themselves.
+func (n *Node) PluginRegistrationDir() string { return n.path("kubelet", "plugins_registry") }
+
 func (n *Node) path(elem ...string) string { return filepath.Join(append([]string{n.Dir}, elem...)...) }
 
 func (n *Node) logPath(component string) string { return n.path("logs", component+".log") }

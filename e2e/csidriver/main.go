@@ -2,7 +2,10 @@
 // service makes and deletes volumes as entries of a state directory, so
 // that a restarted driver still knows them, and records every CreateVolume
 // and DeleteVolume it serves in a calls file that the tests count. It runs
-// behind the real external-provisioner, as a cloud disk driver would.
+// behind the real external-provisioner, as a cloud disk driver would. With
+// --registration-dir it is also the node plugin of the real node: it
+// registers with that node's kubelet and bind-mounts a volume's directory
+// where the kubelet asks (node.go).
 package main
 
 import (
@@ -30,13 +33,17 @@ func main() {
 	endpoint := flag.String("endpoint", "", "unix socket to serve on")
 	name := flag.String("name", "csi.e2e.reclaimable.io", "the driver's name")
 	state := flag.String("state", "", "directory holding the volumes and the calls file")
+	nodeID := flag.String("node-id", "", "the node the driver serves volumes on; with --registration-dir, its node service runs")
+	registrationDir := flag.String("registration-dir", "", "the kubelet's plugins_registry directory, where the driver tells the kubelet of itself")
 	flag.Parse()
 	if *endpoint == "" || *state == "" {
 		log.Fatal("--endpoint and --state are required")
 	}
-	d := &driver{name: *name, dir: filepath.Join(*state, "volumes"), calls: filepath.Join(*state, "calls")}
-	if err := os.MkdirAll(d.dir, 0o755); err != nil {
-		log.Fatal(err)
+	d := &driver{name: *name, dir: filepath.Join(*state, "volumes"), data: filepath.Join(*state, "data"), calls: filepath.Join(*state, "calls"), nodeID: *nodeID}
+	for _, dir := range []string{d.dir, d.data} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			log.Fatal(err)
+		}
 	}
 	_ = os.Remove(*endpoint)
 	l, err := net.Listen("unix", *endpoint)
@@ -50,6 +57,12 @@ func main() {
 	}))
 	csi.RegisterIdentityServer(srv, d)
 	csi.RegisterControllerServer(srv, d)
+	if *registrationDir != "" {
+		csi.RegisterNodeServer(srv, d)
+		if err := d.serveRegistration(*registrationDir, *endpoint); err != nil {
+			log.Fatal(err)
+		}
+	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	go func() { <-stop; srv.Stop() }()
@@ -62,11 +75,16 @@ func main() {
 type driver struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedControllerServer
-	name  string
-	dir   string
-	calls string
-	mu    sync.Mutex
+	csi.UnimplementedNodeServer
+	name string
+	// dir holds a file per volume, data a directory per volume: its data.
+	dir, data string
+	calls     string
+	nodeID    string
+	mu        sync.Mutex
 }
+
+func (d *driver) dataDir(id string) string { return filepath.Join(d.data, id) }
 
 // volume is what the state directory holds of a volume, under its ID.
 type volume struct {
@@ -79,9 +97,26 @@ func (d *driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi
 }
 
 func (d *driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+	caps := []*csi.PluginCapability{{
 		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
-	}}}, nil
+	}}
+	if d.nodeID != "" {
+		// Its volumes are directories of the node's machine: only that
+		// node reaches them.
+		caps = append(caps, &csi.PluginCapability{
+			Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}},
+		})
+	}
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// topology is where the driver's volumes are reachable: its node, under
+// the key <driver name>/node; nil for a driver without a node.
+func (d *driver) topology() []*csi.Topology {
+	if d.nodeID == "" {
+		return nil
+	}
+	return []*csi.Topology{{Segments: map[string]string{d.name + "/node": d.nodeID}}}
 }
 
 func (d *driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
@@ -122,7 +157,14 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 		if v.CapacityBytes < size {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes", req.GetName(), v.CapacityBytes)
 		}
-		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: v.CapacityBytes}}, nil
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: v.CapacityBytes, AccessibleTopology: d.topology()}}, nil
+	}
+	if err := os.MkdirAll(d.dataDir(req.GetName()), 0o777); err != nil {
+		return nil, status.Errorf(codes.Internal, "making the data of volume %s: %v", req.GetName(), err)
+	}
+	// The consumers' user, whoever it is, writes there.
+	if err := os.Chmod(d.dataDir(req.GetName()), 0o777); err != nil {
+		return nil, status.Errorf(codes.Internal, "making the data of volume %s: %v", req.GetName(), err)
 	}
 	b, _ := json.Marshal(volume{Name: req.GetName(), CapacityBytes: size})
 	if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -131,7 +173,7 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 	if err := d.record("CreateVolume", req.GetName()); err != nil {
 		return nil, err
 	}
-	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: size}}, nil
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: size, AccessibleTopology: d.topology()}}, nil
 }
 
 // DeleteVolume removes a volume; an unknown one is already gone.
@@ -141,6 +183,9 @@ func (d *driver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := os.RemoveAll(d.dataDir(req.GetVolumeId())); err != nil {
+		return nil, status.Errorf(codes.Internal, "deleting the data of volume %s: %v", req.GetVolumeId(), err)
+	}
 	switch err := os.Remove(filepath.Join(d.dir, req.GetVolumeId())); {
 	case errors.Is(err, os.ErrNotExist):
 		return &csi.DeleteVolumeResponse{}, nil

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
+
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 )
@@ -17,13 +22,54 @@ var csiDriverBinary, externalProvisionerBinary string
 // their logs printed if the test failed.
 func StartCSIDriver(t testing.TB) *CSIDriver {
 	t.Helper()
+	return startCSIDriver(t, nil)
+}
+
+// StartCSIDriverOnRealNode starts a driver as StartCSIDriver does, that is
+// also the real node's CSI plugin: registered with its kubelet, it mounts
+// a volume's directory (of this machine) into the pods that use it. Its
+// CSIDriver object says it needs no attach; it goes at cleanup.
+func StartCSIDriverOnRealNode(t testing.TB) *CSIDriver {
+	t.Helper()
+	node := RealNode(t)
+	d := startCSIDriver(t, node)
+	ctx := context.Background()
+	obj := &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: d.Name}, Spec: storagev1.CSIDriverSpec{
+		AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(false),
+		VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+	}}
+	if _, err := Client().StorageV1().CSIDrivers().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = Client().StorageV1().CSIDrivers().Delete(context.Background(), d.Name, metav1.DeleteOptions{})
+	})
+	// The kubelet has registered the driver once the node's CSINode
+	// names it.
+	Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := Client().StorageV1().CSINodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, dr := range n.Spec.Drivers {
+			if dr.Name == d.Name {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, "the real node's kubelet to register CSI driver "+d.Name)
+	return d
+}
+
+func startCSIDriver(t testing.TB, node *cluster.Node) *CSIDriver {
+	t.Helper()
 	// A unix socket's path is at most 107 bytes: not under t.TempDir.
 	dir, err := os.MkdirTemp("", "csi-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	c, err := cluster.StartCSI(csiDriverBinary, externalProvisionerBinary, Kubeconfig(), fmt.Sprintf("e2e-%d.csi.reclaimable.io", counter.Add(1)), dir)
+	c, err := cluster.StartCSI(csiDriverBinary, externalProvisionerBinary, Kubeconfig(), fmt.Sprintf("e2e-%d.csi.reclaimable.io", counter.Add(1)), dir, node)
 	if err != nil {
 		t.Fatal(err)
 	}

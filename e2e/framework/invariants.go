@@ -438,8 +438,10 @@ func (inv *Invariants) noteOutcome(obj any) {
 }
 
 // checkScrub (9): a volume of a Scrubbed class seen Released from a claim
-// (of a ScrubbedUnlessSucceeded class, from a claim never seen to say its
-// consumer succeeded) is unscrubbed until it is seen scrubbed
+// it was seen Bound to (of a ScrubbedUnlessSucceeded class, from a claim
+// never seen to say its consumer succeeded) is unscrubbed until it is seen
+// scrubbed (a volume handed to a claim is Released a moment from the claim
+// it is given to: the PV controller has yet to bind them)
 // (keys.ScrubDone); seen Bound meanwhile to any claim but its scrub claim,
 // its data went on.
 func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
@@ -461,7 +463,7 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 	switch {
 	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
 		delete(inv.unscrubbed, pv.Name)
-	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim && (always || (ref.UID != "" && !inv.succeeded[ref.UID])):
+	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim && ref.UID != "" && inv.boundTo[ref.UID] == pv.Name && (always || !inv.succeeded[ref.UID]):
 		inv.unscrubbed[pv.Name] = ref.Namespace + "/" + ref.Name
 	case unscrubbed && pv.Status.Phase == corev1.VolumeBound && ref != nil && !scrubClaim:
 		inv.mu.Unlock()

@@ -1,0 +1,137 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// This file holds how a class pool (class.go) keeps members made ahead of
+// claims (minAvailable): through backing claims too (backing.go), for a
+// claim that never exists.
+
+// askAhead asks the backing class of b for up to n members of class's pool
+// ahead of claims, within its maxVolumes, and returns how many it asked for.
+// Each is a backing claim of the pool's template, for a claim that never
+// exists (annBackingForUID a UID of its own, keys.MadeAhead the pool), that
+// syncAhead takes through the steps of the hand-over, the last of which
+// makes the volume a free member.
+func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClass, pool *v1alpha1.VolumePool, params *params, b *backedClass, n int) (int, error) {
+	if p.backing == nil {
+		return 0, errors.New("the provisioner does not watch backing claims")
+	}
+	for asked := 0; asked < n; asked++ {
+		uid := uuid.NewUUID()
+		name := backingClaimName(uid)
+		if _, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, 0); !ok {
+			return asked, nil // the maximum is reached; claims may still free members
+		}
+		p.pending.markAhead(name)
+		shape := aheadClaim(pool, name)
+		backing := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: p.backing.namespace,
+				Labels:      map[string]string{labelBackingClaim: p.backing.controllerID},
+				Annotations: map[string]string{annBackingForUID: string(uid), annPoolClass: class.Name, keys.MadeAhead: pool.Name},
+			},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: ptr.To(b.backing.Name),
+				AccessModes:      shape.Spec.AccessModes, VolumeMode: shape.Spec.VolumeMode, Resources: shape.Spec.Resources,
+			},
+		}
+		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Create(ctx, backing, metav1.CreateOptions{}); err != nil {
+			p.pending.unreserve(name)
+			return asked, fmt.Errorf("asking class %s for a member ahead of claims through claim %s/%s: %w", b.backing.Name, p.backing.namespace, name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Asked the backing class for a member ahead of claims", "backingClass", b.backing.Name, "claim", klog.KObj(backing), "pool", pool.Name)
+	}
+	return n, nil
+}
+
+// syncAhead takes a member asked for ahead of claims (askAhead) one step
+// further: kept once its volume is bound, the backing claim deleted, and,
+// once it is gone, the volume made a free member made ahead.
+func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim, kept *corev1.PersistentVolume) error {
+	logger := klog.FromContext(ctx).WithValues("backingClaim", backingClaimName(uid))
+	if kept == nil {
+		pv, err := p.backingVolume(ctx, backing)
+		if err != nil || pv == nil {
+			logger.V(4).Info("Waiting for the backing class to bind a volume to the backing claim of a member made ahead", "err", err)
+			return err // its bind brings it back
+		}
+		if err := p.keep(ctx, pv, map[string]string{annBackingForUID: string(uid),
+			annPoolClass: backing.Annotations[annPoolClass], keys.MadeAhead: backing.Annotations[keys.MadeAhead]}); err != nil {
+			return err
+		}
+		logger.V(2).Info("Kept a volume of the backing class for a member made ahead", "pv", pv.Name)
+		p.deleteBackingClaim(ctx, backing)
+		return nil // its deletion brings it back
+	}
+	live, err := p.backingClaimLive(ctx, uid)
+	switch {
+	case err != nil:
+		return err
+	case live != nil:
+		logger.V(4).Info("Waiting for the backing claim of a member made ahead to be gone", "pv", kept.Name)
+		p.deleteBackingClaim(ctx, live)
+		return nil
+	}
+	member := p.memberOf(kept, kept.Annotations[annPoolClass], corev1.PersistentVolumeReclaimRetain, nil)
+	member.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: aheadNamespace, Name: keys.MadeAheadClaim(kept.Name)}
+	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("making volume %s a member ahead of claims: %w", kept.Name, err)
+	}
+	p.pending.rename(backingClaimName(uid), kept.Name)
+	p.metrics.created.WithLabelValues(member.Spec.StorageClassName).Inc()
+	logger.V(2).Info("Made a member ahead of claims", "pv", kept.Name, "pool", kept.Annotations[keys.MadeAhead])
+	return nil
+}
+
+// backingClaimCached reports whether the cache shows the backing claim of
+// that name, or the volume kept for it.
+func (p *provisioner) backingClaimCached(name string) bool {
+	if p.backing == nil {
+		return false
+	}
+	if _, err := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).Get(name); err == nil {
+		return true
+	}
+	uid, ok := strings.CutPrefix(name, "pvc-")
+	return ok && p.keptVolume(types.UID(uid)) != nil
+}
+
+// aheadThroughBacking counts the members of class asked for ahead of
+// claims on their way: backing claims, and volumes kept and not yet
+// members.
+func (p *provisioner) aheadThroughBacking(class string) int {
+	if p.backing == nil {
+		return 0
+	}
+	n := 0
+	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
+	for _, c := range claims {
+		if c.Annotations[annPoolClass] == class && c.Annotations[keys.MadeAhead] != "" && p.keptVolume(types.UID(c.Annotations[annBackingForUID])) == nil {
+			n++
+		}
+	}
+	for _, uid := range p.keptUIDs() {
+		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[annPoolClass] == class && pv.Annotations[keys.MadeAhead] != "" {
+			n++
+		}
+	}
+	return n
+}
