@@ -146,7 +146,7 @@ func TestSoakChaos(t *testing.T) {
 	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
 		return soakSettled(ctx, ns, class, id)
 	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound")
-	inv.Check(t, 30*time.Second)
+	violations := inv.Check(t, 30*time.Second)
 
 	evictions := 0
 	if events, err := framework.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + class + ",reason=MemberEvicted"}); err == nil {
@@ -156,7 +156,7 @@ func TestSoakChaos(t *testing.T) {
 	}
 	t.Logf("soak: %d cycles (%d Jobs, %d owners deleted before their claim bound), %d members evicted; faults: %d kills, %d restarts, %d API server restarts, %d foreign writes (%d conflicted); invariant violations: %d",
 		stats.cycles.Load(), stats.jobs.Load(), stats.earlyDeletes.Load(), evictions, stats.kills.Load(), stats.restarts.Load(),
-		stats.apiserverRestarts.Load(), stats.touches.Load(), stats.touchConflicts.Load(), inv.Violations(ctx))
+		stats.apiserverRestarts.Load(), stats.touches.Load(), stats.touchConflicts.Load(), violations)
 	if stats.cycles.Load() == 0 {
 		t.Error("no cycle completed")
 	}

@@ -286,8 +286,9 @@ func lookupOwner(ctx context.Context, ns string, ref metav1.OwnerReference) (own
 // violation seen since WatchInvariants. Call it once the scenario is quiet:
 // it waits up to settle for the end state to be reached (volumes Released
 // only briefly, claims of gone owners deleted), so a controller that is
-// merely slow is not reported, one that is stuck is.
-func (inv *Invariants) Check(t testing.TB, settle time.Duration) {
+// merely slow is not reported, one that is stuck is. It returns how many
+// it reported.
+func (inv *Invariants) Check(t testing.TB, settle time.Duration) int {
 	t.Helper()
 	ctx := context.Background()
 	var last []string
@@ -306,6 +307,7 @@ func (inv *Invariants) Check(t testing.TB, settle time.Duration) {
 	for _, v := range all {
 		t.Error(v)
 	}
+	return len(all)
 }
 
 // Violations returns the count of violations seen so far during the run
