@@ -59,7 +59,7 @@ func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassP
 	if err != nil {
 		return nil, err
 	}
-	defer csi.Stop()
+	defer b.stopCSI(csi)
 	if err := b.csiClasses(ctx); err != nil {
 		return nil, err
 	}
@@ -121,8 +121,29 @@ func (b *bench) startCSI(ctx context.Context) (*cluster.CSI, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.logf("CSI driver %s and its external-provisioner running (logs in %s)", benchDriver, filepath.Join(dir, "*.log"))
+	b.logf("CSI driver %s and its external-provisioner running", benchDriver)
 	return c, nil
+}
+
+// stopCSI stops the driver and its sidecar, and moves their logs into the
+// run's directory, which --keep keeps, out of the short-pathed one their
+// socket needed.
+func (b *bench) stopCSI(c *cluster.CSI) {
+	c.Stop()
+	logs := filepath.Join(b.cfg.Dir, "csi")
+	if err := os.MkdirAll(logs, 0o755); err == nil {
+		for _, what := range []string{"driver", "sidecar"} {
+			// Copied, not renamed: the two may be on different file systems.
+			data, err := os.ReadFile(c.LogPath(what))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(logs, what+".log"), data, 0o644)
+			}
+			if err != nil {
+				b.logf("keeping the CSI %s log: %v", what, err)
+			}
+		}
+	}
+	_ = os.RemoveAll(c.Dir)
 }
 
 // csiClasses creates the CSI class and the pool in front of it, whose
