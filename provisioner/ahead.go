@@ -128,7 +128,7 @@ func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageCla
 		keys.MadeAhead:      pool,
 		keys.StoragePending: "true",
 	})
-	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: v.claim.Namespace, Name: v.claim.Name}
+	pv.Spec.ClaimRef = aheadClaimRef(v.name)
 	pv.Labels = p.ownLabels(pv.Labels)
 	created, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
@@ -218,6 +218,12 @@ func aheadClaim(pool *v1alpha1.VolumePool, pv string) *corev1.PersistentVolumeCl
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacity}},
 		},
 	}
+}
+
+// aheadClaimRef is the claimRef of pv, a member made ahead that no claim
+// has had yet: the claim of aheadClaim, without UID, which never exists.
+func aheadClaimRef(pv string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: aheadNamespace, Name: keys.MadeAheadClaim(pv)}
 }
 
 // aheadNamespace holds the claims named by members made ahead; none is

@@ -391,15 +391,15 @@ func (p *provisioner) keep(ctx context.Context, pv *corev1.PersistentVolume, ann
 // handOver makes pv, kept for claim, a member of class issued to claim
 // (step 5).
 func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, pv *corev1.PersistentVolume, g growth) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
-	member := p.memberOf(pv, class.Name, ptr.Deref(class.ReclaimPolicy, corev1.PersistentVolumeReclaimDelete), g.labels)
+	// Bound as the PV controller binds, its bound-by-controller mark
+	// included (see take): a volume whose claim got bound elsewhere
+	// returns to the pool.
+	member, _, err := volumehelpers.GetBindVolumeToClaim(p.memberOf(pv, class.Name, ptr.Deref(class.ReclaimPolicy, corev1.PersistentVolumeReclaimDelete), g.labels), claim)
+	if err != nil {
+		return nil, lib.ProvisioningFinished, err
+	}
 	keys.Set(member.Annotations, keys.LastClaim, claimKey(claim))
 	keys.Set(member.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
-	// See take: a volume whose claim got bound elsewhere returns to the pool.
-	member.Annotations[volumehelpers.AnnBoundByController] = "yes"
-	member.Spec.ClaimRef = &corev1.ObjectReference{
-		Kind: "PersistentVolumeClaim", APIVersion: "v1",
-		Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
-	}
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
@@ -554,22 +554,39 @@ func (p *provisioner) wantsVolume(ctx context.Context, key string, uid types.UID
 
 // pendingBacking names the volumes of class on their way through backing
 // claims, with the node each is for, by the name the library gives them
-// (the backing claim's): a backing claim, or a volume kept (step 3) and not
-// handed over yet. They count against the class's limits.
+// (the backing claim's). They count against the class's limits.
 func (p *provisioner) pendingBacking(class string) map[string]string {
 	out := map[string]string{}
+	for name, v := range p.inFlight(class) {
+		out[name] = v.node
+	}
+	return out
+}
+
+// inFlightVolume is a volume on its way through a backing claim: the node
+// it is for, and whether it is a member made ahead of claims.
+type inFlightVolume struct {
+	node  string
+	ahead bool
+}
+
+// inFlight lists the volumes of class on their way through backing claims,
+// by the backing claim's name: a backing claim, or a volume kept (step 3)
+// and not handed over yet, which stands for its backing claim from then on.
+func (p *provisioner) inFlight(class string) map[string]inFlightVolume {
+	out := map[string]inFlightVolume{}
 	if p.backing == nil {
 		return out
 	}
 	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
 	for _, c := range claims {
 		if c.Annotations[annPoolClass] == class {
-			out[c.Name] = c.Annotations[volumehelpers.AnnSelectedNode]
+			out[c.Name] = inFlightVolume{node: c.Annotations[volumehelpers.AnnSelectedNode], ahead: c.Annotations[keys.MadeAhead] != ""}
 		}
 	}
 	for _, uid := range p.keptUIDs() {
 		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[annPoolClass] == class {
-			out[backingClaimName(uid)] = nodeOf(pv)
+			out[backingClaimName(uid)] = inFlightVolume{node: nodeOf(pv), ahead: pv.Annotations[keys.MadeAhead] != ""}
 		}
 	}
 	return out

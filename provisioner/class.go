@@ -116,19 +116,30 @@ func (c *backedClass) maker() (volumeMaker, string) { return nil, "" }
 // Released with reclaim policy Delete, it is then that provisioner's to
 // delete, storage and volume object.
 func (b *classPoolBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
+	back, backer, err := handedBackCopy(pv)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := b.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+		return 0, fmt.Errorf("handing volume %s back to provisioner %s to be deleted: %w", pv.Name, backer, err)
+	}
+	return handedBack, nil
+}
+
+// handedBackCopy is a copy of pv, a member of a class pool, as the
+// provisioner that made its storage had it: named in provisioned-by, of
+// the backing class (where recorded). It returns that provisioner too.
+func handedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, string, error) {
 	backer := pv.Annotations[annBackingProvider]
 	if backer == "" {
-		return 0, fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, annBackingProvider)
+		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, annBackingProvider)
 	}
 	back := pv.DeepCopy()
 	back.Annotations[keys.ProvisionedBy] = backer
 	if class := back.Annotations[annBackingClass]; class != "" {
 		back.Spec.StorageClassName = class
 	}
-	if _, err := b.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{}); err != nil {
-		return 0, fmt.Errorf("handing volume %s back to provisioner %s to be deleted: %w", pv.Name, backer, err)
-	}
-	return handedBack, nil
+	return back, backer, nil
 }
 
 // useClasses gives the class backend the StorageClasses it finds backing
@@ -149,22 +160,22 @@ func (p *provisioner) useClasses(classes storagelisters.StorageClassLister) {
 // write on it is no longer in the pool, and no claim can be given it.
 func (p *provisioner) evictToBacking(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
-	backer, backingClass := pv.Annotations[annBackingProvider], pv.Annotations[annBackingClass]
-	if backer == "" || backingClass == "" {
-		return false, fmt.Errorf("volume %s does not say which provisioner and class made its storage (annotations %s, %s)", pv.Name, annBackingProvider, annBackingClass)
+	if pv.Annotations[annBackingClass] == "" {
+		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, annBackingClass)
+	}
+	back, backer, err := handedBackCopy(pv)
+	if err != nil {
+		return false, err
 	}
 	namespace := "default"
 	if p.backing != nil {
 		namespace = p.backing.namespace
 	}
-	back := pv.DeepCopy()
 	back.Annotations[keys.Evicting] = cause
-	back.Annotations[keys.ProvisionedBy] = backer
-	back.Spec.StorageClassName = backingClass
 	back.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	back.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 		Namespace: namespace, Name: "evicted-" + pv.Name, UID: uuid.NewUUID()}
-	_, err := p.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{})
+	_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		logger.V(2).Info("Not evicting a member that changed since the decision")

@@ -10,7 +10,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
@@ -91,7 +90,7 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 		return nil
 	}
 	member := p.memberOf(kept, kept.Annotations[annPoolClass], corev1.PersistentVolumeReclaimRetain, nil)
-	member.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: aheadNamespace, Name: keys.MadeAheadClaim(kept.Name)}
+	member.Spec.ClaimRef = aheadClaimRef(kept.Name)
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("making volume %s a member ahead of claims: %w", kept.Name, err)
 	}
@@ -118,18 +117,9 @@ func (p *provisioner) backingClaimCached(name string) bool {
 // claims on their way: backing claims, and volumes kept and not yet
 // members.
 func (p *provisioner) aheadThroughBacking(class string) int {
-	if p.backing == nil {
-		return 0
-	}
 	n := 0
-	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
-	for _, c := range claims {
-		if c.Annotations[annPoolClass] == class && c.Annotations[keys.MadeAhead] != "" && p.keptVolume(types.UID(c.Annotations[annBackingForUID])) == nil {
-			n++
-		}
-	}
-	for _, uid := range p.keptUIDs() {
-		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[annPoolClass] == class && pv.Annotations[keys.MadeAhead] != "" {
+	for _, v := range p.inFlight(class) {
+		if v.ahead {
 			n++
 		}
 	}
