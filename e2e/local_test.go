@@ -137,31 +137,44 @@ func (c *localCase) drawsTheNextPod(t *testing.T, claim, next string) {
 	t.Helper()
 	other := framework.Name("roomy")
 	framework.CreateNode(t, other, nil)
-	runToCompletion(t, c.ns, nodePod("writer", claim, c.class, 1000, "write", "/cache/log", "warm\n"))
-	volume := boundVolume(t, c.ns, claim)
-	deletePod(t, c.ns, "writer", claim)
+	drawnToTheVolume(t, c.ns, c.class, claim, next, other)
+	c.noHelperLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// drawnToTheVolume runs a pod on the real node that writes into a new
+// volume of class through claim, then a pod through next that may run on
+// the real node or on the fake node other (whose taint, if it is a zone
+// node, it tolerates). The second pod must be scheduled to the real node,
+// at the first try, get the first pod's volume and read its data.
+func drawnToTheVolume(t *testing.T, ns, class, claim, next, other string) {
+	t.Helper()
+	runToCompletion(t, ns, nodePod("writer", claim, class, 1000, "write", "/cache/log", "warm\n"))
+	volume := boundVolume(t, ns, claim)
+	deletePod(t, ns, "writer", claim)
 	waitInPool(t, volume.Name)
 
-	pod := nodePod("reader", next, c.class, 1000, "expect", "/cache/log", "warm\n")
+	pod := nodePod("reader", next, class, 1000, "expect", "/cache/log", "warm\n")
 	pod.Spec.NodeSelector = nil
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, framework.ZoneNodeToleration(other))
 	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{framework.RealNodeName, other}}},
 		}}},
 	}}
-	if _, err := framework.Client().CoreV1().Pods(c.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := framework.Client().CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A node the scheduler selected for a new volume shows on the claim
 	// before the pod is bound to it (the pod waits for the volume).
 	var node string
 	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
-		pvc, err := framework.Client().CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, next, metav1.GetOptions{})
+		pvc, err := framework.Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, next, metav1.GetOptions{})
 		if err == nil && pvc.Annotations[volumehelpers.AnnSelectedNode] != "" {
 			node = pvc.Annotations[volumehelpers.AnnSelectedNode]
 			return true, nil
 		}
-		p, err := framework.Client().CoreV1().Pods(c.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := framework.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -171,13 +184,11 @@ func (c *localCase) drawsTheNextPod(t *testing.T, claim, next string) {
 	if node != framework.RealNodeName {
 		t.Fatalf("pod %s was scheduled to %s, away from the free volume %s on %s", pod.Name, node, volume.Name, framework.RealNodeName)
 	}
-	waitSucceeded(t, c.ns, pod.Name)
-	if got := boundVolume(t, c.ns, next); got.Name != volume.Name {
+	waitSucceeded(t, ns, pod.Name)
+	if got := boundVolume(t, ns, next); got.Name != volume.Name {
 		t.Fatalf("claim %s got volume %s, want the node's free volume %s", next, got.Name, volume.Name)
 	}
-	deletePod(t, c.ns, pod.Name, next)
-	c.noHelperLeft(t)
-	c.inv.Check(t, 10*time.Second)
+	deletePod(t, ns, pod.Name, next)
 }
 
 // TestNodeLocalDeleteRemovesTheDirectory: with reclaim policy Delete, a

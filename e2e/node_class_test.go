@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,10 +31,10 @@ type nodeClassCase struct {
 	inv      *framework.Invariants
 }
 
-// newNodeClassCase runs the controllers with a pool class of onRelease and
-// binding mode in front of a class of a driver of the test's own on the
-// real node.
-func newNodeClassCase(t *testing.T, onRelease string, binding storagev1.VolumeBindingMode) *nodeClassCase {
+// newNodeClassCase runs the controllers with a pool class of onRelease,
+// binding mode and parameters in front of a class of a driver of the test's
+// own on the real node.
+func newNodeClassCase(t *testing.T, onRelease string, binding storagev1.VolumeBindingMode, parameters map[string]string) *nodeClassCase {
 	t.Helper()
 	framework.RealNode(t)
 	t.Parallel()
@@ -44,8 +45,9 @@ func newNodeClassCase(t *testing.T, onRelease string, binding storagev1.VolumeBi
 	backing := framework.CreateClass(t, objects.NewClass(framework.Name("csi"), c.driver.Name, func(sc *storagev1.StorageClass) {
 		sc.ReclaimPolicy, sc.VolumeBindingMode = ptr.To(corev1.PersistentVolumeReclaimDelete), &binding
 	}))
-	c.pool = createClass(t, "pool", id, provisioner, corev1.PersistentVolumeReclaimRetain, binding,
-		map[string]string{"backend": "class", "backingClass": backing, keys.OnRelease: onRelease})
+	params := map[string]string{"backend": "class", "backingClass": backing, keys.OnRelease: onRelease}
+	maps.Copy(params, parameters)
+	c.pool = createClass(t, "pool", id, provisioner, corev1.PersistentVolumeReclaimRetain, binding, params)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.pool}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.pool},
 		Scrubbed: classIf(onRelease == keys.OnReleaseScrub, c.pool)})
 	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
@@ -62,7 +64,7 @@ func (c *nodeClassCase) dataDir(volume *corev1.PersistentVolume) string {
 // The next pod of the workload reads, through the driver's mount, what the
 // first one wrote, and the driver made one volume for both.
 func TestNodeClassPoolCarriesDataThroughTheDriversMount(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingImmediate)
+	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingImmediate, nil)
 	const claim = "build-cache"
 	first := "written by uid 1000\n"
 	log := runToCompletion(t, c.ns, nodePod("writer", claim, c.pool, 1000, "write", "/cache/log", first))
@@ -103,7 +105,7 @@ func TestNodeClassPoolCarriesDataThroughTheDriversMount(t *testing.T) {
 // Under onRelease Scrub, the scrub pod empties a class member through the
 // driver's mount before the next claim has it.
 func TestNodeClassPoolScrubsThroughTheDriversMount(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseScrub, storagev1.VolumeBindingImmediate)
+	c := newNodeClassCase(t, keys.OnReleaseScrub, storagev1.VolumeBindingImmediate, nil)
 	const claim = "cache"
 	runToCompletion(t, c.ns, nodePod("builder", claim, c.pool, 1000, "fill", "/cache"))
 	volume := boundVolume(t, c.ns, claim)
@@ -118,16 +120,14 @@ func TestNodeClassPoolScrubsThroughTheDriversMount(t *testing.T) {
 // chose for the pod, the driver makes the volume there, and the pod runs
 // on it.
 func TestNodeClassPoolWaitsForTheFirstConsumer(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer)
+	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
 	const claim = "cache"
 	runToCompletion(t, c.ns, nodePod("first", claim, c.pool, 1000, "write", "/cache/log", "first\n"))
 	volume := boundVolume(t, c.ns, claim)
 	if volume.Spec.CSI == nil || volume.Spec.CSI.Driver != c.driver.Name {
 		t.Fatalf("volume %s has source %+v, want one of driver %s", volume.Name, volume.Spec.PersistentVolumeSource, c.driver.Name)
 	}
-	if a := volume.Spec.NodeAffinity; a == nil || a.Required == nil || !strings.Contains(fmt.Sprint(a.Required.NodeSelectorTerms), framework.RealNodeName) {
-		t.Errorf("volume %s has node affinity %+v, want the driver's topology: the real node", volume.Name, volume.Spec.NodeAffinity)
-	}
+	inZone(t, volume, cluster.RealNodeZone)
 	deletePod(t, c.ns, "first", claim)
 	c.inv.Check(t, 10*time.Second)
 }

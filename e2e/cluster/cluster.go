@@ -400,7 +400,7 @@ func (c *Cluster) waitDefaultServiceAccount(ctx context.Context) error {
 }
 
 // CreateNode adds a fake node that kwok manages and waits until it is Ready.
-func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string]string) error {
+func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string]string, taints ...corev1.Taint) error {
 	l := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"}
 	for k, v := range labels {
 		l[k] = v
@@ -411,6 +411,7 @@ func (c *Cluster) CreateNode(ctx context.Context, name string, labels map[string
 			Labels:      l,
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
 		},
+		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Allocatable: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("10000"),

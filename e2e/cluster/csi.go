@@ -104,13 +104,14 @@ type csiProcess struct {
 // and the sidecar (sidecarBinary, see EnsureExternalProvisioner) in dir,
 // which must be short: the driver's socket is in it, and a unix socket's
 // path is at most 107 bytes. With node, the driver is also that node's
-// CSI plugin: it registers with its kubelet and mounts its volumes there.
+// CSI plugin: it registers with its kubelet and mounts its volumes there;
+// its volumes are then zonal, its node in RealNodeZone.
 func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string, node *Node) (*CSI, error) {
 	c := &CSI{Name: name, Dir: dir}
 	socket := filepath.Join(dir, "csi.sock")
 	driverArgs := []string{"--endpoint=" + socket, "--name=" + name, "--state=" + dir}
 	if node != nil {
-		driverArgs = append(driverArgs, "--node-id="+node.Name, "--registration-dir="+node.PluginRegistrationDir())
+		driverArgs = append(driverArgs, "--node-id="+node.Name, "--registration-dir="+node.PluginRegistrationDir(), "--zone="+RealNodeZone)
 	}
 	for _, p := range []struct {
 		what, binary string

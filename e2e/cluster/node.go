@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -27,6 +28,11 @@ const (
 	RealNodeTaint = "e2e.reclaimable/real-node"
 	RealNodeLabel = "e2e.reclaimable/real-node"
 )
+
+// RealNodeZone is the real node's zone (its label corev1.LabelTopologyZone):
+// the zone of the tests' zonal CSI driver on it (StartCSI). The fake nodes
+// have none unless a test gives them one.
+const RealNodeZone = "zone-a"
 
 // NoRealNodeEnv, set to a reason, turns the tests that need a real node
 // into reported skips on a machine where it cannot start (not root, no
@@ -134,7 +140,7 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 		"--root-dir=" + n.path("kubelet"),
 		"--hostname-override=" + name,
 		"--node-ip=" + ip,
-		"--node-labels=" + RealNodeLabel + "=true",
+		"--node-labels=" + RealNodeLabel + "=true," + corev1.LabelTopologyZone + "=" + RealNodeZone,
 		"--register-with-taints=" + RealNodeTaint + "=true:NoSchedule",
 		"--v=2",
 	}}

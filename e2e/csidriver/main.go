@@ -5,7 +5,11 @@
 // behind the real external-provisioner, as a cloud disk driver would. With
 // --registration-dir it is also the node plugin of the real node: it
 // registers with that node's kubelet and bind-mounts a volume's directory
-// where the kubelet asks (node.go).
+// where the kubelet asks (node.go). With --zone its volumes are zonal, as a
+// cloud disk is: each is reachable in the zone the external-provisioner
+// asks for first, under the key topology.kubernetes.io/zone, and its node
+// is in --zone. Its volumes' data is on this machine, whatever their zone:
+// only the real node's pods reach it, fake nodes' pods never run.
 package main
 
 import (
@@ -35,11 +39,15 @@ func main() {
 	state := flag.String("state", "", "directory holding the volumes and the calls file")
 	nodeID := flag.String("node-id", "", "the node the driver serves volumes on; with --registration-dir, its node service runs")
 	registrationDir := flag.String("registration-dir", "", "the kubelet's plugins_registry directory, where the driver tells the kubelet of itself")
+	zone := flag.String("zone", "", "the zone of the driver's node; given, its volumes are zonal")
 	flag.Parse()
 	if *endpoint == "" || *state == "" {
 		log.Fatal("--endpoint and --state are required")
 	}
-	d := &driver{name: *name, dir: filepath.Join(*state, "volumes"), data: filepath.Join(*state, "data"), calls: filepath.Join(*state, "calls"), nodeID: *nodeID}
+	if *zone != "" && *nodeID == "" {
+		log.Fatal("--zone is the zone of --node-id, which is missing")
+	}
+	d := &driver{name: *name, dir: filepath.Join(*state, "volumes"), data: filepath.Join(*state, "data"), calls: filepath.Join(*state, "calls"), nodeID: *nodeID, zone: *zone}
 	for _, dir := range []string{d.dir, d.data} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			log.Fatal(err)
@@ -81,7 +89,10 @@ type driver struct {
 	dir, data string
 	calls     string
 	nodeID    string
-	mu        sync.Mutex
+	// zone is the node's zone; "" for volumes reachable from the node
+	// alone (with a node) or from anywhere (without).
+	zone string
+	mu   sync.Mutex
 }
 
 func (d *driver) dataDir(id string) string { return filepath.Join(d.data, id) }
@@ -90,6 +101,8 @@ func (d *driver) dataDir(id string) string { return filepath.Join(d.data, id) }
 type volume struct {
 	Name          string `json:"name"`
 	CapacityBytes int64  `json:"capacityBytes"`
+	// Zone is where a zonal volume is reachable.
+	Zone string `json:"zone,omitempty"`
 }
 
 func (d *driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
@@ -101,8 +114,7 @@ func (d *driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabiliti
 		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
 	}}
 	if d.nodeID != "" {
-		// Its volumes are directories of the node's machine: only that
-		// node reaches them.
+		// Its volumes are reachable from its node, or its zone.
 		caps = append(caps, &csi.PluginCapability{
 			Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}},
 		})
@@ -110,13 +122,51 @@ func (d *driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabiliti
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }
 
-// topology is where the driver's volumes are reachable: its node, under
-// the key <driver name>/node; nil for a driver without a node.
-func (d *driver) topology() []*csi.Topology {
-	if d.nodeID == "" {
-		return nil
+// zoneKey is the topology key of a zonal driver: the node label every
+// cloud provider sets, so that a node's zone needs no label of the driver's.
+const zoneKey = "topology.kubernetes.io/zone"
+
+// nodeTopology is where the driver's node is: its zone, or with none, the
+// node itself under the key <driver name>/node; nil for a driver without a
+// node.
+func (d *driver) nodeTopology() *csi.Topology {
+	switch {
+	case d.zone != "":
+		return &csi.Topology{Segments: map[string]string{zoneKey: d.zone}}
+	case d.nodeID != "":
+		return &csi.Topology{Segments: map[string]string{d.name + "/node": d.nodeID}}
 	}
-	return []*csi.Topology{{Segments: map[string]string{d.name + "/node": d.nodeID}}}
+	return nil
+}
+
+// zoneFor is the zone a new volume goes to: the first the request prefers
+// (the selected node's, for a claim that waited for its consumer), else the
+// first it allows; "" for a driver whose volumes are not zonal.
+func (d *driver) zoneFor(req *csi.CreateVolumeRequest) (string, error) {
+	if d.zone == "" {
+		return "", nil
+	}
+	r := req.GetAccessibilityRequirements()
+	for _, t := range append(r.GetPreferred(), r.GetRequisite()...) {
+		if z := t.GetSegments()[zoneKey]; z != "" {
+			return z, nil
+		}
+	}
+	if r == nil {
+		return d.zone, nil
+	}
+	return "", status.Errorf(codes.InvalidArgument, "volume %s: no zone among the accessibility requirements %v", req.GetName(), r)
+}
+
+// topology is where a volume in zone is reachable.
+func (d *driver) topology(zone string) []*csi.Topology {
+	if zone != "" {
+		return []*csi.Topology{{Segments: map[string]string{zoneKey: zone}}}
+	}
+	if t := d.nodeTopology(); t != nil {
+		return []*csi.Topology{t}
+	}
+	return nil
 }
 
 func (d *driver) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
@@ -146,6 +196,10 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 		// As a cloud disk's size limit: what the tests see refused.
 		return nil, status.Errorf(codes.OutOfRange, "volume %s: %d bytes asked, this driver makes at most %d", req.GetName(), size, maxBytes)
 	}
+	zone, err := d.zoneFor(req)
+	if err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	path := filepath.Join(d.dir, req.GetName())
@@ -157,7 +211,7 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 		if v.CapacityBytes < size {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes", req.GetName(), v.CapacityBytes)
 		}
-		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: v.CapacityBytes, AccessibleTopology: d.topology()}}, nil
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: v.CapacityBytes, AccessibleTopology: d.topology(v.Zone)}}, nil
 	}
 	if err := os.MkdirAll(d.dataDir(req.GetName()), 0o777); err != nil {
 		return nil, status.Errorf(codes.Internal, "making the data of volume %s: %v", req.GetName(), err)
@@ -166,14 +220,14 @@ func (d *driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (
 	if err := os.Chmod(d.dataDir(req.GetName()), 0o777); err != nil {
 		return nil, status.Errorf(codes.Internal, "making the data of volume %s: %v", req.GetName(), err)
 	}
-	b, _ := json.Marshal(volume{Name: req.GetName(), CapacityBytes: size})
+	b, _ := json.Marshal(volume{Name: req.GetName(), CapacityBytes: size, Zone: zone})
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return nil, status.Errorf(codes.Internal, "writing volume %s: %v", req.GetName(), err)
 	}
 	if err := d.record("CreateVolume", req.GetName()); err != nil {
 		return nil, err
 	}
-	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: size, AccessibleTopology: d.topology()}}, nil
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: req.GetName(), CapacityBytes: size, AccessibleTopology: d.topology(zone)}}, nil
 }
 
 // DeleteVolume removes a volume; an unknown one is already gone.

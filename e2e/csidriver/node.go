@@ -24,7 +24,7 @@ import (
 // node's. No staging: the kubelet publishes straight away.
 
 func (d *driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	return &csi.NodeGetInfoResponse{NodeId: d.nodeID, AccessibleTopology: d.topology()[0]}, nil
+	return &csi.NodeGetInfoResponse{NodeId: d.nodeID, AccessibleTopology: d.nodeTopology()}, nil
 }
 
 func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -86,6 +87,41 @@ func startCSIDriver(t testing.TB, node *cluster.Node) *CSIDriver {
 
 // CSIDriver is a CSI driver and its sidecar run for one test.
 type CSIDriver struct{ *cluster.CSI }
+
+// ZoneNodeTaint is on the fake nodes of CreateZoneNode: only the pods of
+// the test that made one tolerate it (with the node's name as value).
+const ZoneNodeTaint = "e2e.reclaimable/zone-node"
+
+// CreateZoneNode adds a fake node in zone where the volumes that the
+// driver (of StartCSIDriverOnRealNode, whose volumes are zonal) makes in
+// that zone are reachable: the node has the zone label, and a CSINode
+// naming the driver with the zone as its topology key, as the kubelet
+// writes for a registered driver. The node carries ZoneNodeTaint, so that
+// no other test's pod lands there; it stays for the rest of the run, its
+// CSINode goes at cleanup. It returns the node's name.
+func (d *CSIDriver) CreateZoneNode(t testing.TB, zone string) string {
+	t.Helper()
+	name := Name(zone)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	taint := corev1.Taint{Key: ZoneNodeTaint, Value: name, Effect: corev1.TaintEffectNoSchedule}
+	if err := current.CreateNode(ctx, name, map[string]string{corev1.LabelTopologyZone: zone}, taint); err != nil {
+		t.Fatal(err)
+	}
+	n := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
+		Name: d.Name, NodeID: name, TopologyKeys: []string{corev1.LabelTopologyZone},
+	}}}}
+	if _, err := Client().StorageV1().CSINodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Client().StorageV1().CSINodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// ZoneNodeToleration lets a pod onto the zone node named node.
+func ZoneNodeToleration(node string) corev1.Toleration {
+	return corev1.Toleration{Key: ZoneNodeTaint, Operator: corev1.TolerationOpEqual, Value: node, Effect: corev1.TaintEffectNoSchedule}
+}
 
 // Calls reads what the driver did so far.
 func (d *CSIDriver) Calls(t testing.TB) cluster.CSICalls {
