@@ -26,9 +26,10 @@ import (
 // (NodePublishVolume), so the data a pod leaves is in the driver's volume.
 
 type nodeClassCase struct {
-	ns, pool string
-	driver   *framework.CSIDriver
-	inv      *framework.Invariants
+	ns, pool    string
+	driver      *framework.CSIDriver
+	inv         *framework.Invariants
+	controllers *framework.Process
 }
 
 // newNodeClassCase runs the controllers with a pool class of onRelease,
@@ -50,9 +51,10 @@ func newNodeClassCase(t *testing.T, onRelease string, binding storagev1.VolumeBi
 	c.pool = createClass(t, "pool", id, provisioner, corev1.PersistentVolumeReclaimRetain, binding, params)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.pool}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.pool},
 		Scrubbed: classIf(onRelease == keys.OnReleaseScrub, c.pool)})
-	framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
+	c.controllers = framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--backing-claim-namespace="+c.ns, "--lifecycle-namespace="+helpers, "--lifecycle-image="+cluster.ReclaimableImage,
-		"--cleanup-interval=5s", "--release-interval=5s").WaitReady(t)
+		"--cleanup-interval=5s", "--release-interval=5s")
+	c.controllers.WaitReady(t)
 	return c
 }
 

@@ -9,9 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -56,6 +57,13 @@ func TestNodeClassPoolKeepsMembersInTheirZone(t *testing.T) {
 	if calls := c.driver.Calls(t); len(calls.Created) != 2 {
 		t.Errorf("the driver made %v for four claims in two zones, want one volume per zone", calls.Created)
 	}
+	// a1 grew an empty pool, b1 grew beside the zone-A member it could not
+	// reach, a2 and b2 were served in their zones.
+	for result, want := range map[string]float64{"grew": 1, "grew-out-of-reach": 1, "member": 2} {
+		if got := c.controllers.Metric("reclaimable_provisioner_first_consumer_claims_total", map[string]string{"class": c.pool, "result": result}); got != want {
+			t.Errorf("first_consumer_claims_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
 	c.inv.Check(t, 10*time.Second)
 }
 
@@ -72,6 +80,44 @@ func TestNodeClassPoolFreeMemberDrawsAPodToItsZone(t *testing.T) {
 	if calls := c.driver.Calls(t); len(calls.Created) != 1 {
 		t.Errorf("the driver made %v for two claims, want one volume", calls.Created)
 	}
+	c.inv.Check(t, 10*time.Second)
+}
+
+// TestNodeClassPoolMakesMembersAheadInEachZone: a pool of a class that
+// binds on first consumer, with minAvailable and two zones, makes a member
+// ahead in each (each goes to the zone with the fewest free), and a claim
+// in either zone gets its zone's member made ahead.
+func TestNodeClassPoolMakesMembersAheadInEachZone(t *testing.T) {
+	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
+	// A zone of the test's own: the pool makes members for a node of each
+	// zone it names, and other tests' zone nodes lack this driver.
+	zone := framework.Name(zoneB)
+	nodeB := c.driver.CreateZoneNode(t, zone)
+	pools := volumePools(t)
+	ctx := context.Background()
+	pool, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("zoned")},
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: c.pool, MinAvailable: ptr.To[int32](2), MaxVolumes: ptr.To[int32](4),
+			Template: &v1alpha1.VolumePoolTemplate{Zones: []string{cluster.RealNodeZone, zone}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+
+	ahead := map[string]*corev1.PersistentVolume{}
+	for _, pv := range waitMadeAhead(t, c.pool, 2) {
+		ahead[zoneOf(t, pv)] = pv
+	}
+	if ahead[cluster.RealNodeZone] == nil || ahead[zone] == nil {
+		t.Fatalf("members made ahead by zone: %v, want one in %s and one in %s", ahead, cluster.RealNodeZone, zone)
+	}
+	if got := c.onZoneNode(t, "b1", nodeB); got.Name != ahead[zone].Name {
+		t.Errorf("claim b1 in %s got volume %s, want %s, made ahead in its zone", zone, got.Name, ahead[zone].Name)
+	}
+	runToCompletion(t, c.ns, nodePod("a1", "a1", c.pool, 1000, "write", "/cache/log", "into a member made ahead\n"))
+	if got := boundVolume(t, c.ns, "a1"); got.Name != ahead[cluster.RealNodeZone].Name {
+		t.Errorf("claim a1 in %s got volume %s, want %s, made ahead in its zone", cluster.RealNodeZone, got.Name, ahead[cluster.RealNodeZone].Name)
+	}
+	deletePod(t, c.ns, "a1", "a1")
 	c.inv.Check(t, 10*time.Second)
 }
 
@@ -98,10 +144,22 @@ func (c *nodeClassCase) onZoneNode(t *testing.T, claim, node string) *corev1.Per
 // inZone checks that volume is reachable in zone, and only there.
 func inZone(t *testing.T, volume *corev1.PersistentVolume, zone string) {
 	t.Helper()
-	want := corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}
-	a := volume.Spec.NodeAffinity
-	if a == nil || a.Required == nil || len(a.Required.NodeSelectorTerms) != 1 || len(a.Required.NodeSelectorTerms[0].MatchExpressions) != 1 ||
-		!equality.Semantic.DeepEqual(a.Required.NodeSelectorTerms[0].MatchExpressions[0], want) {
-		t.Fatalf("volume %s has node affinity %+v, want %v alone", volume.Name, a, want)
+	if got := zoneOf(t, volume); got != zone {
+		t.Fatalf("volume %s is in zone %s, want %s", volume.Name, got, zone)
 	}
+}
+
+// zoneOf is the one zone the volume is reachable in, as its node affinity
+// says; a volume reachable elsewhere than in one zone fails the test.
+func zoneOf(t *testing.T, volume *corev1.PersistentVolume) string {
+	t.Helper()
+	a := volume.Spec.NodeAffinity
+	if a == nil || a.Required == nil || len(a.Required.NodeSelectorTerms) != 1 || len(a.Required.NodeSelectorTerms[0].MatchExpressions) != 1 {
+		t.Fatalf("volume %s has node affinity %+v, want one zone", volume.Name, a)
+	}
+	e := a.Required.NodeSelectorTerms[0].MatchExpressions[0]
+	if e.Key != corev1.LabelTopologyZone || e.Operator != corev1.NodeSelectorOpIn || len(e.Values) != 1 {
+		t.Fatalf("volume %s has node affinity %+v, want one zone", volume.Name, e)
+	}
+	return e.Values[0]
 }

@@ -43,8 +43,12 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	}
 	maker, advice := params.pool.maker()
 	switch {
-	case params.backend == backendClass && bindingMode(class) != storagev1.VolumeBindingImmediate:
-		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class would be made for no node, and the %s backend does not make members ahead per zone yet", bindingMode(class), backendClass)
+	case len(templateZones(pool)) > 0 && (params.backend != backendClass || bindingMode(class) != storagev1.VolumeBindingWaitForFirstConsumer):
+		return fmt.Errorf("the template names zones, which only a class of the %s backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes", backendClass)
+	case params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer && len(templateZones(pool)) == 0:
+		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", bindingMode(class))
+	case params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer && len(p.zoneNodes(pool)) == 0:
+		return fmt.Errorf("no Ready, schedulable node of the template's zones %v (label %s) matches its nodeSelector %v", templateZones(pool), corev1.LabelTopologyZone, templateNodes(pool))
 	case params.backend == backendClass:
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)

@@ -233,9 +233,12 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 		}
 		return p.handOver(ctx, claim, class, kept, g) // step 5
 	}
-	backing, err := p.ensureBackingClaim(ctx, opts, b.backing) // step 1
+	backing, asked, err := p.ensureBackingClaim(ctx, opts, b.backing) // step 1
 	if err != nil {
 		return nil, lib.ProvisioningFinished, err
+	}
+	if asked {
+		p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
 	}
 	pv, err := p.backingVolume(ctx, backing)
 	switch {
@@ -255,12 +258,12 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 }
 
 // ensureBackingClaim returns the backing claim for opts.PVC, made if it is
-// not yet.
-func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.ProvisionOptions, backing *storagev1.StorageClass) (*corev1.PersistentVolumeClaim, error) {
+// not yet, and whether this call made it.
+func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.ProvisionOptions, backing *storagev1.StorageClass) (*corev1.PersistentVolumeClaim, bool, error) {
 	claim := opts.PVC
 	name := backingClaimName(claim.UID)
 	if c, err := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).Get(name); err == nil {
-		return c, nil
+		return c, false, nil
 	}
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -283,14 +286,15 @@ func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.Provision
 	created, err := p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Create(ctx, want, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		return p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Get(ctx, name, metav1.GetOptions{})
+		c, err := p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Get(ctx, name, metav1.GetOptions{})
+		return c, false, err
 	case err != nil:
-		return nil, fmt.Errorf("asking class %s for a volume through claim %s/%s: %w", backing.Name, p.backing.namespace, name, err)
+		return nil, false, fmt.Errorf("asking class %s for a volume through claim %s/%s: %w", backing.Name, p.backing.namespace, name, err)
 	}
 	crashPoint(stepAsked)
 	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonAskedBackingClass,
 		"No free volume of the pool of class %s fits; asked class %s (provisioner %s) for a new one through claim %s/%s", opts.StorageClass.Name, backing.Name, backing.Provisioner, created.Namespace, created.Name)
-	return created, nil
+	return created, true, nil
 }
 
 // forClaim are the annotations that say which claim, of which pool class,

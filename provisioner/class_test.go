@@ -3,6 +3,7 @@ package provisioner
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
@@ -228,7 +230,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 	claim := claimFor("ns", "gone", "1Gi")
 	f := newClassFixture(t, nil, nil)
-	backing, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: claim, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	backing, _, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: claim, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +257,7 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
 	earlier, claim := claimFor("ns", "earlier", "1Gi"), claimFor("ns", "later", "1Gi")
 	f := newClassFixture(t, map[string]string{paramMaxVolumes: "1"}, nil, earlier, claim)
-	backing, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: earlier, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	backing, _, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: earlier, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,12 +351,6 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	if err := f.p.CheckAhead(f.pool, pool); err != nil {
 		t.Fatalf("CheckAhead = %v", err)
 	}
-	wffc := f.pool.DeepCopy()
-	wffc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
-	if err := f.p.CheckAhead(wffc, pool); err == nil || !strings.Contains(err.Error(), "WaitForFirstConsumer") {
-		t.Errorf("CheckAhead of a WaitForFirstConsumer class pool = %v, want it refused", err)
-	}
-
 	if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
 		t.Fatalf("MakeAhead = %d, %v", made, err)
 	}
@@ -420,4 +416,104 @@ func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
 	if n := f.p.AheadInFlight("pool"); n != 0 {
 		t.Errorf("AheadInFlight = %d, want another provisioner's volume not counted", n)
 	}
+}
+
+// A class pool that binds on first consumer makes its members ahead in
+// the zones its pool names, each for a Ready node of the zone with the
+// fewest free members; it refuses minAvailable without zones, and zones on
+// a class that binds at once.
+func TestAZonedClassPoolMakesMembersAheadWhereFewestAreFree(t *testing.T) {
+	inZoneA := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-free-a", Annotations: map[string]string{keys.ProvisionedBy: testProvisioner}},
+		Spec: corev1.PersistentVolumeSpec{StorageClassName: "pool", PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			NodeAffinity: zoneAffinity("zone-a")},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+	f := newClassFixture(t, nil, []*corev1.PersistentVolume{inZoneA})
+	wffc := ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
+	f.pool.VolumeBindingMode = wffc
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := classes.Add(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: wffc}); err != nil {
+		t.Fatal(err)
+	}
+	f.p.useClasses(storagelisters.NewStorageClassLister(classes))
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, n := range []*corev1.Node{zoneNode("a-1", "zone-a", true), zoneNode("b-0", "zone-b", false), zoneNode("b-1", "zone-b", true), zoneNode("c-1", "zone-c", true)} {
+		if err := nodes.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.p.nodes = corelisters.NewNodeLister(nodes)
+	pool := func(zones ...string) *v1alpha1.VolumePool {
+		return &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool",
+			MinAvailable: ptr.To[int32](3), MaxVolumes: ptr.To[int32](10), Template: &v1alpha1.VolumePoolTemplate{Zones: zones}}}
+	}
+	for _, tt := range []struct {
+		name  string
+		err   error
+		wants string
+	}{
+		{"no zones", f.p.CheckAhead(f.pool, pool()), "names no zones"},
+		{"zones without a Ready node", f.p.CheckAhead(f.pool, pool("zone-d")), "no Ready, schedulable node"},
+		{"zones on a class of another backend", f.p.CheckAhead(f.directoryClass(nil), pool("zone-a")), "only a class of the class backend that binds on first consumer"},
+		{"two zones", f.p.CheckAhead(f.pool, pool("zone-a", "zone-b")), ""},
+	} {
+		if (tt.wants == "") != (tt.err == nil) || tt.err != nil && !strings.Contains(tt.err.Error(), tt.wants) {
+			t.Errorf("%s: CheckAhead = %v, want %q", tt.name, tt.err, tt.wants)
+		}
+	}
+
+	if made, err := f.p.MakeAhead(context.Background(), f.pool, pool("zone-a", "zone-b"), 3); made != 3 || err != nil {
+		t.Fatalf("MakeAhead = %d, %v", made, err)
+	}
+	claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, c := range claims.Items {
+		got[c.Annotations[volumehelpers.AnnSelectedNode]]++
+	}
+	// zone-a has one free member: two go to zone-b's Ready node, one to zone-a's.
+	if want := map[string]int{"a-1": 1, "b-1": 2}; !maps.Equal(got, want) {
+		t.Errorf("backing claims by selected node = %v, want %v", got, want)
+	}
+}
+
+func TestLeastServedZone(t *testing.T) {
+	a, b := zoneNode("a-1", "zone-a", true), zoneNode("b-1", "zone-b", true)
+	nodes := map[string][]*corev1.Node{"zone-a": {a}, "zone-b": {b}}
+	for _, tt := range []struct {
+		name  string
+		zones []string
+		free  map[string]int
+		want  string
+	}{
+		{"none free: the first named", []string{"zone-b", "zone-a"}, nil, "zone-b"},
+		{"the fewest free", []string{"zone-a", "zone-b"}, map[string]int{"zone-a": 2, "zone-b": 1}, "zone-b"},
+		{"a tie: the first named", []string{"zone-a", "zone-b"}, map[string]int{"zone-a": 1, "zone-b": 1}, "zone-a"},
+		{"a zone without a node is passed over", []string{"zone-c", "zone-a"}, nil, "zone-a"},
+		{"no zone with a node", []string{"zone-c"}, nil, ""},
+	} {
+		zone, node, ok := leastServedZone(tt.zones, tt.free, nodes)
+		if zone != tt.want || ok != (tt.want != "") || ok && node != nodes[zone][0] {
+			t.Errorf("%s: leastServedZone = %q, %v, %v; want %q", tt.name, zone, node, ok, tt.want)
+		}
+	}
+}
+
+func zoneNode(name, zone string, ready bool) *corev1.Node {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelTopologyZone: zone}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+}
+
+func zoneAffinity(zone string) *corev1.VolumeNodeAffinity {
+	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
+	}}}}
 }

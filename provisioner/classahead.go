@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -28,12 +29,31 @@ import (
 // Each is a backing claim of the pool's template, for a claim that never
 // exists (annBackingForUID a UID of its own, keys.MadeAhead the pool), that
 // syncAhead takes through the steps of the hand-over, the last of which
-// makes the volume a free member.
+// makes the volume a free member. For a class that binds on first consumer,
+// the backing claim names the node it is made for, as the scheduler does
+// for a pod's (leastServedZone).
 func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClass, pool *v1alpha1.VolumePool, params *params, b *backedClass, n int) (int, error) {
 	if p.backing == nil {
 		return 0, errors.New("the provisioner does not watch backing claims")
 	}
+	// A class that binds on first consumer makes each member ahead for a
+	// node of the least served of the pool's zones (zones.go).
+	var nodes map[string][]*corev1.Node
+	var free map[string]int
+	if bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer {
+		nodes = p.zoneNodes(pool)
+		free = p.freeByZone(class.Name, nodes)
+	}
 	for asked := 0; asked < n; asked++ {
+		annotations := map[string]string{annPoolClass: class.Name, keys.MadeAhead: pool.Name}
+		if nodes != nil {
+			zone, node, ok := leastServedZone(templateZones(pool), free, nodes)
+			if !ok {
+				return asked, fmt.Errorf("no Ready, schedulable node of the zones %v matches the template's nodeSelector %v", templateZones(pool), templateNodes(pool))
+			}
+			free[zone]++
+			annotations[volumehelpers.AnnSelectedNode] = node.Name
+		}
 		uid := uuid.NewUUID()
 		name := backingClaimName(uid)
 		if _, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, 0); !ok {
@@ -41,11 +61,12 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 		}
 		p.pending.markAhead(name)
 		shape := aheadClaim(pool, name)
+		annotations[annBackingForUID] = string(uid)
 		backing := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: p.backing.namespace,
 				Labels:      map[string]string{labelBackingClaim: p.backing.controllerID},
-				Annotations: map[string]string{annBackingForUID: string(uid), annPoolClass: class.Name, keys.MadeAhead: pool.Name},
+				Annotations: annotations,
 			},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				StorageClassName: ptr.To(b.backing.Name),

@@ -25,8 +25,11 @@ type metrics struct {
 	scrubFailures *prometheus.CounterVec
 	// evictions counts the members fenced for eviction, by class and cause.
 	evictions *prometheus.CounterVec
-	members   *membersCollector
-	lib       libmetrics.Metrics
+	// firstConsumer counts the claims that waited for their first
+	// consumer, by class and how they were served on its node.
+	firstConsumer *prometheus.CounterVec
+	members       *membersCollector
+	lib           libmetrics.Metrics
 }
 
 // newMetrics registers the provisioner's metrics and the library's. The
@@ -65,13 +68,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "evictions_total",
 			Help: "Members removed from their pool with their data, by class and cause: idle (evictAfter), above-maximum (shrinkToMaximum), for-claim (evictForClaims), above-bytes (evictAboveBytes)."},
 			[]string{"class", "cause"}),
+		firstConsumer: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "first_consumer_claims_total",
+			Help: "Claims that waited for their first consumer (WaitForFirstConsumer), by class and how they were served on the node the scheduler chose: member (a pool member reachable there, in its zone or on the node), grew (a new volume: no free member fits the claim), grew-out-of-reach (a new volume, while free members that fit the claim are out of the node's reach: in another zone, or on another node)."},
+			[]string{"class", "result"}),
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.members,
+		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.firstConsumer, m.members,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

@@ -3,7 +3,9 @@ package provisioner
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -68,5 +70,24 @@ func TestPoolMetrics(t *testing.T) {
 	f.p.onVolume(old, cur)
 	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(issueSameClaim)); got != 1 {
 		t.Errorf("issues_total{kind=same-claim} = %v, want 1", got)
+	}
+}
+
+// A claim that waited for its first consumer is counted by how it was
+// served on its node; any other claim is not counted.
+func TestCountFirstConsumer(t *testing.T) {
+	f := newFixture(t, nil)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	outOfReach := poolState{unfit: map[string]int{"node": 1}}
+	otherwise := poolState{unfit: map[string]int{"capacity": 1}}
+	f.p.countFirstConsumer("pool", node, otherwise, true)
+	f.p.countFirstConsumer("pool", node, outOfReach, true)
+	f.p.countFirstConsumer("pool", node, otherwise, false)
+	f.p.countFirstConsumer("pool", node, outOfReach, false)
+	f.p.countFirstConsumer("pool", nil, outOfReach, false)
+	for result, want := range map[string]float64{placedMember: 2, placedGrew: 1, placedGrewOutReach: 1} {
+		if got := testutil.ToFloat64(f.p.metrics.firstConsumer.WithLabelValues("pool", result)); got != want {
+			t.Errorf("first_consumer_claims_total{result=%q} = %v, want %v", result, got, want)
+		}
 	}
 }

@@ -233,6 +233,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	case result == boundMeanwhile:
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("the PV controller bound volume %s to the claim", pv)}
 	case result == taken:
+		p.countFirstConsumer(class.Name, opts.SelectedNode, state, true)
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
@@ -248,6 +249,32 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
 	}
 	return p.grow(ctx, opts, params, maker, selector, state)
+}
+
+// Results of first_consumer_claims_total.
+const (
+	placedMember       = "member"
+	placedGrew         = "grew"
+	placedGrewOutReach = "grew-out-of-reach"
+)
+
+// countFirstConsumer counts a claim that waited for its first consumer
+// (node is the node the scheduler chose; nil for any other claim, which is
+// not counted) by how it was served: a member reachable from node (served),
+// or a new volume, with or without free members that fit the claim but not
+// the node (state.unfit["node"]: in another zone, or on another node).
+func (p *provisioner) countFirstConsumer(class string, node *corev1.Node, state poolState, served bool) {
+	if node == nil {
+		return
+	}
+	result := placedGrew
+	switch {
+	case served:
+		result = placedMember
+	case state.unfit["node"] > 0:
+		result = placedGrewOutReach
+	}
+	p.metrics.firstConsumer.WithLabelValues(class, result).Inc()
 }
 
 // describeLastUse says who used a volume last, naming the claim only if it

@@ -488,6 +488,13 @@ func (b *bench) classPoolRun(ctx context.Context, r *Report) {
 		b.note(r, "class-pool run: %v", err)
 	}
 	r.ClassPool = c
+	if c == nil {
+		return
+	}
+	b.logf("Class pool in zones: the same, each claim's pod on a node of one of the zones %v in turn", benchZones)
+	if c.Zoned, err = b.zonedClassPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency); err != nil {
+		b.note(r, "zoned class-pool run: %v", err)
+	}
 }
 
 // failoverRun kills each leader and times its standby.

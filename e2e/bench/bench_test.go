@@ -697,9 +697,11 @@ func TestMarkdownMadeAhead(t *testing.T) {
 
 func TestMarkdownClassPool(t *testing.T) {
 	r := withPodFloor()
-	r.ClassPool = &ClassPool{Concurrency: 10, Cycles: 100,
+	r.ClassPool = &ClassPool{Concurrency: 10, Cycles: 100, ClassRuns: ClassRuns{
 		Direct: Summary{N: 100, P50ms: 300, P95ms: 400, P99ms: 500}, Miss: Summary{N: 100, P50ms: 700, P95ms: 900, P99ms: 1100},
-		Hit: Summary{N: 100, P50ms: 150, P95ms: 200, P99ms: 250}, HitPct: 100, MissCreates: 100}
+		Hit: Summary{N: 100, P50ms: 150, P95ms: 200, P99ms: 250}, HitPct: 100, MissCreates: 100},
+		Zoned: &ZonedClassPool{Zones: []string{"zone-a", "zone-b"}, ClassRuns: ClassRuns{Direct: Summary{N: 100, P50ms: 350, P95ms: 450, P99ms: 550},
+			Miss: Summary{N: 100, P50ms: 750}, Hit: Summary{N: 100, P50ms: 40}, HitPct: 100, MissCreates: 100}}}
 	var buf bytes.Buffer
 	r.Markdown(&buf)
 	out := buf.String()
@@ -708,6 +710,10 @@ func TestMarkdownClassPool(t *testing.T) {
 		"| the CSI class: a new volume each | 300 ms | 400 ms | 500 ms | 100 |",
 		"| the pool, miss: a new volume through the CSI class | 700 ms | 900 ms | 1100 ms | 100 |",
 		"| the pool, hit: a free member (100% of them) | 150 ms | 200 ms | 250 ms | 0 |",
+		"In zones [zone-a zone-b], binding on first consumer",
+		"| the CSI class: a new volume in the pod's zone | 350 ms | 450 ms | 550 ms | 100 |",
+		"| the pool, hit: a free member of the pod's zone (100% of them) | 40.0 ms |",
+		"0 claims bound to a volume of another zone than their pod's.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Markdown lacks %q; got:\n%s", want, out)

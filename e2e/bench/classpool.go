@@ -29,6 +29,14 @@ import (
 type ClassPool struct {
 	Concurrency int `json:"concurrency"`
 	Cycles      int `json:"cycles"`
+	ClassRuns
+	// Zoned is the same in two zones, binding on first consumer.
+	Zoned *ZonedClassPool `json:"zoned,omitempty"`
+}
+
+// ClassRuns are the figures of claims on a CSI class and on a pool in
+// front of it.
+type ClassRuns struct {
 	// Direct: the claims on the CSI class, each a new volume.
 	Direct Summary `json:"direct_claim_created_to_bound"`
 	// Miss: the pool's claims no member fits.
@@ -51,11 +59,10 @@ const (
 )
 
 // classPool runs cycles claims at concurrency on the CSI class, then on
-// the pool: first of strictly growing sizes from 2 GiB (no member fits a
-// later one), then of 1 GiB, which every member fits.
+// the pool (classRuns).
 func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassPool, error) {
 	r := &ClassPool{Concurrency: concurrency, Cycles: cycles}
-	csi, err := b.startCSI(ctx)
+	csi, err := b.startCSI(ctx, benchDriver, false)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +70,34 @@ func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassP
 	if err := b.csiClasses(ctx); err != nil {
 		return nil, err
 	}
+	r.ClassRuns = b.classRuns(ctx, csi, cycles, concurrency, csiClass, classPoolClass, func(ctx context.Context, _ int, name, class, size string, pool bool) (cycleTimes, error) {
+		if pool {
+			return b.claimCycleOf(ctx, b.ns, name, class, size)
+		}
+		return b.directCycle(ctx, name, class, size)
+	})
+	if r.Failed > 0 {
+		return r, fmt.Errorf("%d cycles failed", r.Failed)
+	}
+	return r, nil
+}
 
-	var size atomic.Int64
-	run := func(class string, sized func() string, cycle func(ctx context.Context, name, class, size string) (cycleTimes, error)) (Summary, float64, int) {
+// classCycle runs the claim name of class and size, the seq-th of its
+// run; pool says whether class is the pool's.
+type classCycle func(ctx context.Context, seq int, name, class, size string, pool bool) (cycleTimes, error)
+
+// classRuns runs cycles claims at concurrency on the CSI class direct,
+// then on the pool in front of it: first of strictly growing sizes from
+// 2 GiB (no member fits a later one), then of 1 GiB, which every member
+// fits; csi counts the volumes its driver made.
+func (b *bench) classRuns(ctx context.Context, csi *cluster.CSI, cycles, concurrency int, direct, pool string, cycle classCycle) ClassRuns {
+	var (
+		r    ClassRuns
+		size atomic.Int64
+	)
+	run := func(class string, sized func() string) (Summary, float64, int) {
 		return b.boundRun(ctx, concurrency, cycles, func(ctx context.Context, seq int) (cycleTimes, error) {
-			return cycle(ctx, fmt.Sprintf("%s-%d", class, seq), class, sized())
+			return cycle(ctx, seq, fmt.Sprintf("%s-%d", class, seq), class, sized(), class == pool)
 		})
 	}
 	creates := func() int {
@@ -81,28 +111,22 @@ func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassP
 	growing := func() string { return fmt.Sprintf("%dMi", 2048+size.Add(1)) }
 
 	var failed int
-	r.Direct, _, failed = run(csiClass, oneGi, b.directCycle)
+	r.Direct, _, failed = run(direct, oneGi)
 	r.Failed += failed
 	before := creates()
-	r.Miss, _, failed = run(classPoolClass, growing, func(ctx context.Context, name, class, size string) (cycleTimes, error) {
-		return b.claimCycleOf(ctx, b.ns, name, class, size)
-	})
+	r.Miss, _, failed = run(pool, growing)
 	r.Failed += failed
 	r.MissCreates = creates() - before
 	before = creates()
-	r.Hit, r.HitPct, failed = run(classPoolClass, oneGi, func(ctx context.Context, name, class, size string) (cycleTimes, error) {
-		return b.claimCycleOf(ctx, b.ns, name, class, size)
-	})
+	r.Hit, r.HitPct, failed = run(pool, oneGi)
 	r.Failed += failed
 	r.HitCreates = creates() - before
-	if r.Failed > 0 {
-		return r, fmt.Errorf("%d cycles failed", r.Failed)
-	}
-	return r, nil
+	return r
 }
 
-// startCSI builds and starts the driver and its sidecar.
-func (b *bench) startCSI(ctx context.Context) (*cluster.CSI, error) {
+// startCSI builds and starts the driver named name, zonal or not, and its
+// sidecar.
+func (b *bench) startCSI(ctx context.Context, name string, zonal bool) (*cluster.CSI, error) {
 	driver, err := cluster.BuildCSIDriver(ctx, b.cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -117,11 +141,11 @@ func (b *bench) startCSI(ctx context.Context) (*cluster.CSI, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.StartCSI(driver, sidecar, b.cluster.Kubeconfig, benchDriver, dir, nil)
+	c, err := cluster.StartCSI(driver, sidecar, b.cluster.Kubeconfig, name, dir, nil, zonal)
 	if err != nil {
 		return nil, err
 	}
-	b.logf("CSI driver %s and its external-provisioner running", benchDriver)
+	b.logf("CSI driver %s (zonal: %v) and its external-provisioner running", name, zonal)
 	return c, nil
 }
 

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // ExternalProvisionerVersion is the CSI external-provisioner sidecar the
@@ -104,14 +108,18 @@ type csiProcess struct {
 // and the sidecar (sidecarBinary, see EnsureExternalProvisioner) in dir,
 // which must be short: the driver's socket is in it, and a unix socket's
 // path is at most 107 bytes. With node, the driver is also that node's
-// CSI plugin: it registers with its kubelet and mounts its volumes there;
-// its volumes are then zonal, its node in RealNodeZone.
-func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string, node *Node) (*CSI, error) {
+// CSI plugin: it registers with its kubelet and mounts its volumes there.
+// Zonal, its volumes are reachable in the zone the external-provisioner
+// asks for first, its node in RealNodeZone.
+func StartCSI(driverBinary, sidecarBinary, kubeconfig, name, dir string, node *Node, zonal bool) (*CSI, error) {
 	c := &CSI{Name: name, Dir: dir}
 	socket := filepath.Join(dir, "csi.sock")
 	driverArgs := []string{"--endpoint=" + socket, "--name=" + name, "--state=" + dir}
 	if node != nil {
-		driverArgs = append(driverArgs, "--node-id="+node.Name, "--registration-dir="+node.PluginRegistrationDir(), "--zone="+RealNodeZone)
+		driverArgs = append(driverArgs, "--node-id="+node.Name, "--registration-dir="+node.PluginRegistrationDir())
+	}
+	if zonal {
+		driverArgs = append(driverArgs, "--zone="+RealNodeZone)
 	}
 	for _, p := range []struct {
 		what, binary string
@@ -169,4 +177,21 @@ func (c *CSI) Calls() (CSICalls, error) {
 		}
 	}
 	return calls, nil
+}
+
+// CreateZoneNode adds a fake node in zone (label corev1.LabelTopologyZone)
+// where the zonal volumes of driver in that zone are reachable: it has the
+// CSINode naming driver with the zone as its topology key, which the
+// kubelet writes for a registered driver.
+func (c *Cluster) CreateZoneNode(ctx context.Context, name, zone, driver string, taints ...corev1.Taint) error {
+	if err := c.CreateNode(ctx, name, map[string]string{corev1.LabelTopologyZone: zone}, taints...); err != nil {
+		return err
+	}
+	n := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
+		Name: driver, NodeID: name, TopologyKeys: []string{corev1.LabelTopologyZone},
+	}}}}
+	if _, err := c.Client.StorageV1().CSINodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the CSINode of %s: %w", name, err)
+	}
+	return nil
 }

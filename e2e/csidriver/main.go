@@ -7,8 +7,8 @@
 // registers with that node's kubelet and bind-mounts a volume's directory
 // where the kubelet asks (node.go). With --zone its volumes are zonal, as a
 // cloud disk is: each is reachable in the zone the external-provisioner
-// asks for first, under the key topology.kubernetes.io/zone, and its node
-// is in --zone. Its volumes' data is on this machine, whatever their zone:
+// asks for first, under the key topology.kubernetes.io/zone, and its node,
+// if any, is in --zone. Its volumes' data is on this machine, whatever their zone:
 // only the real node's pods reach it, fake nodes' pods never run.
 package main
 
@@ -39,13 +39,10 @@ func main() {
 	state := flag.String("state", "", "directory holding the volumes and the calls file")
 	nodeID := flag.String("node-id", "", "the node the driver serves volumes on; with --registration-dir, its node service runs")
 	registrationDir := flag.String("registration-dir", "", "the kubelet's plugins_registry directory, where the driver tells the kubelet of itself")
-	zone := flag.String("zone", "", "the zone of the driver's node; given, its volumes are zonal")
+	zone := flag.String("zone", "", "given, its volumes are zonal: the zone of its node, and where a volume goes that the request puts nowhere")
 	flag.Parse()
 	if *endpoint == "" || *state == "" {
 		log.Fatal("--endpoint and --state are required")
-	}
-	if *zone != "" && *nodeID == "" {
-		log.Fatal("--zone is the zone of --node-id, which is missing")
 	}
 	d := &driver{name: *name, dir: filepath.Join(*state, "volumes"), data: filepath.Join(*state, "data"), calls: filepath.Join(*state, "calls"), nodeID: *nodeID, zone: *zone}
 	for _, dir := range []string{d.dir, d.data} {
@@ -113,7 +110,7 @@ func (d *driver) GetPluginCapabilities(context.Context, *csi.GetPluginCapabiliti
 	caps := []*csi.PluginCapability{{
 		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
 	}}
-	if d.nodeID != "" {
+	if d.nodeID != "" || d.zone != "" {
 		// Its volumes are reachable from its node, or its zone.
 		caps = append(caps, &csi.PluginCapability{
 			Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS}},

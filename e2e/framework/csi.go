@@ -29,7 +29,9 @@ func StartCSIDriver(t testing.TB) *CSIDriver {
 // StartCSIDriverOnRealNode starts a driver as StartCSIDriver does, that is
 // also the real node's CSI plugin: registered with its kubelet, it mounts
 // a volume's directory (of this machine) into the pods that use it. Its
-// CSIDriver object says it needs no attach; it goes at cleanup.
+// volumes are zonal, the real node in cluster.RealNodeZone (see
+// CreateZoneNode for a second zone). Its CSIDriver object says it needs no
+// attach; it goes at cleanup.
 func StartCSIDriverOnRealNode(t testing.TB) *CSIDriver {
 	t.Helper()
 	node := RealNode(t)
@@ -70,7 +72,7 @@ func startCSIDriver(t testing.TB, node *cluster.Node) *CSIDriver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	c, err := cluster.StartCSI(csiDriverBinary, externalProvisionerBinary, Kubeconfig(), fmt.Sprintf("e2e-%d.csi.reclaimable.io", counter.Add(1)), dir, node)
+	c, err := cluster.StartCSI(csiDriverBinary, externalProvisionerBinary, Kubeconfig(), fmt.Sprintf("e2e-%d.csi.reclaimable.io", counter.Add(1)), dir, node, node != nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +107,7 @@ func (d *CSIDriver) CreateZoneNode(t testing.TB, zone string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	taint := corev1.Taint{Key: ZoneNodeTaint, Value: name, Effect: corev1.TaintEffectNoSchedule}
-	if err := current.CreateNode(ctx, name, map[string]string{corev1.LabelTopologyZone: zone}, taint); err != nil {
-		t.Fatal(err)
-	}
-	n := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
-		Name: d.Name, NodeID: name, TopologyKeys: []string{corev1.LabelTopologyZone},
-	}}}}
-	if _, err := Client().StorageV1().CSINodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+	if err := current.CreateZoneNode(ctx, name, zone, d.Name, taint); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = Client().StorageV1().CSINodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })

@@ -161,9 +161,22 @@ type VolumePoolTemplate struct {
 	// NodeSelector, for a class of the local backend, names the nodes
 	// members are made ahead on, within the class's allowedTopologies:
 	// each goes to the Ready, schedulable node among them with the fewest
-	// free members of the pool. Default: every such node.
+	// free members of the pool. Default: every such node. For a class of
+	// the class backend, it narrows the nodes of Zones.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Zones, for a class of the class backend that binds on first consumer
+	// (WaitForFirstConsumer), names the zones members are made ahead in:
+	// values of the nodes' topology.kubernetes.io/zone label. Each member
+	// goes to the zone among them with the fewest free members of the
+	// pool, made for a Ready, schedulable node of that zone, as if a pod
+	// there had asked. Required for such a pool with minAvailable.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	Zones []string `json:"zones,omitempty"`
 }
 
 // VolumePoolStatus is the state of a pool's members, counted from what the

@@ -215,6 +215,11 @@ func (in *VolumePoolTemplate) DeepCopyInto(out *VolumePoolTemplate) {
 			(*out)[key] = val
 		}
 	}
+	if in.Zones != nil {
+		in, out := &in.Zones, &out.Zones
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -39,7 +39,7 @@ func main() {
 	flag.StringVar(&cfg.ReserveFor, "reserve-for", "10m", "reserveFor of the recurring-workload run's class")
 	flag.IntVar(&cfg.NodeLocalCycles, "node-local-cycles", 20, "cycles of each kind of the node-local run (claim -> Bound on a real node for a pool miss, a hit and the floor); 0 skips it. It needs root, as the e2e tests' real node does")
 	flag.IntVar(&cfg.MadeAheadCycles, "made-ahead-cycles", 100, "cycles of each part of the made-ahead run (claims of a size no member has, at --concurrency: on a class without a VolumePool, then on one with minAvailable at --concurrency); 0 skips it")
-	flag.IntVar(&cfg.ClassPoolCycles, "class-pool-cycles", 100, "cycles of each part of the class-pool run (claims on a CSI class, the tests' driver behind the real external-provisioner; then on a pool of the class backend in front of it, misses then hits, at --concurrency); 0 skips it")
+	flag.IntVar(&cfg.ClassPoolCycles, "class-pool-cycles", 100, "cycles of each part of the class-pool run (claims on a CSI class, the tests' driver behind the real external-provisioner; then on a pool of the class backend in front of it, misses then hits, at --concurrency; then the same binding on first consumer, with zonal volumes and each pod in one of two zones in turn); 0 skips it")
 	flag.IntVar(&cfg.EvictCycles, "evict-cycles", 20, "cycles of each part of the eviction run (one claim at a time at a pool's maximum of one volume: one that takes the free member, one that fits none and has it evicted, evictForClaims); 0 skips it")
 	flag.BoolVar(&cfg.Failover, "failover", true, "measure how long a killed leader's standby takes to act (about 17 s)")
 	flag.StringVar(&out, "out", "_output/bench.json", "where the JSON report is written")
