@@ -11,7 +11,7 @@ E2E_FLAGS ?=
 # root and start a control plane, so a plain `go test ./...` leaves them out.
 E2E_TAGS  := -tags e2e
 
-.PHONY: all build test unit fuzz e2e soak lint generate verify-generate bench demo cluster-up cluster-down clean node-deps
+.PHONY: all build test unit fuzz e2e soak lint generate chart-crd verify-generate bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
@@ -25,6 +25,7 @@ test: lint unit fuzz e2e
 
 unit:
 	$(GO) test -race -count=1 ./...
+	cd e2e/chart && $(GO) test -count=1 ./...
 
 ## fuzz: each fuzz target for FUZZTIME (the parsers of user input: annotations, class parameters)
 FUZZTIME ?= 15s
@@ -47,6 +48,7 @@ lint: verify-generate
 	$(GO) vet $(E2E_TAGS) ./...
 	cd e2e/tools && $(GO) vet ./etcd
 	cd e2e/csidriver && $(GO) vet ./...
+	cd e2e/chart && $(GO) vet ./...
 
 ## generate: from the API types in apis/, their deep copies, the typed client
 ## (clientset, listers, informers in client/) and the CRD (manifests/base/crd/),
@@ -66,12 +68,24 @@ generate:
 	$(TOOLS)/informer-gen --go-header-file $(HEADER) --output-dir client/informers --output-pkg $(MODULE)/client/informers \
 		--versioned-clientset-package $(MODULE)/client/clientset/versioned --listers-package $(MODULE)/client/listers $(API_PKGS)
 	$(TOOLS)/controller-gen crd paths=./apis/... output:crd:dir=manifests/base/crd
+	$(MAKE) -s chart-crd
+
+## chart-crd: the chart's CRD template, from the CRD: installed and upgraded
+## with the release unless crds.install is false, kept when it is uninstalled
+CHART_CRD := charts/reclaimable/templates/crd.yaml
+chart-crd:
+	@{ echo '{{- if .Values.crds.install }}'; \
+	  sed -e '/^---$$/d' \
+	      -e 's|^  annotations:$$|  annotations:\n    helm.sh/resource-policy: keep|' \
+	      -e 's|^  name: \(.*\)$$|  name: \1\n  labels:\n    {{- include "reclaimable.labels" . \| nindent 4 }}|' \
+	      manifests/base/crd/reclaimable.github.io_volumepools.yaml; \
+	  echo '{{- end }}'; } > $(CHART_CRD)
 
 ## verify-generate: fails when the generated files differ from what make generate makes
 verify-generate:
-	@before=$$(mktemp -d) && mkdir -p $$before/manifests/base && cp -r apis client $$before/ && cp -r manifests/base/crd $$before/manifests/base/ && \
+	@before=$$(mktemp -d) && mkdir -p $$before/manifests/base && cp -r apis client $$before/ && cp -r manifests/base/crd $$before/manifests/base/ && cp $(CHART_CRD) $$before/chart-crd.yaml && \
 	$(MAKE) -s generate >/dev/null && \
-	if ! diff -r $$before/apis apis || ! diff -r $$before/client client || ! diff -r $$before/manifests/base/crd manifests/base/crd; then \
+	if ! diff -r $$before/apis apis || ! diff -r $$before/client client || ! diff -r $$before/manifests/base/crd manifests/base/crd || ! diff $$before/chart-crd.yaml $(CHART_CRD); then \
 		echo "Generated files are stale: run make generate and commit the result"; rm -rf $$before; exit 1; fi; rm -rf $$before
 
 ## node-deps: the one system package the real node needs to build (runc's

@@ -1,0 +1,118 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const (
+	chartDir     = "../../charts/reclaimable"
+	manifestsDir = "../../manifests"
+)
+
+func TestTheChartLints(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"defaults": nil,
+		"mode all": {"mode": "all"},
+		"nfs":      {"share": map[string]any{"nfs": map[string]any{"server": "nfs.example.internal", "path": "/exports/reclaimable"}}},
+	} {
+		if msgs := Lint(chartDir, values); len(msgs) > 0 {
+			t.Errorf("%s: helm lint --strict says:\n%s", name, strings.Join(msgs, "\n"))
+		}
+	}
+}
+
+// The chart with each set of values installs what kustomize builds from
+// the matching kustomization: the base, the one-process overlay, the base
+// with each component.
+func TestTheChartInstallsWhatKustomizeDoes(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		values map[string]any
+		// kustomization is manifests/ itself, or one over it written
+		// into a temporary directory.
+		kustomization string
+	}{
+		{"defaults: manifests/", nil, ""},
+		{"mode all: overlays/all", map[string]any{"mode": "all"}, "resources: [%s/overlays/all]"},
+		{"claims gate: components/claims-gate", map[string]any{"claimsGate": map[string]any{"enabled": true}},
+			"resources: [%[1]s]\ncomponents: [%[1]s/components/claims-gate]"},
+		{"nfs share: components/nfs-share", map[string]any{
+			"share":       map[string]any{"nfs": map[string]any{"server": "nfs.example.internal", "path": "/exports/reclaimable"}},
+			"provisioner": map[string]any{"replicas": 2},
+		}, "resources: [%[1]s]\ncomponents: [%[1]s/components/nfs-share]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rendered, err := Render(chartDir, tt.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			built := kustomize(t, tt.kustomization)
+			if diffs := Compare(rendered, built); len(diffs) > 0 {
+				t.Errorf("the chart and kustomize disagree:\n%s", strings.Join(diffs, "\n"))
+			}
+		})
+	}
+}
+
+// A difference between the two is found, and said where it is.
+func TestCompareFindsADifference(t *testing.T) {
+	rendered, err := Render(chartDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := kustomize(t, "")
+	for _, o := range built {
+		if o.GetKind() == "Deployment" && o.GetName() == "reclaimable-provisioner" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if err := unstructured.SetNestedField(containers[0].(map[string]any), "512Mi", "resources", "limits", "memory"); err != nil {
+				t.Fatal(err)
+			}
+			if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	built = append(built, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "only-here", "namespace": "reclaimable-system"}}})
+	diffs := Compare(rendered, built)
+	want := []string{
+		"apps/v1 Deployment reclaimable-system/reclaimable-provisioner differs:\n  .spec.template.spec.containers[0].resources.limits.memory: chart 256Mi, kustomize 512Mi\n",
+		"v1 ConfigMap reclaimable-system/only-here: kustomize has it, the chart does not",
+	}
+	if strings.Join(diffs, "|") != strings.Join(want, "|") {
+		t.Errorf("Compare = %q, want %q", diffs, want)
+	}
+}
+
+// kustomize builds manifests/, or with kustomization (a format whose %s is
+// the path of manifests/) a kustomization over it.
+func kustomize(t *testing.T, kustomization string) []*unstructured.Unstructured {
+	t.Helper()
+	dir, err := filepath.Abs(manifestsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kustomization != "" {
+		over := t.TempDir()
+		// kustomize takes only relative paths.
+		if dir, err = filepath.Rel(over, dir); err != nil {
+			t.Fatal(err)
+		}
+		content := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" + strings.ReplaceAll(kustomization, "%[1]s", dir)
+		content = strings.ReplaceAll(content, "%s", dir)
+		if err := os.WriteFile(filepath.Join(over, "kustomization.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dir = over
+	}
+	objs, err := Kustomize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
