@@ -626,7 +626,13 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 // ServiceAccount with a token from the TokenRequest API, as its pod would.
 func kubeconfigFor(t *testing.T, controller string) string {
 	t.Helper()
-	token := serviceAccountToken(t, installNamespace, "reclaimable-"+controller)
+	return kubeconfigIn(t, installNamespace, controller)
+}
+
+// kubeconfigIn is kubeconfigFor for the installation in installNS.
+func kubeconfigIn(t *testing.T, installNS, controller string) string {
+	t.Helper()
+	token := serviceAccountToken(t, installNS, "reclaimable-"+controller)
 	admin := framework.Config()
 	cluster := &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthority: admin.CAFile, CertificateAuthorityData: admin.CAData}
 	cfg := clientcmdapi.NewConfig()
@@ -675,70 +681,122 @@ func newInt64(v int64) *int64 { return &v }
 func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 	t.Parallel()
 	install(t)
+	c := startInstalled(t, installNamespace, "reclaimable")
+	c.cycle(t, "build")
+	c.inv.Check(t, 10*time.Second)
+}
+
+// installedCycle is the cycle through the controllers of an installation,
+// each run with its ServiceAccount's token, in a namespace of the test's
+// own, on a directory class whose share is a directory of the test's.
+type installedCycle struct {
+	// ns is where the pods and claims are; id the installation's
+	// controller ID.
+	ns, id string
+	// class is the directory class, volumes its base directory.
+	class, volumes string
+	inv            *framework.Invariants
+	procs          []*framework.Process
+}
+
+// stop stops the controllers, as deleting their Deployments would.
+func (c *installedCycle) stop() {
+	for _, p := range c.procs {
+		p.Stop()
+	}
+}
+
+// startInstalled starts the controllers of the installation in installNS,
+// of controller ID id, each with its ServiceAccount's token
+// (reclaimable-<controller>) and the arguments its Deployment gives, but
+// for where the share is and which namespace the podwatcher watches (the
+// cluster is shared by tests), and waits until each leads. At cleanup each is stopped and must have been refused
+// nothing.
+func startInstalled(t *testing.T, installNS, id string) *installedCycle {
+	t.Helper()
 	ctx := context.Background()
 	client := framework.Client()
-	ns := framework.Namespace(t)
+	c := &installedCycle{ns: framework.Namespace(t), id: id}
 
 	// The share, as the provisioner's pod would see it under --directory-root.
-	volumes := framework.ControllerDir(t, "volumes")
-	root := filepath.Dir(volumes)
-	class := framework.Name("install")
+	c.volumes = framework.ControllerDir(t, "volumes")
+	root := filepath.Dir(c.volumes)
+	c.class = framework.Name("install")
 	retain := corev1.PersistentVolumeReclaimRetain
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: "reclaimable"}},
+		ObjectMeta:        metav1.ObjectMeta{Name: c.class, Annotations: map[string]string{keys.ClassControllerID: id}},
 		Provisioner:       "vendor/reclaimable",
 		ReclaimPolicy:     &retain,
 		VolumeBindingMode: &wait,
 		Parameters: map[string]string{
-			"backend": "directory", "baseDir": volumes, "source": "hostPath", "hostPath": volumes, "maxVolumes": "5",
+			"backend": "directory", "baseDir": c.volumes, "source": "hostPath", "hostPath": c.volumes, "maxVolumes": "5",
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), c.class, metav1.DeleteOptions{})
 	})
 
-	// The flags the Deployments give, but for where the share is and which
-	// namespace this podwatcher watches (the cluster is shared by tests).
 	extra := map[string][]string{
-		"podwatcher":  {"--namespace=" + ns},
+		"podwatcher":  {"--namespace=" + c.ns},
 		"provisioner": {"--directory-root=" + root},
 		"releaser":    nil,
 	}
 	procs := map[string]*framework.Process{}
-	for _, c := range installedControllers {
-		args := append([]string{c,
-			"--kubeconfig=" + kubeconfigFor(t, c),
-			"--leader-elect-resource-namespace=" + installNamespace,
-			"--controller-id=reclaimable",
-			"--provisioner-name=vendor/reclaimable",
-		}, extra[c]...)
+	for _, name := range installedControllers {
+		d, err := client.AppsV1().Deployments(installNS).Get(ctx, "reclaimable-"+name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			// The image is the pod's own; the share is the test's.
+			if !strings.HasPrefix(a, "--lifecycle-image=") && !strings.HasPrefix(a, "--directory-root=") {
+				args = append(args, a)
+			}
+		}
+		args = append(args, "--kubeconfig="+kubeconfigIn(t, installNS, name), "--leader-elect-resource-namespace="+installNS)
+		args = append(args, extra[name]...)
 		p := framework.StartController(t, args...)
-		procs[c] = p
+		procs[name] = p
+		c.procs = append(c.procs, p)
 		// Whether the cycle got through or not; stopping first covers the
 		// Lease given up on shutdown.
 		t.Cleanup(func() {
 			p.Stop()
-			noForbidden(t, c, p)
+			noForbidden(t, name, p)
 		})
 	}
-	for _, c := range installedControllers {
-		procs[c].WaitReady(t)
-		lease := "reclaimable-" + c
+	for _, name := range installedControllers {
+		procs[name].WaitReady(t)
+		lease := id + "-" + name
 		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			l, err := client.CoordinationV1().Leases(installNamespace).Get(ctx, lease, metav1.GetOptions{})
+			l, err := client.CoordinationV1().Leases(installNS).Get(ctx, lease, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
 			}
 			return err == nil && deref(l.Spec.HolderIdentity, "") != "", err
 		}, "Lease "+lease+" to have a holder")
 	}
+	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}})
+	return c
+}
 
-	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: "reclaimable", Classes: []string{class}, Namespaces: []string{ns}})
-	const volume, claimName = "cache", "cache"
+// cycleClaim is the claim every pod of the cycle asks for: the same
+// workload's.
+const cycleClaim = "cache"
+
+// cycle runs an annotated pod named pod through the cycle and returns the
+// volume its claim got, back in the pool. A volume new to the cycle gets a
+// file, what the pod would have written, which must survive the cycle.
+func (c *installedCycle) cycle(t *testing.T, pod string) *corev1.PersistentVolume {
+	t.Helper()
+	ctx := context.Background()
+	client := framework.Client()
+	const volume = "cache"
 	template := fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolumeClaim
 spec:
@@ -747,15 +805,15 @@ spec:
   resources:
     requests:
       storage: 1Gi
-`, class)
-	pod, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "build", Annotations: map[string]string{
+`, c.class)
+	created, err := client.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod, Annotations: map[string]string{
 			keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template,
 		}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/cache"}}}},
 			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName},
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cycleClaim},
 			}}},
 			// Released by the podwatcher under the installation's pod policy.
 			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
@@ -767,17 +825,17 @@ spec:
 
 	var claim *corev1.PersistentVolumeClaim
 	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		claim, err = client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		claim, err = client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, cycleClaim, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && claim.Status.Phase == corev1.ClaimBound, err
+		return err == nil && claim.Status.Phase == corev1.ClaimBound && claim.DeletionTimestamp == nil, err
 	}, "the podwatcher's claim to be bound")
-	if got := claim.Labels[keys.ClaimManagedBy]; got != "reclaimable" {
-		t.Fatalf("claim label %s = %q, want reclaimable", keys.ClaimManagedBy, got)
+	if got := claim.Labels[keys.ClaimManagedBy]; got != c.id {
+		t.Fatalf("claim label %s = %q, want %s", keys.ClaimManagedBy, got, c.id)
 	}
 	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		p, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(c.ns).Get(ctx, created.Name, metav1.GetOptions{})
 		return err == nil && len(p.Spec.SchedulingGates) == 0 && p.Spec.NodeName != "", err
 	}, "the podwatcher to remove the pod's gate and the pod to be scheduled")
 	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
@@ -793,36 +851,38 @@ spec:
 	if pv.Spec.HostPath == nil {
 		t.Fatalf("volume %s is not a host path: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
 	}
-	if dir := pv.Spec.HostPath.Path; !strings.HasPrefix(dir, volumes+string(filepath.Separator)) {
-		t.Fatalf("volume %s is at %s, outside the class's baseDir %s", pv.Name, dir, volumes)
+	if dir := pv.Spec.HostPath.Path; !strings.HasPrefix(dir, c.volumes+string(filepath.Separator)) {
+		t.Fatalf("volume %s is at %s, outside the class's baseDir %s", pv.Name, dir, c.volumes)
 	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("the provisioner did not make the volume's directory %s: %v", dir, err)
 	}
 	// What the pod would have written: it must survive the cycle.
 	marker := filepath.Join(pv.Spec.HostPath.Path, "cache-entry")
-	if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(marker); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	inv.Marker(pv.Name, marker)
+	c.inv.Marker(pv.Name, marker)
 
 	// Released may last only milliseconds: watch the volume's phases.
 	versions := framework.FollowVolume(t, pv.Name, pv.ResourceVersion)
-	if err := client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
+	if err := client.CoreV1().Pods(c.ns).Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName, metav1.GetOptions{})
+		got, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, cycleClaim, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, err
+		return err == nil && got.UID != claim.UID, err
 	}, "the claim to be deleted once its pod is gone")
 
 	// The class has the default reuseScope, namespace: back in the pool,
 	// the volume names its last claim without UID and is held for ns.
 	phases := framework.VolumePhases(t, versions, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
 		held, ok := controller.HeldFor(cur)
-		return cur.Status.Phase == corev1.VolumeAvailable && ok && held == ns && cur.Spec.ClaimRef.Name == claimName
+		return cur.Status.Phase == corev1.VolumeAvailable && ok && held == c.ns && cur.Spec.ClaimRef.Name == cycleClaim
 	})
 	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
 	if !slices.Contains(phases, corev1.VolumeReleased) {
@@ -830,12 +890,11 @@ spec:
 	}
 
 	// Each controller recorded its events with its own credentials.
-	waitEvent(t, ns, "Pod", pod.Name, "ClaimCreated")
-	waitEvent(t, ns, "PersistentVolumeClaim", claimName, "ProvisioningSucceeded")
+	waitEvent(t, c.ns, "Pod", created.Name, "ClaimCreated")
+	waitEvent(t, c.ns, "PersistentVolumeClaim", cycleClaim, "ProvisioningSucceeded")
 	// Released and reserved for its claim's name: the default reserveFor.
 	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Reserved")
-	inv.Check(t, 10*time.Second)
-
+	return pv
 }
 
 // waitEvent waits for an event with reason about the object kind/name, whose

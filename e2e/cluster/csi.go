@@ -86,8 +86,9 @@ func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
 // run as processes beside the control plane, as a cluster runs a cloud disk
 // driver's controller: the sidecar creates a volume of the driver for each
 // claim of a class that names the driver as its provisioner, and deletes
-// it when a Released volume of reclaim policy Delete names the driver. Its
-// volumes hold no data: the driver has no node service.
+// it when a Released volume of reclaim policy Delete names the driver.
+// Without a node service (StartCSI without a node) its volumes hold no data
+// a pod can reach.
 type CSI struct {
 	// Name is the driver's name: the provisioner of its StorageClasses, and
 	// what pv.kubernetes.io/provisioned-by and spec.csi.driver of its

@@ -98,6 +98,9 @@ spec:
             - --provisioner-name={{ $root.Values.provisionerName }}
             - --directory-root=/var/lib/reclaimable
             - --lifecycle-image=$(LIFECYCLE_IMAGE)
+            {{- if ne $root.Values.lifecycleNamespace "reclaimable-lifecycle" }}
+            - --lifecycle-namespace={{ $root.Values.lifecycleNamespace }}
+            {{- end }}
             {{- end }}
           env:
             {{- if .provisions }}

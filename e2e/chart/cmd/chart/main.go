@@ -1,0 +1,87 @@
+// Command chart installs, upgrades and uninstalls a release of
+// charts/reclaimable on a cluster with the Helm SDK, as helm install,
+// upgrade and uninstall do: the end-to-end tests install the chart with it.
+//
+//	chart install|upgrade|uninstall --kubeconfig K --chart DIR --release R --values FILE
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		log.Fatal("usage: chart install|upgrade|uninstall [flags]")
+	}
+	verb := os.Args[1]
+	fs := flag.NewFlagSet(verb, flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "the cluster's kubeconfig")
+	dir := fs.String("chart", "", "the chart's directory")
+	release := fs.String("release", "reclaimable", "the release's name")
+	namespace := fs.String("namespace", "default", "the namespace of the release's record")
+	valuesFile := fs.String("values", "", "a values file")
+	_ = fs.Parse(os.Args[2:])
+	if err := run(verb, *kubeconfig, *dir, *release, *namespace, *valuesFile); err != nil {
+		log.Fatalf("%s: %v", verb, err)
+	}
+}
+
+func run(verb, kubeconfig, dir, release, namespace, valuesFile string) error {
+	cfg := &action.Configuration{}
+	if err := cfg.Init(kube.GetConfig(kubeconfig, "", namespace), namespace, "secret", log.Printf); err != nil {
+		return err
+	}
+	if verb == "uninstall" {
+		u := action.NewUninstall(cfg)
+		u.Wait = true
+		u.Timeout = 2 * time.Minute
+		res, err := u.Run(release)
+		if err == nil && res.Info != "" {
+			fmt.Println(res.Info)
+		}
+		return err
+	}
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return err
+	}
+	values := map[string]any{}
+	if valuesFile != "" {
+		if values, err = chartutil.ReadValuesFile(valuesFile); err != nil {
+			return err
+		}
+	}
+	switch verb {
+	case "install":
+		i := action.NewInstall(cfg)
+		i.ReleaseName, i.Namespace = release, namespace
+		// The test bed installs the VolumePool CRD for every test: the
+		// release adopts it.
+		i.TakeOwnership = true
+		rel, err := i.Run(ch, values)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("release %s installed, revision %d\n", rel.Name, rel.Version)
+	case "upgrade":
+		u := action.NewUpgrade(cfg)
+		u.Namespace = namespace
+		rel, err := u.Run(release, ch, values)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("release %s upgraded, revision %d\n", rel.Name, rel.Version)
+	default:
+		return fmt.Errorf("unknown verb %q", verb)
+	}
+	return nil
+}
