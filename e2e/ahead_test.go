@@ -89,6 +89,10 @@ func TestVolumePoolMakesMembersAhead(t *testing.T) {
 
 	r.setMinAvailable(5)
 	r.waitPoolStatus("a higher minimum", poolCounts{free: 5, bound: 1, total: 6})
+	// What the below-minimum alert compares the free members with.
+	if got := r.provisioner.Metric("reclaimable_volumepool_min_available", map[string]string{"pool": r.pool}); got != 5 {
+		t.Errorf("volumepool_min_available = %v, want 5", got)
+	}
 
 	// a's volume, held for the namespace with its data, goes to the next
 	// claim of the namespace before any empty member.

@@ -523,6 +523,12 @@ func TestReleaserTwoReplicasOneActs(t *testing.T) {
 	}
 
 	leader, standby, holder := leaderOf()
+	// What the leader alert reads: 1 from the leader, 0 from the standby.
+	for p, want := range map[*framework.Process]float64{leader: 1, standby: 0} {
+		if got := p.Metric("reclaimable_leader", map[string]string{"controller": "releaser"}); got != want {
+			t.Errorf("reclaimable_leader{controller=releaser} = %v from a replica, want %v", got, want)
+		}
+	}
 	first := cycle("first")
 	if got := released(leader); len(got) != 1 || got[0] != first.Name {
 		t.Errorf("leader released %q, want [%s]", got, first.Name)
@@ -545,6 +551,9 @@ func TestReleaserTwoReplicasOneActs(t *testing.T) {
 	newLeader, _, _ := leaderOf()
 	if newLeader != standby {
 		t.Fatalf("the Lease went to a replica other than the standby")
+	}
+	if got := standby.Metric("reclaimable_leader", map[string]string{"controller": "releaser"}); got != 1 {
+		t.Errorf("reclaimable_leader{controller=releaser} = %v from the new leader, want 1", got)
 	}
 	second := cycle("second")
 	if got := released(standby); len(got) != 1 || got[0] != second.Name {

@@ -249,7 +249,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // decided again, from its newer spec.
 func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.VolumePool, r result) (bool, error) {
 	name := pool.Name
-	c.metrics.set(pool.Name, r.counts, r.status)
+	c.metrics.set(pool.Name, ptr.Deref(pool.Spec.MinAvailable, 0), r.counts, r.status)
 	if equality.Semantic.DeepEqual(pool.Status, r.status) {
 		return true, nil
 	}

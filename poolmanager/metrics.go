@@ -15,7 +15,10 @@ type metrics struct {
 	members   *prometheus.GaugeVec
 	exhausted *prometheus.GaugeVec
 	usedBytes *prometheus.GaugeVec
-	writes    prometheus.Counter
+	// minAvailable is each pool's spec.minAvailable, so that an alert can
+	// compare its free members with it.
+	minAvailable *prometheus.GaugeVec
+	writes       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,16 +32,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		usedBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "used_bytes",
 			Help: "Bytes the free, held and reserved members of each VolumePool held when they came back to the pool (status.usedBytes); only pools whose backend measures its members (directory)."},
 			[]string{"pool"}),
+		minAvailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "min_available",
+			Help: "Each VolumePool's minAvailable (0 when unset): compare with members{state=\"free\"}."},
+			[]string{"pool"}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "status_writes_total",
 			Help: "VolumePool status writes, at most one per pool per --pool-status-interval."}),
 	}
-	if err := controller.Register(reg, m.members, m.exhausted, m.usedBytes, m.writes); err != nil {
+	if err := controller.Register(reg, m.members, m.exhausted, m.usedBytes, m.minAvailable, m.writes); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *metrics) set(pool string, counts map[controller.MemberState]int, status v1alpha1.VolumePoolStatus) {
+func (m *metrics) set(pool string, minAvailable int32, counts map[controller.MemberState]int, status v1alpha1.VolumePoolStatus) {
+	m.minAvailable.WithLabelValues(pool).Set(float64(minAvailable))
 	for _, s := range controller.MemberStates {
 		m.members.WithLabelValues(pool, string(s)).Set(float64(counts[s]))
 	}
@@ -59,4 +66,5 @@ func (m *metrics) forget(pool string) {
 	m.members.DeletePartialMatch(prometheus.Labels{"pool": pool})
 	m.exhausted.DeleteLabelValues(pool)
 	m.usedBytes.DeleteLabelValues(pool)
+	m.minAvailable.DeleteLabelValues(pool)
 }

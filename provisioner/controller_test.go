@@ -78,7 +78,8 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	c, err := newController(client, factory, factory.Core().V1().PersistentVolumeClaims().Informer(), nil, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), prometheus.NewRegistry(), name,
+	reg := prometheus.NewRegistry()
+	c, err := newController(client, factory, factory.Core().V1().PersistentVolumeClaims().Informer(), nil, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), reg, name,
 		Config{DirectoryRoot: t.TempDir(), Workers: 1},
 		lib.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(time.Hour, time.Hour)))
 	if err != nil {
@@ -117,6 +118,10 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 		}
 	}
 	poll("the claim to be refused with PoolExhausted", func() bool { return events(reasonPoolExhausted) == 1 })
+	waiting := func() float64 { return gauge(t, reg, "reclaimable_provisioner_claims_waiting") }
+	if n := waiting(); n != 1 {
+		t.Errorf("claims_waiting = %v while the claim waits, want 1", n)
+	}
 
 	// The first claim is gone and the releaser returns its volume.
 	if err := client.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
@@ -131,6 +136,7 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, member.Name, metav1.GetOptions{})
 		return err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == claim.UID
 	})
+	poll("the claim to be counted waiting no more", func() bool { return waiting() == 0 })
 	// The library records "Provisioning" before each attempt, through the
 	// same broadcaster as its copy of a failure: once the second attempt's
 	// is out, the first attempt's copy would be too.
@@ -145,4 +151,24 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	if n := events(reasonPoolExhausted); n != 1 {
 		t.Errorf("%d PoolExhausted events for one failed attempt, want 1", n)
 	}
+}
+
+// gauge is the value of the one sample of the gauge family name in reg, 0
+// when it has none (a class with no claim waiting has no series).
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		if len(f.GetMetric()) != 1 {
+			t.Fatalf("%s has samples %v, want one", name, f.GetMetric())
+		}
+		return f.GetMetric()[0].GetGauge().GetValue()
+	}
+	return 0
 }

@@ -1,6 +1,8 @@
 package provisioner
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -234,6 +236,13 @@ type waitingClaims struct {
 
 func newWaitingClaims() *waitingClaims {
 	return &waitingClaims{byClass: map[string]map[types.UID]types.NamespacedName{}}
+}
+
+// classes lists the classes that have claims waiting.
+func (w *waitingClaims) classes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.byClass))
 }
 
 // add records claim as waiting for class and reports whether it already

@@ -29,7 +29,9 @@ type metrics struct {
 	// consumer, by class and how they were served on its node.
 	firstConsumer *prometheus.CounterVec
 	members       *membersCollector
-	lib           libmetrics.Metrics
+	// waiting reports the claims waiting for a full pool, by class.
+	waiting *gaugeByClass
+	lib     libmetrics.Metrics
 }
 
 // newMetrics registers the provisioner's metrics and the library's. The
@@ -74,10 +76,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
+		waiting: &gaugeByClass{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "claims_waiting"),
+			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool), counted at each scrape. Above 0 for long: the pool is exhausted.",
+			[]string{"class"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.firstConsumer, m.members,
+		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.firstConsumer, m.members, m.waiting,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,
@@ -105,5 +110,23 @@ func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range c.count() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
+	}
+}
+
+// gaugeByClass reports a gauge per class at each scrape; count is set
+// once what it counts exists.
+type gaugeByClass struct {
+	desc  *prometheus.Desc
+	count func() map[string]int
+}
+
+func (c *gaugeByClass) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *gaugeByClass) Collect(ch chan<- prometheus.Metric) {
+	if c.count == nil {
+		return
+	}
+	for class, n := range c.count() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), class)
 	}
 }

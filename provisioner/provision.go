@@ -126,6 +126,13 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	}
 	p.useClock(clock.RealClock{})
 	m.members.count = p.memberStates
+	m.waiting.count = func() map[string]int {
+		out := map[string]int{}
+		for _, class := range p.waiting.classes() {
+			out[class] = p.Waiting(class)
+		}
+		return out
+	}
 	return p
 }
 

@@ -19,6 +19,8 @@ func TestTheChartLints(t *testing.T) {
 		"defaults": nil,
 		"mode all": {"mode": "all"},
 		"nfs":      {"share": map[string]any{"nfs": map[string]any{"server": "nfs.example.internal", "path": "/exports/reclaimable"}}},
+		"monitoring": {"monitoring": map[string]any{"podMonitor": map[string]any{"enabled": true, "interval": "30s"},
+			"prometheusRule": map[string]any{"enabled": true}}},
 	} {
 		if msgs := Lint(chartDir, values); len(msgs) > 0 {
 			t.Errorf("%s: helm lint --strict says:\n%s", name, strings.Join(msgs, "\n"))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,9 @@ type Env struct {
 	eventClient kubernetes.Interface
 	broadcaster record.EventBroadcaster
 	metrics     http.Handler
+	// leading is 1 for each controller of the process while it leads (or
+	// runs without leader election), 0 while it stands by.
+	leading *prometheus.GaugeVec
 
 	mu        sync.Mutex
 	factories map[factoryKey]informers.SharedInformerFactory
@@ -99,6 +103,9 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 	registry := NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(requests)
+	leading := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "leader",
+		Help: "1 while this process's controller leads (holds its Lease, or runs without leader election), 0 while it stands by."}, []string{"controller"})
+	registry.MustRegister(leading)
 	// The handler registers its own error counter: made here, it is in
 	// the registry before the first scrape, as every other metric is.
 	metricsHandler := promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry})
@@ -109,6 +116,7 @@ func NewEnv(opts Options, userAgent string) (*Env, error) {
 		Config:      cfg,
 		Registry:    registry,
 		metrics:     metricsHandler,
+		leading:     leading,
 		eventClient: eventClient,
 		factories:   map[factoryKey]informers.SharedInformerFactory{},
 		health:      newHealth(),

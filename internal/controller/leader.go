@@ -24,9 +24,13 @@ var errLeaseLost = errors.New("lost the leader lease")
 // the same way.
 func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	logger := klog.FromContext(ctx)
+	leading := e.leading.WithLabelValues(c.Name())
 	if !e.LeaderElection.LeaderElect {
+		leading.Set(1)
+		defer leading.Set(0)
 		return c.Run(ctx)
 	}
+	leading.Set(0)
 
 	host, err := os.Hostname()
 	if err != nil {
@@ -68,6 +72,7 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 				}
 				running = true
 				mu.Unlock()
+				leading.Set(1)
 				logger.Info("Started leading", "lease", name, "identity", identity)
 				err := c.Run(ctx)
 				if err != nil {
@@ -76,6 +81,7 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 				runDone <- err
 			},
 			OnStoppedLeading: func() {
+				leading.Set(0)
 				logger.Info("Stopped leading", "lease", name, "identity", identity)
 			},
 			OnNewLeader: func(current string) {
