@@ -11,7 +11,7 @@ E2E_FLAGS ?=
 # root and start a control plane, so a plain `go test ./...` leaves them out.
 E2E_TAGS  := -tags e2e
 
-.PHONY: all build test unit fuzz e2e soak lint generate chart-crd verify-generate bench demo cluster-up cluster-down clean node-deps
+.PHONY: all build test unit fuzz e2e soak lint generate chart-crd verify-generate release bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
@@ -49,6 +49,17 @@ lint: verify-generate
 	cd e2e/tools && $(GO) vet ./etcd
 	cd e2e/csidriver && $(GO) vet ./...
 	cd e2e/chart && $(GO) vet ./...
+	cd hack/actionlint && $(GO) run github.com/rhysd/actionlint/cmd/actionlint $(CURDIR)/.github/workflows/*.yaml
+
+## release: VERSION=vX.Y.Z: the image for linux/amd64 and linux/arm64 as an
+## OCI image layout, without a container engine, and the chart of that version
+## installing that image tag, in _output/release/VERSION (.github/workflows/
+## release.yaml publishes both on a tag)
+RELEASE_DIR = $(CURDIR)/_output/release/$(VERSION)
+release:
+	$(GO) run ./hack/release --version $(VERSION) --out $(RELEASE_DIR)
+	cd e2e/chart && $(GO) run ./cmd/chart package --chart $(CURDIR)/charts/reclaimable \
+		--version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --out $(RELEASE_DIR)
 
 ## generate: from the API types in apis/, their deep copies, the typed client
 ## (clientset, listers, informers in client/) and the CRD (manifests/base/crd/),

@@ -1,15 +1,9 @@
 package cluster
 
 import (
-	"archive/tar"
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
-	"time"
+	"runtime"
+
+	"github.com/reclaimable/reclaimable/internal/ociimage"
 )
 
 // Images on the real node. Nothing pulls them: they are written as OCI
@@ -42,99 +36,11 @@ var nodeImages = []imageArchive{
 }
 
 // writeImage writes an OCI image layout, as one tar file, whose single
-// uncompressed layer holds binary as /name and whose entrypoint runs it.
+// layer holds binary as /name and whose entrypoint runs it.
 func writeImage(path, ref, name string, binary []byte) error {
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	epoch := time.Unix(0, 0)
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(binary)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(binary); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	layerDesc := descriptor("application/vnd.oci.image.layer.v1.tar", layer.Bytes())
-
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64",
-		"os":           "linux",
-		"config":       map[string]any{"Entrypoint": []string{"/" + name}},
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDesc.Digest}},
-	})
+	layout, err := ociimage.Build(ref, ociimage.Image{OS: "linux", Arch: runtime.GOARCH, Name: name, Program: binary})
 	if err != nil {
 		return err
 	}
-	configDesc := descriptor("application/vnd.oci.image.config.v1+json", config)
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
-		"config":        configDesc,
-		"layers":        []ociDescriptor{layerDesc},
-	})
-	if err != nil {
-		return err
-	}
-	manifestDesc := descriptor("application/vnd.oci.image.manifest.v1+json", manifest)
-	manifestDesc.Annotations = map[string]string{
-		// containerd names the imported image after this annotation.
-		"io.containerd.image.name":          ref,
-		"org.opencontainers.image.ref.name": ref,
-	}
-	manifestDesc.Platform = map[string]string{"architecture": "amd64", "os": "linux"}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests":     []ociDescriptor{manifestDesc},
-	})
-	if err != nil {
-		return err
-	}
-
-	var out bytes.Buffer
-	archive := tar.NewWriter(&out)
-	files := []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blobPath(layerDesc.Digest), layer.Bytes()},
-		{blobPath(configDesc.Digest), config},
-		{blobPath(manifestDesc.Digest), manifest},
-	}
-	for _, f := range files {
-		if err := archive.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		if _, err := archive.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := archive.Close(); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
-}
-
-type ociDescriptor struct {
-	MediaType   string            `json:"mediaType"`
-	Digest      string            `json:"digest"`
-	Size        int               `json:"size"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Platform    map[string]string `json:"platform,omitempty"`
-}
-
-func descriptor(mediaType string, b []byte) ociDescriptor {
-	sum := sha256.Sum256(b)
-	return ociDescriptor{MediaType: mediaType, Digest: "sha256:" + hex.EncodeToString(sum[:]), Size: len(b)}
-}
-
-func blobPath(digest string) string {
-	return fmt.Sprintf("blobs/sha256/%s", digest[len("sha256:"):])
+	return layout.WriteTar(path)
 }

@@ -1,8 +1,11 @@
 // Command chart installs, upgrades and uninstalls a release of
 // charts/reclaimable on a cluster with the Helm SDK, as helm install,
 // upgrade and uninstall do: the end-to-end tests install the chart with it.
+// It also packages the chart of a version, as helm package does (make
+// release).
 //
 //	chart install|upgrade|uninstall --kubeconfig K --chart DIR --release R --values FILE
+//	chart package --chart DIR --version X.Y.Z --app-version vX.Y.Z --out DIR
 package main
 
 import (
@@ -29,7 +32,16 @@ func main() {
 	release := fs.String("release", "reclaimable", "the release's name")
 	namespace := fs.String("namespace", "default", "the namespace of the release's record")
 	valuesFile := fs.String("values", "", "a values file")
+	version := fs.String("version", "", "package: the chart's version")
+	appVersion := fs.String("app-version", "", "package: its appVersion, the image tag it installs")
+	out := fs.String("out", ".", "package: where the chart's archive goes")
 	_ = fs.Parse(os.Args[2:])
+	if verb == "package" {
+		if err := pack(*dir, *version, *appVersion, *out); err != nil {
+			log.Fatalf("package: %v", err)
+		}
+		return
+	}
 	if err := run(verb, *kubeconfig, *dir, *release, *namespace, *valuesFile); err != nil {
 		log.Fatalf("%s: %v", verb, err)
 	}
@@ -83,5 +95,30 @@ func run(verb, kubeconfig, dir, release, namespace, valuesFile string) error {
 	default:
 		return fmt.Errorf("unknown verb %q", verb)
 	}
+	return nil
+}
+
+// pack writes the chart in dir as an archive of version and appVersion
+// into out, its metadata validated as helm package does.
+func pack(dir, version, appVersion, out string) error {
+	if version == "" || appVersion == "" {
+		return fmt.Errorf("--version and --app-version are required")
+	}
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return err
+	}
+	ch.Metadata.Version, ch.Metadata.AppVersion = version, appVersion
+	if err := ch.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	path, err := chartutil.Save(ch, out)
+	if err != nil {
+		return err
+	}
+	fmt.Println(path)
 	return nil
 }
