@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Each alert of the chart's PrometheusRule parses, names only metrics the
@@ -32,7 +33,7 @@ func TestTheAlertsNameOnlyExportedMetrics(t *testing.T) {
 		if o.GetKind() != "PrometheusRule" {
 			continue
 		}
-		groups, _, _ := unstructuredSlice(o.Object, "spec", "groups")
+		groups, _, _ := unstructured.NestedSlice(o.Object, "spec", "groups")
 		for _, g := range groups {
 			rules, _ := g.(map[string]any)["rules"].([]any)
 			for _, r := range rules {
@@ -95,17 +96,4 @@ func documentedMetrics(t *testing.T) map[string]bool {
 		out[m[1]] = true
 	}
 	return out
-}
-
-func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error) {
-	var v any = obj
-	for _, f := range fields {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		v = m[f]
-	}
-	s, ok := v.([]any)
-	return s, ok, nil
 }
