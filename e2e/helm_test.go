@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 )
@@ -118,10 +119,8 @@ func helm(t *testing.T, verb string, values map[string]any) {
 			return
 		}
 		chartCommand.path = filepath.Join(dir, "chart")
-		cmd := exec.Command("go", "build", "-o", chartCommand.path, "./cmd/chart")
-		cmd.Dir = filepath.Join(process.RepoRoot(), "e2e", "chart")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			chartCommand.err = fmt.Errorf("building the chart command: %w\n%s", err, out)
+		if err := cluster.GoBuild(context.Background(), filepath.Join(process.RepoRoot(), "e2e", "chart"), "./cmd/chart", chartCommand.path); err != nil {
+			chartCommand.err = fmt.Errorf("building the chart command: %w", err)
 		}
 	})
 	if chartCommand.err != nil {

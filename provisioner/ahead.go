@@ -42,12 +42,15 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 		return err
 	}
 	maker, advice := params.pool.maker()
+	// A class pool that binds on first consumer makes each member for a
+	// node of one of the template's zones (zones.go).
+	zonal := params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer
 	switch {
-	case len(templateZones(pool)) > 0 && (params.backend != backendClass || bindingMode(class) != storagev1.VolumeBindingWaitForFirstConsumer):
+	case len(templateZones(pool)) > 0 && !zonal:
 		return fmt.Errorf("the template names zones, which only a class of the %s backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes", backendClass)
-	case params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer && len(templateZones(pool)) == 0:
+	case zonal && len(templateZones(pool)) == 0:
 		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", bindingMode(class))
-	case params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer && len(p.zoneNodes(pool)) == 0:
+	case zonal && len(p.zoneNodes(pool)) == 0:
 		return fmt.Errorf("no Ready, schedulable node of the template's zones %v (label %s) matches its nodeSelector %v", templateZones(pool), corev1.LabelTopologyZone, templateNodes(pool))
 	case params.backend == backendClass:
 	case maker == nil:

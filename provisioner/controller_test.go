@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/controllertest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -118,7 +120,11 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 		}
 	}
 	poll("the claim to be refused with PoolExhausted", func() bool { return events(reasonPoolExhausted) == 1 })
-	waiting := func() float64 { return gauge(t, reg, "reclaimable_provisioner_claims_waiting") }
+	// A class with no claim waiting has no series.
+	waiting := func() float64 {
+		v, _ := controllertest.Sample(t, reg, "reclaimable_provisioner_claims_waiting", "class", class.Name)
+		return v
+	}
 	if n := waiting(); n != 1 {
 		t.Errorf("claims_waiting = %v while the claim waits, want 1", n)
 	}
@@ -151,24 +157,4 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	if n := events(reasonPoolExhausted); n != 1 {
 		t.Errorf("%d PoolExhausted events for one failed attempt, want 1", n)
 	}
-}
-
-// gauge is the value of the one sample of the gauge family name in reg, 0
-// when it has none (a class with no claim waiting has no series).
-func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		if len(f.GetMetric()) != 1 {
-			t.Fatalf("%s has samples %v, want one", name, f.GetMetric())
-		}
-		return f.GetMetric()[0].GetGauge().GetValue()
-	}
-	return 0
 }

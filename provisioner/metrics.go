@@ -28,14 +28,16 @@ type metrics struct {
 	// firstConsumer counts the claims that waited for their first
 	// consumer, by class and how they were served on its node.
 	firstConsumer *prometheus.CounterVec
-	members       *membersCollector
+	// members reports the pool volumes by class, state and namespace.
+	members *scrapedGauge
 	// waiting reports the claims waiting for a full pool, by class.
-	waiting *gaugeByClass
+	waiting *scrapedGauge
 	lib     libmetrics.Metrics
 }
 
 // newMetrics registers the provisioner's metrics and the library's. The
-// pool_members gauge reports nothing until its count is set.
+// scraped gauges (pool_members, claims_waiting) report nothing until
+// the provisioner sets what they collect.
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	class := []string{"class"}
 	counter := func(name, help string) *prometheus.CounterVec {
@@ -73,10 +75,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		firstConsumer: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "first_consumer_claims_total",
 			Help: "Claims that waited for their first consumer (WaitForFirstConsumer), by class and how they were served on the node the scheduler chose: member (a pool member reachable there, in its zone or on the node), grew (a new volume: no free member fits the claim), grew-out-of-reach (a new volume, while free members that fit the claim are out of the node's reach: in another zone, or on another node)."},
 			[]string{"class", "result"}),
-		members: &membersCollector{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
+		members: &scrapedGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "pool_members"),
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
-		waiting: &gaugeByClass{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "claims_waiting"),
+		waiting: &scrapedGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "claims_waiting"),
 			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool), counted at each scrape. Above 0 for long: the pool is exhausted.",
 			[]string{"class"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
@@ -95,38 +97,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// membersCollector reports the pool_members gauge from the volume cache at
-// each scrape; count is set once the cache exists.
-type membersCollector struct {
-	desc  *prometheus.Desc
-	count func() map[[3]string]int // {class, state, namespace} -> volumes
+// scrapedGauge reports a gauge counted at each scrape from what the
+// provisioner remembers (the volume cache, the waiting claims), so that it
+// is never stale; collect is set once that exists.
+type scrapedGauge struct {
+	desc *prometheus.Desc
+	// collect calls sample for each series: its value and label values.
+	collect func(sample func(value int, labelValues ...string))
 }
 
-func (c *membersCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *scrapedGauge) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *membersCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.count == nil {
+func (c *scrapedGauge) Collect(ch chan<- prometheus.Metric) {
+	if c.collect == nil {
 		return
 	}
-	for k, n := range c.count() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
-	}
-}
-
-// gaugeByClass reports a gauge per class at each scrape; count is set
-// once what it counts exists.
-type gaugeByClass struct {
-	desc  *prometheus.Desc
-	count func() map[string]int
-}
-
-func (c *gaugeByClass) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *gaugeByClass) Collect(ch chan<- prometheus.Metric) {
-	if c.count == nil {
-		return
-	}
-	for class, n := range c.count() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), class)
-	}
+	c.collect(func(value int, labelValues ...string) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(value), labelValues...)
+	})
 }

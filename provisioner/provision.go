@@ -125,13 +125,15 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 	}
 	p.useClock(clock.RealClock{})
-	m.members.count = p.memberStates
-	m.waiting.count = func() map[string]int {
-		out := map[string]int{}
-		for _, class := range p.waiting.classes() {
-			out[class] = p.Waiting(class)
+	m.members.collect = func(sample func(int, ...string)) {
+		for k, n := range p.memberStates() {
+			sample(n, k[0], k[1], k[2])
 		}
-		return out
+	}
+	m.waiting.collect = func(sample func(int, ...string)) {
+		for _, class := range p.waiting.classes() {
+			sample(p.Waiting(class), class)
+		}
 	}
 	return p
 }

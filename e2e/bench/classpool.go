@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
@@ -67,7 +68,7 @@ func (b *bench) classPool(ctx context.Context, cycles, concurrency int) (*ClassP
 		return nil, err
 	}
 	defer b.stopCSI(csi)
-	if err := b.csiClasses(ctx); err != nil {
+	if err := b.csiClasses(ctx, csiClass, classPoolClass, benchDriver, storagev1.VolumeBindingImmediate); err != nil {
 		return nil, err
 	}
 	r.ClassRuns = b.classRuns(ctx, csi, cycles, concurrency, csiClass, classPoolClass, func(ctx context.Context, _ int, name, class, size string, pool bool) (cycleTimes, error) {
@@ -170,16 +171,15 @@ func (b *bench) stopCSI(c *cluster.CSI) {
 	_ = os.RemoveAll(c.Dir)
 }
 
-// csiClasses creates the CSI class and the pool in front of it, whose
-// released members are free to any claim at once.
-func (b *bench) csiClasses(ctx context.Context) error {
-	immediate := storagev1.VolumeBindingImmediate
-	del, retain := corev1.PersistentVolumeReclaimDelete, corev1.PersistentVolumeReclaimRetain
+// csiClasses creates the class csi of driver and the pool class pool in
+// front of it, both of binding, whose released members are free to any
+// claim at once.
+func (b *bench) csiClasses(ctx context.Context, csi, pool, driver string, binding storagev1.VolumeBindingMode) error {
 	for _, sc := range []*storagev1.StorageClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: csiClass}, Provisioner: benchDriver, ReclaimPolicy: &del, VolumeBindingMode: &immediate},
-		{ObjectMeta: metav1.ObjectMeta{Name: classPoolClass, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
-			Provisioner: provisionerName, ReclaimPolicy: &retain, VolumeBindingMode: &immediate,
-			Parameters: map[string]string{"backend": "class", "backingClass": csiClass, keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}},
+		{ObjectMeta: metav1.ObjectMeta{Name: csi}, Provisioner: driver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: &binding},
+		{ObjectMeta: metav1.ObjectMeta{Name: pool, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+			Provisioner: provisionerName, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain), VolumeBindingMode: &binding,
+			Parameters: map[string]string{"backend": "class", "backingClass": csi, keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}},
 	} {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err

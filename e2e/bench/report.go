@@ -660,10 +660,7 @@ func (r *Report) classPoolSection(p printer) {
 	}
 	p("\n### A pool in front of a CSI class, against the CSI class itself (%d cycles of each, %d in flight)\n\n", c.Cycles, c.Concurrency)
 	p("The tests' CSI driver behind the real external-provisioner.\n\n")
-	p("| claims | claim created -> Bound p50 | p95 | p99 | volumes the driver made |\n|---|--:|--:|--:|--:|\n")
-	p("| the CSI class: a new volume each | %s | %s | %s | %d |\n", fmtMs(c.Direct.P50ms), fmtMs(c.Direct.P95ms), fmtMs(c.Direct.P99ms), c.Direct.N)
-	p("| the pool, miss: a new volume through the CSI class | %s | %s | %s | %d |\n", fmtMs(c.Miss.P50ms), fmtMs(c.Miss.P95ms), fmtMs(c.Miss.P99ms), c.MissCreates)
-	p("| the pool, hit: a free member (%.0f%% of them) | %s | %s | %s | %d |\n", c.HitPct, fmtMs(c.Hit.P50ms), fmtMs(c.Hit.P95ms), fmtMs(c.Hit.P99ms), c.HitCreates)
+	c.ClassRuns.table(p, "a new volume each", "a new volume through the CSI class", "a free member")
 	if c.Failed > 0 {
 		p("\n%d cycles failed.\n", c.Failed)
 	}
@@ -672,14 +669,20 @@ func (r *Report) classPoolSection(p printer) {
 		return
 	}
 	p("\nIn zones %v, binding on first consumer: each claim's pod on a node of the next zone in turn.\n\n", z.Zones)
-	p("| claims | claim created -> Bound p50 | p95 | p99 | volumes the driver made |\n|---|--:|--:|--:|--:|\n")
-	p("| the CSI class: a new volume in the pod's zone | %s | %s | %s | %d |\n", fmtMs(z.Direct.P50ms), fmtMs(z.Direct.P95ms), fmtMs(z.Direct.P99ms), z.Direct.N)
-	p("| the pool, miss: a new volume in the pod's zone | %s | %s | %s | %d |\n", fmtMs(z.Miss.P50ms), fmtMs(z.Miss.P95ms), fmtMs(z.Miss.P99ms), z.MissCreates)
-	p("| the pool, hit: a free member of the pod's zone (%.0f%% of them) | %s | %s | %s | %d |\n", z.HitPct, fmtMs(z.Hit.P50ms), fmtMs(z.Hit.P95ms), fmtMs(z.Hit.P99ms), z.HitCreates)
+	z.ClassRuns.table(p, "a new volume in the pod's zone", "a new volume in the pod's zone", "a free member of the pod's zone")
 	p("\n%d claims bound to a volume of another zone than their pod's.\n", z.OutOfZone)
 	if z.Failed > 0 {
 		p("\n%d cycles failed.\n", z.Failed)
 	}
+}
+
+// table writes the figures of r, each row said as the run's claims were
+// served: direct on the CSI class, miss and hit on the pool.
+func (r ClassRuns) table(p printer, direct, miss, hit string) {
+	p("| claims | claim created -> Bound p50 | p95 | p99 | volumes the driver made |\n|---|--:|--:|--:|--:|\n")
+	p("| the CSI class: %s | %s | %s | %s | %d |\n", direct, fmtMs(r.Direct.P50ms), fmtMs(r.Direct.P95ms), fmtMs(r.Direct.P99ms), r.Direct.N)
+	p("| the pool, miss: %s | %s | %s | %s | %d |\n", miss, fmtMs(r.Miss.P50ms), fmtMs(r.Miss.P95ms), fmtMs(r.Miss.P99ms), r.MissCreates)
+	p("| the pool, hit: %s (%.0f%% of them) | %s | %s | %s | %d |\n", hit, r.HitPct, fmtMs(r.Hit.P50ms), fmtMs(r.Hit.P95ms), fmtMs(r.Hit.P99ms), r.HitCreates)
 }
 
 func (r *Report) nodeLocalSection(p printer) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // The zoned part of the class-pool run: the tests' driver with zonal
@@ -57,7 +56,7 @@ func (b *bench) zonedClassPool(ctx context.Context, cycles, concurrency int) (*Z
 	if err != nil {
 		return nil, err
 	}
-	if err := b.zonalClasses(ctx); err != nil {
+	if err := b.csiClasses(ctx, zonalCSIClass, zonalPoolClass, zonalDriver, storagev1.VolumeBindingWaitForFirstConsumer); err != nil {
 		return nil, err
 	}
 	var outOfZone atomic.Int64
@@ -88,24 +87,6 @@ func (b *bench) zoneNodes(ctx context.Context) (map[string]string, error) {
 		out[zone] = name
 	}
 	return out, nil
-}
-
-// zonalClasses creates the zonal CSI class and the pool in front of it,
-// both binding on first consumer; the pool's released members are free
-// to any claim of their zone at once.
-func (b *bench) zonalClasses(ctx context.Context) error {
-	wffc := ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
-	for _, sc := range []*storagev1.StorageClass{
-		{ObjectMeta: metav1.ObjectMeta{Name: zonalCSIClass}, Provisioner: zonalDriver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: wffc},
-		{ObjectMeta: metav1.ObjectMeta{Name: zonalPoolClass, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
-			Provisioner: provisionerName, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain), VolumeBindingMode: wffc,
-			Parameters: map[string]string{"backend": "class", "backingClass": zonalCSIClass, keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}},
-	} {
-		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // zonedCycle creates claim name of class and a pod that uses it on node,

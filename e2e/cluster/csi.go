@@ -73,13 +73,22 @@ func buildExternalProvisioner(ctx context.Context, out string, log io.Writer) er
 // reclaimable binary is (Go's build cache makes that quick).
 func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, CSIDriver)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
-	cmd.Dir = CSIDriverDir()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the CSI driver: %w\n%s", err, b)
+	if err := GoBuild(ctx, CSIDriverDir(), ".", out, "CGO_ENABLED=0"); err != nil {
+		return "", fmt.Errorf("building the CSI driver: %w", err)
 	}
 	return out, nil
+}
+
+// GoBuild builds the package pkg of the module in moduleDir into out, with
+// env added to the environment; the error carries go build's output.
+func GoBuild(ctx context.Context, moduleDir, pkg, out string, env ...string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), env...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w\n%s", err, b)
+	}
+	return nil
 }
 
 // CSI is a CSI driver with the real external-provisioner in front of it,

@@ -3,9 +3,10 @@ package process
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"runtime"
+
+	"github.com/reclaimable/reclaimable/e2e/cluster"
 )
 
 // RepoRoot is the root of the reclaimable module.
@@ -18,10 +19,8 @@ func RepoRoot() string {
 // binary's path.
 func Build(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "reclaimable")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/reclaimable")
-	cmd.Dir = RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building reclaimable: %w\n%s", err, b)
+	if err := cluster.GoBuild(ctx, RepoRoot(), "./cmd/reclaimable", out); err != nil {
+		return "", fmt.Errorf("building reclaimable: %w", err)
 	}
 	return out, nil
 }

@@ -52,6 +52,17 @@ func ResourceVersionPreconditions(client *fake.Clientset, gvr schema.GroupVersio
 // gathered from reg; it fails the test when there is none.
 func Metric(t testing.TB, reg prometheus.Gatherer, name string, labelPairs ...string) float64 {
 	t.Helper()
+	v, ok := Sample(t, reg, name, labelPairs...)
+	if !ok {
+		t.Fatalf("no sample of %s%v", name, labelPairs)
+	}
+	return v
+}
+
+// Sample is Metric for a series that may be absent: it reports whether
+// there is one.
+func Sample(t testing.TB, reg prometheus.Gatherer, name string, labelPairs ...string) (float64, bool) {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -73,9 +84,8 @@ func Metric(t testing.TB, reg prometheus.Gatherer, name string, labelPairs ...st
 					continue samples
 				}
 			}
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue(), true
 		}
 	}
-	t.Fatalf("no sample of %s%v", name, labelPairs)
-	return 0
+	return 0, false
 }
