@@ -416,7 +416,7 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, serviceAccounts map[str
 		}
 	}
 	// The binary parses exactly these args: --version stops it right after.
-	out, err := exec.Command(framework.Binary(), append(slices.Clone(c.Args), "--version")...).CombinedOutput()
+	out, err := exec.Command(framework.Binary(), append(containerArgs(t, c, d.Namespace), "--version")...).CombinedOutput()
 	if err != nil {
 		errorf("reclaimable %s: %v\n%s", strings.Join(c.Args, " "), err, out)
 	}
@@ -752,7 +752,7 @@ func startInstalled(t *testing.T, installNS, id string) *installedCycle {
 			t.Fatal(err)
 		}
 		var args []string
-		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		for _, a := range containerArgs(t, d.Spec.Template.Spec.Containers[0], installNS) {
 			// The image is the pod's own; the share is the test's.
 			if !strings.HasPrefix(a, "--lifecycle-image=") && !strings.HasPrefix(a, "--directory-root=") {
 				args = append(args, a)
@@ -783,6 +783,62 @@ func startInstalled(t *testing.T, installNS, id string) *installedCycle {
 	}
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}})
 	return c
+}
+
+// containerArgs returns c's arguments as the kubelet runs them in a pod of
+// namespace ns: each $(VAR) of c's environment expanded, $$ as $.
+func containerArgs(t *testing.T, c corev1.Container, ns string) []string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env[e.Name] = ns
+		default:
+			t.Fatalf("container %s: the environment variable %s comes from %+v, which the test bed does not resolve", c.Name, e.Name, e.ValueFrom)
+		}
+	}
+	args := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		args[i] = expand(a, env)
+	}
+	return args
+}
+
+// expand expands s as the kubelet expands a container's arguments: $(VAR)
+// becomes VAR's value when env has it and stays as written otherwise; $$
+// becomes $.
+func expand(s string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteByte(s[i])
+				continue
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := env[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
 
 // cycleClaim is the claim every pod of the cycle asks for: the same

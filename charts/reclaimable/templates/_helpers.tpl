@@ -23,7 +23,8 @@ they share.
 
 {{/* The flags every controller gets from the values. */}}
 {{- define "reclaimable.commonArgs" -}}
-- --controller-id={{ .Values.controllerID }}
+- --controller-id=$(CONTROLLER_ID)
+- --provisioner-name=$(PROVISIONER_NAME)
 {{- if not .Values.leaderElection }}
 - --leader-elect=false
 {{- end }}
@@ -95,15 +96,20 @@ spec:
             - {{ .component }}
             {{- include "reclaimable.commonArgs" $root | nindent 12 }}
             {{- if .provisions }}
-            - --provisioner-name={{ $root.Values.provisionerName }}
             - --directory-root=/var/lib/reclaimable
+            - --lifecycle-namespace=$(LIFECYCLE_NAMESPACE)
             - --lifecycle-image=$(LIFECYCLE_IMAGE)
-            {{- if ne $root.Values.lifecycleNamespace "reclaimable-lifecycle" }}
-            - --lifecycle-namespace={{ $root.Values.lifecycleNamespace }}
-            {{- end }}
             {{- end }}
           env:
+            # The installation's settings, from the values: every controller
+            # gets the same.
+            - name: CONTROLLER_ID
+              value: {{ $root.Values.controllerID | quote }}
+            - name: PROVISIONER_NAME
+              value: {{ $root.Values.provisionerName | quote }}
             {{- if .provisions }}
+            - name: LIFECYCLE_NAMESPACE
+              value: {{ $root.Values.lifecycleNamespace | quote }}
             # The container's own image, for the lifecycle pods.
             - name: LIFECYCLE_IMAGE
               value: {{ include "reclaimable.image" $root }}
