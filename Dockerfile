@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # The reclaimable image: one static binary, nothing else.
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t ghcr.io/reclaimable/reclaimable:dev .
+#   docker build --build-arg VERSION=$(cat VERSION) -t ghcr.io/reclaimable/reclaimable:$(cat VERSION) .
 # Multi-arch: docker buildx build --platform linux/amd64,linux/arm64 ...
 
 # The build runs on the builder's own platform and cross-compiles, which is

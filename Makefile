@@ -2,7 +2,9 @@
 # local control plane is built from the Go module proxy on first use.
 
 GO        ?= go
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version: VERSION's, the one place the manifests, the chart and the image
+# take it from (make release VERSION=vX.Y.Z writes it into all of them).
+VERSION   ?= $(shell cat VERSION)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := _output/bin/reclaimable
 CLUSTER   ?= _output/cluster
@@ -11,13 +13,22 @@ E2E_FLAGS ?=
 # root and start a control plane, so a plain `go test ./...` leaves them out.
 E2E_TAGS  := -tags e2e
 
-.PHONY: all build test unit fuzz e2e soak lint generate chart-crd verify-generate release bench demo cluster-up cluster-down clean node-deps
+IMAGE_ARCHIVE ?= _output/image/reclaimable.tar
+
+.PHONY: all build image test unit fuzz e2e soak lint generate chart-crd verify-generate release bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
 ## build: the reclaimable binary, static, as the container image builds it
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/reclaimable
+
+## image: the image of VERSION (ghcr.io/reclaimable/reclaimable:VERSION) for this
+## machine's platform, without a container engine, as one archive in
+## IMAGE_ARCHIVE that docker load, kind load image-archive, k3s ctr images
+## import, minikube image load and ctr images import take
+image:
+	$(GO) run ./hack/release --version $(VERSION) --archive $(IMAGE_ARCHIVE)
 
 ## test: formatting and vet, unit tests (with the fuzzers' seed corpora), a short run of
 ## each fuzzer, then the end-to-end tests on a local control plane, short chaos soak included
@@ -51,13 +62,14 @@ lint: verify-generate
 	cd e2e/chart && $(GO) vet ./...
 	cd hack/actionlint && $(GO) run github.com/rhysd/actionlint/cmd/actionlint $(CURDIR)/.github/workflows/*.yaml
 
-## release: VERSION=vX.Y.Z: the image for linux/amd64 and linux/arm64 as an
-## OCI image layout, without a container engine, and the chart of that version
+## release: VERSION=vX.Y.Z: writes the version into VERSION, the manifests and
+## the chart, then builds the image for linux/amd64 and linux/arm64 as an OCI
+## image layout, without a container engine, and the chart of that version
 ## installing that image tag, in _output/release/VERSION (.github/workflows/
 ## release.yaml publishes both on a tag)
 RELEASE_DIR = $(CURDIR)/_output/release/$(VERSION)
 release:
-	$(GO) run ./hack/release --version $(VERSION) --out $(RELEASE_DIR)
+	$(GO) run ./hack/release --stamp --version $(VERSION) --out $(RELEASE_DIR)
 	cd e2e/chart && $(GO) run ./cmd/chart package --chart $(CURDIR)/charts/reclaimable \
 		--version $(patsubst v%,%,$(VERSION)) --app-version $(VERSION) --out $(RELEASE_DIR)
 

@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"fmt"
+	"path/filepath"
 	"runtime"
 
 	"github.com/reclaimable/reclaimable/internal/ociimage"
+	"github.com/reclaimable/reclaimable/internal/release"
 )
 
 // Images on the real node. Nothing pulls them: they are written as OCI
@@ -15,10 +18,25 @@ const (
 	ConsumerImage = "reclaimable.local/consumer:e2e"
 	// PauseImage holds each pod's namespaces (containerd's sandbox image).
 	PauseImage = "reclaimable.local/pause:e2e"
-	// ReclaimableImage runs cmd/reclaimable as /reclaimable: the image of
-	// the local backend's lifecycle pods.
-	ReclaimableImage = "reclaimable.local/reclaimable:e2e"
 )
+
+// ReclaimableImage is the image make image writes, of VERSION, as the
+// manifests and the chart name it: the image of the lifecycle and scrub
+// pods, which the node holds as a user's node holds it once loaded.
+var ReclaimableImage = release.Ref(repoVersion())
+
+// repoVersion is the repository's VERSION; the test bed cannot run without
+// one.
+func repoVersion() string {
+	v, err := release.Version(repoRoot())
+	if err != nil {
+		panic(fmt.Sprintf("the repository's version: %v", err))
+	}
+	return v
+}
+
+// repoRoot is the root of the reclaimable module.
+func repoRoot() string { return filepath.Join(ToolsDir(), "..", "..") }
 
 // imageArchive is an image's archive in the node cache, and the program
 // that makes up its single layer.
@@ -32,8 +50,10 @@ type imageArchive struct {
 var nodeImages = []imageArchive{
 	{ref: ConsumerImage, program: "consumer", pkg: "./e2e/cmd/consumer", file: "consumer-image.tar"},
 	{ref: PauseImage, program: "pause", pkg: "./e2e/cmd/pause", file: "pause-image.tar"},
-	{ref: ReclaimableImage, program: "reclaimable", pkg: "./cmd/reclaimable", file: "reclaimable-image.tar"},
 }
+
+// reclaimableArchive is the archive of ReclaimableImage in the node cache.
+const reclaimableArchive = "reclaimable-image.tar"
 
 // writeImage writes an OCI image layout, as one tar file, whose single
 // layer holds binary as /name and whose entrypoint runs it.

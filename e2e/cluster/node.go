@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/reclaimable/reclaimable/internal/release"
 )
 
 // The real node carries this taint and label, so that only pods meant for
@@ -52,6 +55,7 @@ type Node struct {
 
 	cluster *Cluster
 	procs   []*process
+	binDir  string // the node's binaries, ctr among them
 }
 
 // NodeUnsupported says why a real node cannot start on this machine, or
@@ -84,7 +88,7 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 	if err != nil {
 		return nil, fmt.Errorf("choosing the real node's address: %w", err)
 	}
-	n := &Node{Name: name, IP: ip, Dir: filepath.Join(c.Dir, "nodes", name), cluster: c}
+	n := &Node{Name: name, IP: ip, Dir: filepath.Join(c.Dir, "nodes", name), cluster: c, binDir: binDir}
 	if err := cleanAbandonedNodes(); err != nil {
 		return nil, err
 	}
@@ -130,6 +134,10 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 		if err := n.ctr(ctx, binDir, "images", "import", n.path("images", img.file)); err != nil {
 			return nil, fmt.Errorf("importing %s: %w", img.ref, err)
 		}
+	}
+	// As a user loads it: ctr images import of make image's archive.
+	if err := n.ctr(ctx, binDir, "images", "import", n.path("images", reclaimableArchive)); err != nil {
+		return nil, fmt.Errorf("importing %s: %w", ReclaimableImage, err)
 	}
 	if err := sharedMount(n.path("kubelet")); err != nil {
 		return nil, err
@@ -222,6 +230,16 @@ func (n *Node) startProcess(p *process) error {
 	return writePIDs(n.Dir, n.procs)
 }
 
+// ImportImage imports an image archive into the node's containerd, as a
+// user loads an image into a node: ctr images import.
+func (n *Node) ImportImage(ctx context.Context, archive string) error {
+	return n.ctr(ctx, n.binDir, "images", "import", archive)
+}
+
+// ImageArchive is the archive of ReclaimableImage the node imported at
+// start.
+func (n *Node) ImageArchive() string { return n.path("images", reclaimableArchive) }
+
 func (n *Node) containerdSocket() string { return n.path("containerd", "containerd.sock") }
 
 func (n *Node) ctr(ctx context.Context, binDir string, args ...string) error {
@@ -256,7 +274,7 @@ func (n *Node) buildImages(ctx context.Context) error {
 		args = append(args, img.pkg)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = filepath.Join(ToolsDir(), "..", "..")
+	cmd.Dir = repoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the node's images: %w\n%s", err, out)
@@ -271,7 +289,12 @@ func (n *Node) buildImages(ctx context.Context) error {
 			return fmt.Errorf("writing the image %s: %w", img.ref, err)
 		}
 	}
-	return nil
+	// The reclaimable image, exactly as make image writes it.
+	layout, err := release.BuildImage(ctx, repoRoot(), repoVersion(), ReclaimableImage, []string{runtime.GOARCH}, n.path("images"))
+	if err != nil {
+		return err
+	}
+	return layout.WriteTar(n.path("images", reclaimableArchive))
 }
 
 // writeCredentials issues the kubelet's client certificate (the Node

@@ -1,56 +1,80 @@
-// Command release builds the reclaimable image of a version, for
-// linux/amd64 and linux/arm64, as an OCI image layout, without a container
-// engine (make release): one static binary, /reclaimable, run as user
-// 65532. The Kubernetes API server's CA comes from the pod's service
-// account, so the image needs no other file.
+// Command release builds the reclaimable image without a container engine:
+// one static binary, /reclaimable, run as user 65532 (the Kubernetes API
+// server's CA comes from the pod's service account, so the image needs no
+// other file).
 //
-//	go run ./hack/release --version v1.2.3 --out _output/release/v1.2.3
+//	make image:   go run ./hack/release --archive _output/image/reclaimable.tar
+//	              the image of VERSION for this machine's platform, as one
+//	              archive that docker load, kind load image-archive,
+//	              k3s ctr images import, minikube image load and
+//	              ctr images import all take
+//	make release: go run ./hack/release --stamp --version vX.Y.Z --out DIR
+//	              writes vX.Y.Z into VERSION, the manifests and the chart,
+//	              then the image for linux/amd64 and linux/arm64 as an OCI
+//	              image layout in DIR/image, as registries' tools push it
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"runtime"
 
-	"github.com/reclaimable/reclaimable/internal/ociimage"
+	"github.com/reclaimable/reclaimable/internal/release"
 )
 
-// platforms the image is built for.
+// platforms a release's image is built for.
 var platforms = []string{"amd64", "arm64"}
 
-// semver is a release version: vMAJOR.MINOR.PATCH, with an optional
-// pre-release.
-var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
-
 func main() {
-	version := flag.String("version", "", "the release, vMAJOR.MINOR.PATCH: the binary's version and the image's tag")
-	out := flag.String("out", "", "the directory the image layout is written to, as image/")
-	repository := flag.String("image", "ghcr.io/reclaimable/reclaimable", "the image's repository")
+	version := flag.String("version", "", "the version, vMAJOR.MINOR.PATCH[-PRERELEASE]: the binary's version and the image's tag; default VERSION's")
+	stamp := flag.Bool("stamp", false, "first write --version into VERSION, the manifests and the chart")
+	out := flag.String("out", "", "the directory the multi-platform image layout is written to, as image/")
+	archive := flag.String("archive", "", "instead, the archive the image of this machine's platform is written to")
 	flag.Parse()
-	if !semver.MatchString(*version) || *out == "" {
-		log.Fatalf("usage: release --version vX.Y.Z --out DIR (version %q)", *version)
+	if (*out == "") == (*archive == "") {
+		log.Fatal("usage: release [--version vX.Y.Z [--stamp]] --out DIR | --archive FILE")
 	}
-	ref := *repository + ":" + *version
-	var images []ociimage.Image
-	for _, arch := range platforms {
-		bin := filepath.Join(*out, "bin", "reclaimable-linux-"+arch)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+*version, "-o", bin, "./cmd/reclaimable")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("building for linux/%s: %v", arch, err)
+	root, err := os.Getwd()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *stamp {
+		if err := release.Stamp(root, *version); err != nil {
+			log.Fatalf("stamping %s: %v", *version, err)
 		}
-		b, err := os.ReadFile(bin)
+	}
+	if *version == "" {
+		if *version, err = release.Version(root); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := release.ValidVersion(*version); err != nil {
+		log.Fatal(err)
+	}
+	ref := release.Ref(*version)
+	ctx := context.Background()
+
+	if *archive != "" {
+		tmp, err := os.MkdirTemp("", "reclaimable-image-")
 		if err != nil {
 			log.Fatal(err)
 		}
-		images = append(images, ociimage.Image{OS: "linux", Arch: arch, Name: "reclaimable", Program: b, User: "65532:65532"})
+		defer os.RemoveAll(tmp)
+		layout, err := release.BuildImage(ctx, root, *version, ref, []string{runtime.GOARCH}, tmp)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := layout.WriteTar(*archive); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %s for linux/%s\n", *archive, ref, runtime.GOARCH)
+		return
 	}
-	layout, err := ociimage.Build(ref, images...)
+	layout, err := release.BuildImage(ctx, root, *version, ref, platforms, filepath.Join(*out, "bin"))
 	if err != nil {
 		log.Fatal(err)
 	}

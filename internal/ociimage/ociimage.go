@@ -41,10 +41,21 @@ type File struct {
 // epoch is every file's time: the same program makes the same image.
 var epoch = time.Unix(0, 0)
 
-// Build makes the layout of ref's images.
+// DockerManifest is an entry of the manifest.json of docker save: the
+// archive format docker load and the tools built on it read.
+type DockerManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// Build makes the layout of ref's images. The layout of a single image
+// also holds the manifest.json of docker save, naming it ref, so that one
+// archive loads into docker (and kind, minikube) as into containerd.
 func Build(ref string, images ...Image) (Layout, error) {
 	layout := Layout{{Path: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)}}
 	var manifests []Descriptor
+	var docker []DockerManifest
 	for _, img := range images {
 		var layer bytes.Buffer
 		tw := tar.NewWriter(&layer)
@@ -90,6 +101,14 @@ func Build(ref string, images ...Image) (Layout, error) {
 		manifestDesc.Platform = map[string]string{"architecture": img.Arch, "os": img.OS}
 		manifests = append(manifests, manifestDesc)
 		layout = append(layout, File{blobPath(layerDesc.Digest), layer.Bytes()}, File{blobPath(configDesc.Digest), config}, File{blobPath(manifestDesc.Digest), manifest})
+		docker = append(docker, DockerManifest{Config: blobPath(configDesc.Digest), RepoTags: []string{ref}, Layers: []string{blobPath(layerDesc.Digest)}})
+	}
+	if len(docker) == 1 {
+		b, err := json.Marshal(docker)
+		if err != nil {
+			return nil, err
+		}
+		layout = append(layout, File{"manifest.json", b})
 	}
 	index, err := json.Marshal(map[string]any{
 		"schemaVersion": 2,

@@ -62,3 +62,54 @@ func TestBuildMultiPlatform(t *testing.T) {
 		t.Errorf("oci-layout = %s", files["oci-layout"])
 	}
 }
+
+// The layout of one image also holds docker save's manifest.json, naming
+// the image and pointing at its config and layer; a multi-platform layout,
+// which docker save cannot express, has none.
+func TestBuildOnePlatformLoadsIntoDocker(t *testing.T) {
+	layout, err := Build("example.com/app:v1", Image{OS: "linux", Arch: "amd64", Name: "app", Program: []byte("program")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, f := range layout {
+		files[f.Path] = f.Data
+	}
+	var docker []DockerManifest
+	if err := json.Unmarshal(files["manifest.json"], &docker); err != nil {
+		t.Fatalf("manifest.json: %v", err)
+	}
+	if len(docker) != 1 || strings.Join(docker[0].RepoTags, ",") != "example.com/app:v1" || len(docker[0].Layers) != 1 {
+		t.Fatalf("manifest.json = %+v", docker)
+	}
+	var index struct{ Manifests []Descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v, %+v", err, index)
+	}
+	var manifest struct {
+		Config Descriptor
+		Layers []Descriptor
+	}
+	if err := json.Unmarshal(files[blobPath(index.Manifests[0].Digest)], &manifest); err != nil {
+		t.Fatal(err)
+	}
+	// docker load and containerd read the same blobs.
+	if docker[0].Config != blobPath(manifest.Config.Digest) || docker[0].Layers[0] != blobPath(manifest.Layers[0].Digest) {
+		t.Errorf("manifest.json %+v and the OCI manifest %+v name different blobs", docker[0], manifest)
+	}
+	for _, p := range append([]string{docker[0].Config}, docker[0].Layers...) {
+		if files[p] == nil {
+			t.Errorf("manifest.json names %s, which the archive lacks", p)
+		}
+	}
+
+	two, err := Build("example.com/app:v1", Image{OS: "linux", Arch: "amd64", Name: "app"}, Image{OS: "linux", Arch: "arm64", Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range two {
+		if f.Path == "manifest.json" {
+			t.Error("a multi-platform layout has a manifest.json")
+		}
+	}
+}

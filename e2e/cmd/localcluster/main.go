@@ -67,7 +67,7 @@ func main() {
 		c.Stop()
 		os.Exit(1)
 	} else {
-		fmt.Fprintf(os.Stderr, "Real node %s: taint %s:NoSchedule, images %s, %s and %s (imagePullPolicy: Never), logs in %s\n",
+		fmt.Fprintf(os.Stderr, "Real node %s: taint %s:NoSchedule, images %s, %s and %s (present, never pulled), logs in %s\n",
 			n.Name, cluster.RealNodeTaint, cluster.ConsumerImage, cluster.ReclaimableImage, cluster.PauseImage, filepath.Dir(n.LogPath(cluster.Kubelet)))
 	}
 	fmt.Printf("export KUBECONFIG=%s\nexport PATH=%s:$PATH   # kubectl %s\n", c.Kubeconfig, c.BinDir, cluster.KubernetesVersion)
