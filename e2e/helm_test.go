@@ -7,6 +7,7 @@ package e2e
 // install it with helm.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -26,23 +27,28 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/process"
 )
 
-// The release's namespaces and controller ID, apart from the kustomize
+// The release's settings: all renamed, apart from the kustomize
 // installation's.
 const (
-	helmNamespace = "reclaimable-helm"
-	helmLifecycle = "reclaimable-helm-lifecycle"
-	helmID        = "helm"
+	helmNamespace   = "reclaimable-helm"
+	helmLifecycle   = "reclaimable-helm-lifecycle"
+	helmID          = "helm"
+	helmProvisioner = "helm.example.com/reclaimable"
 )
 
-// The chart installs, the controllers run the cycle under its
-// ServiceAccounts, an upgrade with other values keeps the pool's volume
-// and its data (the workload's next pod gets them back), and uninstalling
-// removes the release but for the VolumePool CRD. Not parallel: the chart
-// makes the cluster-wide objects the kustomize installation of the
-// parallel tests makes too (ClusterRoles, admission policies), and is gone
-// before they start.
+// The chart installs, renamed (namespace, lifecycle namespace, controller
+// ID and provisioner name), the controllers run as it renders them run the
+// cycle under its ServiceAccounts, an upgrade with other values keeps the
+// pool's volume and its data (the workload's next pod gets them back), a
+// volume used in one namespace never goes to another's claim and a pool
+// that says Scrub empties a volume before the next claim, and
+// uninstalling removes the release but for the VolumePool CRD. Not
+// parallel: the chart makes the cluster-wide objects the kustomize
+// installation of the parallel tests makes too (ClusterRoles, admission
+// policies), and is gone before they start.
 func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
-	values := map[string]any{"namespace": helmNamespace, "lifecycleNamespace": helmLifecycle, "controllerID": helmID}
+	framework.RealNode(t)
+	values := map[string]any{"namespace": helmNamespace, "lifecycleNamespace": helmLifecycle, "controllerID": helmID, "provisionerName": helmProvisioner}
 	helm(t, "install", values)
 	uninstalled := false
 	t.Cleanup(func() {
@@ -53,7 +59,8 @@ func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
 	ctx := context.Background()
 	client := framework.Client()
 
-	c := startInstalled(t, helmNamespace, helmID)
+	c := startInstalled(t, charted(t, values))
+	c.wantSettings(t, helmNamespace, helmID, helmProvisioner, helmLifecycle)
 	first := c.cycle(t, "build-1")
 
 	// A values change: one podwatcher, more verbose logs.
@@ -75,6 +82,7 @@ func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
 		t.Fatalf("the volume's data after the upgrade: %q, %v; want what the first pod left", b, err)
 	}
 	c.inv.Check(t, 10*time.Second)
+	c.keepsNamespacesApartAndScrubs(t)
 
 	c.stop()
 	helm(t, "uninstall", nil)
@@ -112,6 +120,14 @@ var chartCommand struct {
 // through the e2e/chart module's command, built once per run.
 func helm(t *testing.T, verb string, values map[string]any) {
 	t.Helper()
+	t.Logf("chart %s: %s", verb, chart(t, verb, values))
+}
+
+// chart runs the e2e/chart module's command, built once per run, with verb
+// (install, upgrade, uninstall, template) on the release and values, and
+// returns its standard output.
+func chart(t *testing.T, verb string, values map[string]any) string {
+	t.Helper()
 	chartCommand.once.Do(func() {
 		dir, err := os.MkdirTemp("", "chart-")
 		if err != nil {
@@ -140,9 +156,11 @@ func helm(t *testing.T, verb string, values map[string]any) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, chartCommand.path, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("chart %s: %v\n%s", verb, err, out)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, chartCommand.path, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chart %s: %v\n%s%s", verb, err, stdout.String(), stderr.String())
 	}
-	t.Logf("chart %s: %s", verb, out)
+	return stdout.String()
 }

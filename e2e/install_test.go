@@ -41,8 +41,6 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 const (
@@ -626,21 +624,22 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 // ServiceAccount with a token from the TokenRequest API, as its pod would.
 func kubeconfigFor(t *testing.T, controller string) string {
 	t.Helper()
-	return kubeconfigIn(t, installNamespace, controller)
+	return kubeconfigIn(t, installNamespace, "reclaimable-"+controller)
 }
 
-// kubeconfigIn is kubeconfigFor for the installation in installNS.
-func kubeconfigIn(t *testing.T, installNS, controller string) string {
+// kubeconfigIn writes a kubeconfig that authenticates as the ServiceAccount
+// serviceAccount of namespace ns, as kubeconfigFor does.
+func kubeconfigIn(t *testing.T, ns, serviceAccount string) string {
 	t.Helper()
-	token := serviceAccountToken(t, installNS, "reclaimable-"+controller)
+	token := serviceAccountToken(t, ns, serviceAccount)
 	admin := framework.Config()
 	cluster := &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthority: admin.CAFile, CertificateAuthorityData: admin.CAData}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = cluster
-	cfg.AuthInfos[controller] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: controller}
+	cfg.AuthInfos[serviceAccount] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: serviceAccount}
 	cfg.CurrentContext = "local"
-	return framework.WriteControllerKubeconfig(t, cfg, framework.ControllerDir(t), controller+".kubeconfig")
+	return framework.WriteControllerKubeconfig(t, cfg, framework.ControllerDir(t), ns+"-"+serviceAccount+".kubeconfig")
 }
 
 // serviceAccountToken requests an hour's token of the ServiceAccount name
@@ -673,289 +672,3 @@ func deref[T any](p *T, def T) T {
 }
 
 func newInt64(v int64) *int64 { return &v }
-
-// Each controller runs with nothing but its ServiceAccount's token, as in
-// its pod, through a whole cycle: an annotated pod gets its claim, the claim
-// a volume the provisioner grew, the pod goes, the claim goes, the volume is
-// Released and then Available again. No controller is refused anything.
-func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
-	t.Parallel()
-	install(t)
-	c := startInstalled(t, installNamespace, "reclaimable")
-	c.cycle(t, "build")
-	c.inv.Check(t, 10*time.Second)
-}
-
-// installedCycle is the cycle through the controllers of an installation,
-// each run with its ServiceAccount's token, in a namespace of the test's
-// own, on a directory class whose share is a directory of the test's.
-type installedCycle struct {
-	// ns is where the pods and claims are; id the installation's
-	// controller ID.
-	ns, id string
-	// class is the directory class, volumes its base directory.
-	class, volumes string
-	inv            *framework.Invariants
-	procs          []*framework.Process
-}
-
-// stop stops the controllers, as deleting their Deployments would.
-func (c *installedCycle) stop() {
-	for _, p := range c.procs {
-		p.Stop()
-	}
-}
-
-// startInstalled starts the controllers of the installation in installNS,
-// of controller ID id, each with its ServiceAccount's token
-// (reclaimable-<controller>) and the arguments its Deployment gives, but
-// for where the share is and which namespace the podwatcher watches (the
-// cluster is shared by tests), and waits until each leads. At cleanup each is stopped and must have been refused
-// nothing.
-func startInstalled(t *testing.T, installNS, id string) *installedCycle {
-	t.Helper()
-	ctx := context.Background()
-	client := framework.Client()
-	c := &installedCycle{ns: framework.Namespace(t), id: id}
-
-	// The share, as the provisioner's pod would see it under --directory-root.
-	c.volumes = framework.ControllerDir(t, "volumes")
-	root := filepath.Dir(c.volumes)
-	c.class = framework.Name("install")
-	retain := corev1.PersistentVolumeReclaimRetain
-	wait := storagev1.VolumeBindingWaitForFirstConsumer
-	_, err := client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: c.class, Annotations: map[string]string{keys.ClassControllerID: id}},
-		Provisioner:       "vendor/reclaimable",
-		ReclaimPolicy:     &retain,
-		VolumeBindingMode: &wait,
-		Parameters: map[string]string{
-			"backend": "directory", "baseDir": c.volumes, "source": "hostPath", "hostPath": c.volumes, "maxVolumes": "5",
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.StorageV1().StorageClasses().Delete(context.Background(), c.class, metav1.DeleteOptions{})
-	})
-
-	extra := map[string][]string{
-		"podwatcher":  {"--namespace=" + c.ns},
-		"provisioner": {"--directory-root=" + root},
-		"releaser":    nil,
-	}
-	procs := map[string]*framework.Process{}
-	for _, name := range installedControllers {
-		d, err := client.AppsV1().Deployments(installNS).Get(ctx, "reclaimable-"+name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var args []string
-		for _, a := range containerArgs(t, d.Spec.Template.Spec.Containers[0], installNS) {
-			// The image is the pod's own; the share is the test's.
-			if !strings.HasPrefix(a, "--lifecycle-image=") && !strings.HasPrefix(a, "--directory-root=") {
-				args = append(args, a)
-			}
-		}
-		args = append(args, "--kubeconfig="+kubeconfigIn(t, installNS, name), "--leader-elect-resource-namespace="+installNS)
-		args = append(args, extra[name]...)
-		p := framework.StartController(t, args...)
-		procs[name] = p
-		c.procs = append(c.procs, p)
-		// Whether the cycle got through or not; stopping first covers the
-		// Lease given up on shutdown.
-		t.Cleanup(func() {
-			p.Stop()
-			noForbidden(t, name, p)
-		})
-	}
-	for _, name := range installedControllers {
-		procs[name].WaitReady(t)
-		lease := id + "-" + name
-		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-			l, err := client.CoordinationV1().Leases(installNS).Get(ctx, lease, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return err == nil && deref(l.Spec.HolderIdentity, "") != "", err
-		}, "Lease "+lease+" to have a holder")
-	}
-	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}})
-	return c
-}
-
-// containerArgs returns c's arguments as the kubelet runs them in a pod of
-// namespace ns: each $(VAR) of c's environment expanded, $$ as $.
-func containerArgs(t *testing.T, c corev1.Container, ns string) []string {
-	t.Helper()
-	env := map[string]string{}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom == nil:
-			env[e.Name] = e.Value
-		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-			env[e.Name] = ns
-		default:
-			t.Fatalf("container %s: the environment variable %s comes from %+v, which the test bed does not resolve", c.Name, e.Name, e.ValueFrom)
-		}
-	}
-	args := make([]string, len(c.Args))
-	for i, a := range c.Args {
-		args[i] = expand(a, env)
-	}
-	return args
-}
-
-// expand expands s as the kubelet expands a container's arguments: $(VAR)
-// becomes VAR's value when env has it and stays as written otherwise; $$
-// becomes $.
-func expand(s string, env map[string]string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteByte(s[i])
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
-// cycleClaim is the claim every pod of the cycle asks for: the same
-// workload's.
-const cycleClaim = "cache"
-
-// cycle runs an annotated pod named pod through the cycle and returns the
-// volume its claim got, back in the pool. A volume new to the cycle gets a
-// file, what the pod would have written, which must survive the cycle.
-func (c *installedCycle) cycle(t *testing.T, pod string) *corev1.PersistentVolume {
-	t.Helper()
-	ctx := context.Background()
-	client := framework.Client()
-	const volume = "cache"
-	template := fmt.Sprintf(`apiVersion: v1
-kind: PersistentVolumeClaim
-spec:
-  storageClassName: %s
-  accessModes: [ReadWriteOnce]
-  resources:
-    requests:
-      storage: 1Gi
-`, c.class)
-	created, err := client.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: pod, Annotations: map[string]string{
-			keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template,
-		}},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/cache"}}}},
-			Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cycleClaim},
-			}}},
-			// Released by the podwatcher under the installation's pod policy.
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var claim *corev1.PersistentVolumeClaim
-	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		claim, err = client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, cycleClaim, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil && claim.Status.Phase == corev1.ClaimBound && claim.DeletionTimestamp == nil, err
-	}, "the podwatcher's claim to be bound")
-	if got := claim.Labels[keys.ClaimManagedBy]; got != c.id {
-		t.Fatalf("claim label %s = %q, want %s", keys.ClaimManagedBy, got, c.id)
-	}
-	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		p, err := client.CoreV1().Pods(c.ns).Get(ctx, created.Name, metav1.GetOptions{})
-		return err == nil && len(p.Spec.SchedulingGates) == 0 && p.Spec.NodeName != "", err
-	}, "the podwatcher to remove the pod's gate and the pod to be scheduled")
-	pv, err := client.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
-	})
-	if got := pv.Annotations[keys.ProvisionedBy]; got != "vendor/reclaimable" {
-		t.Fatalf("volume %s provisioned by %q, want vendor/reclaimable", pv.Name, got)
-	}
-	if pv.Spec.HostPath == nil {
-		t.Fatalf("volume %s is not a host path: %+v", pv.Name, pv.Spec.PersistentVolumeSource)
-	}
-	if dir := pv.Spec.HostPath.Path; !strings.HasPrefix(dir, c.volumes+string(filepath.Separator)) {
-		t.Fatalf("volume %s is at %s, outside the class's baseDir %s", pv.Name, dir, c.volumes)
-	} else if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		t.Fatalf("the provisioner did not make the volume's directory %s: %v", dir, err)
-	}
-	// What the pod would have written: it must survive the cycle.
-	marker := filepath.Join(pv.Spec.HostPath.Path, "cache-entry")
-	if _, err := os.Stat(marker); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.inv.Marker(pv.Name, marker)
-
-	// Released may last only milliseconds: watch the volume's phases.
-	versions := framework.FollowVolume(t, pv.Name, pv.ResourceVersion)
-	if err := client.CoreV1().Pods(c.ns).Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: newInt64(0)}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
-		got, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, cycleClaim, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return err == nil && got.UID != claim.UID, err
-	}, "the claim to be deleted once its pod is gone")
-
-	// The class has the default reuseScope, namespace: back in the pool,
-	// the volume names its last claim without UID and is held for ns.
-	phases := framework.VolumePhases(t, versions, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
-		held, ok := controller.HeldFor(cur)
-		return cur.Status.Phase == corev1.VolumeAvailable && ok && held == c.ns && cur.Spec.ClaimRef.Name == cycleClaim
-	})
-	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)
-	if !slices.Contains(phases, corev1.VolumeReleased) {
-		t.Errorf("volume %s became Available without being Released first: %v", pv.Name, phases)
-	}
-
-	// Each controller recorded its events with its own credentials.
-	waitEvent(t, c.ns, "Pod", created.Name, "ClaimCreated")
-	waitEvent(t, c.ns, "PersistentVolumeClaim", cycleClaim, "ProvisioningSucceeded")
-	// Released and reserved for its claim's name: the default reserveFor.
-	waitEvent(t, metav1.NamespaceDefault, "PersistentVolume", pv.Name, "Reserved")
-	return pv
-}
-
-// waitEvent waits for an event with reason about the object kind/name, whose
-// events live in namespace ns (a cluster-scoped object's in "default").
-func waitEvent(t *testing.T, ns, kind, name, reason string) {
-	t.Helper()
-	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: ns, Kind: kind, Name: name, Reason: reason})
-}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,23 +43,58 @@ func StartControllerWithEnv(t testing.TB, env []string, args ...string) *Process
 	if len(args) == 0 {
 		t.Fatal("StartController needs a subcommand")
 	}
-	f, err := os.CreateTemp("", "reclaimable-"+args[0]+"-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	c, err := process.NewController(Binary(), f.Name(), append([]string{args[0],
+	return start(t, append([]string{args[0],
 		"--kubeconfig=" + controllerKubeconfig,
 		"--leader-elect-resource-namespace=default",
 		"--leader-elect-lease-duration=4s",
 		"--leader-elect-renew-deadline=3s",
 		"--leader-elect-retry-period=500ms",
 		"-v=2",
-	}, args[1:]...)...)
+	}, args[1:]...), env, deployedCredential())
+}
+
+// Container is a controller as a rendered Deployment's container runs it:
+// its arguments and environment as the kubelet resolves them, and the user
+// and groups of its pod's security context.
+type Container struct {
+	Args []string
+	Env  []string
+	// UID, GID and Groups are the process's user, group and supplementary
+	// groups (the pod's fsGroup among them).
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// StartDeployed runs the reclaimable binary exactly as c says, with
+// nothing added but what a test bed must: kubeconfig (the pod's service
+// account) and free loopback listen addresses, so that several run side by
+// side. Where the tests do not run as root the process keeps their user.
+// It is stopped at cleanup; its log is printed if the test failed.
+func StartDeployed(t testing.TB, c Container, kubeconfig string) *Process {
+	t.Helper()
+	if len(c.Args) == 0 {
+		t.Fatal("StartDeployed needs a subcommand")
+	}
+	var cred *syscall.Credential
+	if deployedCredential() != nil {
+		cred = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
+	return start(t, slices.Concat([]string{c.Args[0], "--kubeconfig=" + kubeconfig}, c.Args[1:]), c.Env, cred)
+}
+
+// start starts args as user cred with env added to the environment.
+func start(t testing.TB, args, env []string, cred *syscall.Credential) *Process {
+	t.Helper()
+	f, err := os.CreateTemp("", "reclaimable-"+args[0]+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Credential = deployedCredential()
+	f.Close()
+	c, err := process.NewController(Binary(), f.Name(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Credential = cred
 	c.Env = env
 	p := &Process{t: t, c: c, HealthAddr: c.HealthAddr, MetricsAddr: c.MetricsAddr}
 	p.Start()

@@ -5,6 +5,7 @@
 // release).
 //
 //	chart install|upgrade|uninstall --kubeconfig K --chart DIR --release R --values FILE
+//	chart template --chart DIR --values FILE
 //	chart package --chart DIR --version X.Y.Z --app-version vX.Y.Z --out DIR
 package main
 
@@ -19,11 +20,14 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
+	"sigs.k8s.io/yaml"
+
+	"github.com/reclaimable/reclaimable/e2e/chart"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		log.Fatal("usage: chart install|upgrade|uninstall [flags]")
+		log.Fatal("usage: chart install|upgrade|uninstall|template|package [flags]")
 	}
 	verb := os.Args[1]
 	fs := flag.NewFlagSet(verb, flag.ExitOnError)
@@ -36,6 +40,12 @@ func main() {
 	appVersion := fs.String("app-version", "", "package: its appVersion, the image tag it installs")
 	out := fs.String("out", ".", "package: where the chart's archive goes")
 	_ = fs.Parse(os.Args[2:])
+	if verb == "template" {
+		if err := template(*dir, *valuesFile); err != nil {
+			log.Fatalf("template: %v", err)
+		}
+		return
+	}
 	if verb == "package" {
 		if err := pack(*dir, *version, *appVersion, *out); err != nil {
 			log.Fatalf("package: %v", err)
@@ -66,11 +76,9 @@ func run(verb, kubeconfig, dir, release, namespace, valuesFile string) error {
 	if err != nil {
 		return err
 	}
-	values := map[string]any{}
-	if valuesFile != "" {
-		if values, err = chartutil.ReadValuesFile(valuesFile); err != nil {
-			return err
-		}
+	values, err := readValues(valuesFile)
+	if err != nil {
+		return err
 	}
 	switch verb {
 	case "install":
@@ -94,6 +102,36 @@ func run(verb, kubeconfig, dir, release, namespace, valuesFile string) error {
 		fmt.Printf("release %s upgraded, revision %d\n", rel.Name, rel.Version)
 	default:
 		return fmt.Errorf("unknown verb %q", verb)
+	}
+	return nil
+}
+
+// readValues reads a values file; none for "".
+func readValues(path string) (map[string]any, error) {
+	if path == "" {
+		return map[string]any{}, nil
+	}
+	return chartutil.ReadValuesFile(path)
+}
+
+// template writes the objects the chart in dir renders with the values of
+// valuesFile to standard output, as helm template does: what an install
+// with the same values creates.
+func template(dir, valuesFile string) error {
+	values, err := readValues(valuesFile)
+	if err != nil {
+		return err
+	}
+	objs, err := chart.Render(dir, values)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		b, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("---\n%s", b)
 	}
 	return nil
 }
