@@ -46,14 +46,7 @@ func TestMakeImageLoadsIntoTheNodeAndRuns(t *testing.T) {
 		t.Fatalf("the test bed's image is %s, want %s", cluster.ReclaimableImage, ref)
 	}
 
-	archive := filepath.Join(t.TempDir(), "reclaimable.tar")
-	buildCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(buildCtx, "make", "-s", "image", "IMAGE_ARCHIVE="+archive)
-	cmd.Dir = process.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make image: %v\n%s", err, out)
-	}
+	archive := makeImage(t)
 	b, err := os.ReadFile(archive)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +85,20 @@ func TestMakeImageLoadsIntoTheNodeAndRuns(t *testing.T) {
 	if got := strings.TrimSpace(runToCompletion(t, ns, pod)); got != version {
 		t.Errorf("reclaimable --version in the image says %q, want %s", got, version)
 	}
+}
+
+// makeImage runs make image as a user does and returns the archive.
+func makeImage(t *testing.T) string {
+	t.Helper()
+	archive := filepath.Join(t.TempDir(), "reclaimable.tar")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "-s", "image", "IMAGE_ARCHIVE="+archive)
+	cmd.Dir = process.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make image: %v\n%s", err, out)
+	}
+	return archive
 }
 
 // tarFiles returns the regular files of a tar archive by name.

@@ -143,7 +143,7 @@ patches:
 		}},
 		{"examples", []string{"-n", ns, "-f", filepath.Join(manifestsDir(), "examples")}, []string{
 			"storageclass.storage.k8s.io/reclaimable", "storageclass.storage.k8s.io/reclaimable-local", "storageclass.storage.k8s.io/gp3", "storageclass.storage.k8s.io/build-cache", "pod/build-cache-example", "job.batch/dependency-mirror-sync",
-			"podtemplate/ci-agent", "volumepool.reclaimable.github.io/reclaimable",
+			"podtemplate/ci-agent", "volumepool.reclaimable.github.io/reclaimable", "pod/reuse-1", "pod/reuse-2",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
