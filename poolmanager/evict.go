@@ -89,13 +89,20 @@ func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.Me
 // aboveBytes returns the members to evict while the bytes the measured
 // members hold are above high: free and held ones, least recently used
 // first, until the sum is at most high, and on while removing the next
-// would leave at least low; never below minAvailable free members.
+// would leave at least low; never below minAvailable free members. Only
+// members counts: one already chosen for eviction holds nothing any more.
 func aboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage, high, low int64, minAvailable int) []eviction {
+	in := make(map[string]bool, len(members))
+	for _, pv := range members {
+		in[pv.Name] = true
+	}
 	bytes := map[string]int64{}
 	var sum int64
 	for _, u := range usage {
-		bytes[u.Volume] = u.Bytes
-		sum += u.Bytes
+		if in[u.Volume] {
+			bytes[u.Volume] = u.Bytes
+			sum += u.Bytes
+		}
 	}
 	if sum <= high {
 		return nil

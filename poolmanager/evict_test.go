@@ -263,3 +263,27 @@ func TestUsageOf(t *testing.T) {
 		t.Errorf("usageOf = %v, want %v", got, want)
 	}
 }
+
+// The byte watermarks count only what stays in the pool: members that
+// idleness or the maximum chose in the same pass hold nothing any more.
+func TestEvictionsCountOnlyTheBytesThatStay(t *testing.T) {
+	const mi = int64(1 << 20)
+	members := []*corev1.PersistentVolume{
+		member("idle", corev1.VolumeAvailable, releasedAgo(2*time.Hour)),
+		member("recent", corev1.VolumeAvailable, releasedAgo(time.Minute)),
+		member("older", corev1.VolumeAvailable, releasedAgo(2*time.Minute)),
+	}
+	high, low := resource.NewQuantity(10*mi, resource.BinarySI), resource.NewQuantity(8*mi, resource.BinarySI)
+	r := evictRules{after: &metav1.Duration{Duration: time.Hour}, high: high, low: low, usage: []v1alpha1.MemberUsage{
+		{Volume: "idle", Bytes: 6 * mi}, {Volume: "recent", Bytes: 4 * mi}, {Volume: "older", Bytes: 3 * mi},
+	}}
+	got, _ := evictions(members, r, t1)
+	var names []string
+	for _, e := range got {
+		names = append(names, e.pv.Name+"/"+e.cause)
+	}
+	// Without the idle member the pool holds 7 MiB, under both marks.
+	if want := []string{"idle/" + keys.EvictIdle}; !slices.Equal(names, want) {
+		t.Errorf("evictions = %v, want %v", names, want)
+	}
+}
