@@ -70,10 +70,10 @@ func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, 
 }
 
 // evictable reports whether pv may be fenced for eviction: a member no
-// claim has or is being given, not scrubbing, not being made, not being
-// deleted, Available.
+// claim has or is being given, not pre-bound by an administrator, not
+// scrubbing, not being made, not being deleted, Available.
 func evictable(pv *corev1.PersistentVolume) bool {
-	return pv.DeletionTimestamp == nil && unclaimed(pv) &&
+	return pv.DeletionTimestamp == nil && unclaimed(pv) && !controller.PreBound(pv) &&
 		!controller.Scrubbing(pv) && !controller.StoragePending(pv) && !controller.Evicting(pv)
 }
 

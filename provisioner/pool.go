@@ -458,7 +458,8 @@ func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolum
 // that no free member fits gets a new volume at the pool's maximum: the
 // least recently used free member (it fits no claim waiting, or it would
 // have been taken), else the least recently used one held for another
-// namespace or reserved for another claim's name; nil when none may go.
+// namespace or reserved by the releaser for another claim's name, never
+// one an administrator pre-bound; nil when none may go.
 func evictionVictim(members []*corev1.PersistentVolume) *corev1.PersistentVolume {
 	var best *corev1.PersistentVolume
 	tier := func(pv *corev1.PersistentVolume) int {
@@ -473,7 +474,8 @@ func evictionVictim(members []*corev1.PersistentVolume) *corev1.PersistentVolume
 		default:
 			continue
 		}
-		if pv.Status.Phase != corev1.VolumeAvailable || controller.StoragePending(pv) {
+		// An administrator's pre-bind is no reservation of ours to end.
+		if pv.Status.Phase != corev1.VolumeAvailable || controller.StoragePending(pv) || controller.PreBound(pv) {
 			continue
 		}
 		if best == nil {

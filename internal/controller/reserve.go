@@ -57,3 +57,16 @@ func Reserved(pv *corev1.PersistentVolume) bool {
 	_, annotated := keys.Get(pv.Annotations, keys.ReservedUntil)
 	return ref != nil && ref.UID == "" && annotated
 }
+
+// PreBound reports whether an administrator pre-bound pv to a claim to
+// come: a claimRef by name (no UID) that is none of this installation's
+// own (a reservation, a hold, a member made ahead). Kubernetes never
+// deletes such a volume; no eviction may either.
+func PreBound(pv *corev1.PersistentVolume) bool {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.UID != "" || Reserved(pv) || MadeAhead(pv) {
+		return false
+	}
+	_, held := HeldFor(pv)
+	return !held
+}

@@ -33,3 +33,27 @@ func TestReserved(t *testing.T) {
 		})
 	}
 }
+
+func TestPreBound(t *testing.T) {
+	byName := &corev1.ObjectReference{Namespace: "ns", Name: "data"}
+	for _, tt := range []struct {
+		name        string
+		ref         *corev1.ObjectReference
+		annotations map[string]string
+		want        bool
+	}{
+		{"pre-bound by an administrator", byName, nil, true},
+		{"reserved by the releaser", byName, map[string]string{keys.ReservedUntil: "2026-11-25T10:00:00.000Z"}, false},
+		{"held for its namespace", byName, map[string]string{keys.HeldForNamespace: "ns"}, false},
+		{"made ahead", &corev1.ObjectReference{Name: keys.MadeAheadClaim("pv")}, map[string]string{keys.MadeAhead: ""}, false},
+		{"bound", &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "uid"}, nil, false},
+		{"free", nil, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv", Annotations: tt.annotations}, Spec: corev1.PersistentVolumeSpec{ClaimRef: tt.ref}}
+			if got := PreBound(pv); got != tt.want {
+				t.Errorf("PreBound = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
