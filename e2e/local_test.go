@@ -311,12 +311,18 @@ func TestNodeLocalFailedCreatePodIsReportedAndUndone(t *testing.T) {
 	client := framework.Client()
 	ctx := context.Background()
 	template := func(image string, args ...string) string {
+		// As root, as the built-in pod: the reclaimable image runs as user
+		// 65532, and the template chooses the security context.
 		return fmt.Sprintf(`spec:
   containers:
   - name: create
     image: %s
-    imagePullPolicy: Never
+    imagePullPolicy: IfNotPresent
     args: [%s]
+    securityContext:
+      runAsUser: 0
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL], add: [CHOWN, FOWNER, DAC_OVERRIDE, FSETID]}
     volumeMounts: [{name: pool, mountPath: /pool}]
 `, image, strings.Join(args, ", "))
 	}
