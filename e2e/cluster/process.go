@@ -20,7 +20,7 @@ type process struct {
 	path string
 	args []string
 	log  string
-	env  []string // added to this process's environment
+	env  []string // its environment besides the machine's (Environ)
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -42,7 +42,34 @@ func (p *process) start(dieWithParent bool) error {
 // StartLogged starts path with args, its output appended to the file at
 // log, and returns a channel closed once the process has exited and been
 // reaped, so that its exit is known without blocking on Wait.
+// Its environment is Environ's: what a process needs of this machine's,
+// and env.
 func StartLogged(path string, args, env []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
+	return StartLoggedIn(path, args, Environ(env...), log, attr)
+}
+
+// machineEnv are the variables of the caller's environment that the
+// processes the test bed starts get: where programs and temporary files
+// are, and the home directory.
+var machineEnv = []string{"PATH", "HOME", "TMPDIR"}
+
+// Environ is the whole environment of a process the test bed starts: the
+// machine's (machineEnv) and env, nothing else of the caller's. A
+// developer's shell may say KUBECONFIG, which a component would follow to
+// another cluster before its --kubeconfig flag.
+func Environ(env ...string) []string {
+	out := []string{}
+	for _, k := range machineEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return append(out, env...)
+}
+
+// StartLoggedIn is StartLogged with environ the process's whole
+// environment, as a container's is its own.
+func StartLoggedIn(path string, args, environ []string, log string, attr *syscall.SysProcAttr) (*exec.Cmd, chan struct{}, error) {
 	logFile, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
@@ -50,9 +77,8 @@ func StartLogged(path string, args, env []string, log string, attr *syscall.SysP
 	defer logFile.Close()
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	// Never nil, which would be this process's environment.
+	cmd.Env = append([]string{}, environ...)
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err

@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/process"
@@ -56,6 +58,10 @@ func run(m *testing.M) int {
 	}
 	// The controllers' user runs the binary from here.
 	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := strayKubeconfig(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -192,4 +198,21 @@ func CreateNode(t testing.TB, name string, labels map[string]string) {
 	if err := current.CreateNode(ctx, name, labels); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// strayKubeconfig sets KUBECONFIG, for the whole run, to a kubeconfig of a
+// cluster that is not there, as a developer's shell often names another
+// cluster: nothing the test bed starts may follow it instead of the flags
+// that name the local control plane (cluster.Environ).
+func strayKubeconfig(dir string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["elsewhere"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	cfg.AuthInfos["elsewhere"] = &clientcmdapi.AuthInfo{Token: "not-this-cluster"}
+	cfg.Contexts["elsewhere"] = &clientcmdapi.Context{Cluster: "elsewhere", AuthInfo: "elsewhere"}
+	cfg.CurrentContext = "elsewhere"
+	path := filepath.Join(dir, "stray.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return err
+	}
+	return os.Setenv(clientcmd.RecommendedConfigPathEnvVar, path)
 }

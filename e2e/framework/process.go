@@ -50,7 +50,7 @@ func StartControllerWithEnv(t testing.TB, env []string, args ...string) *Process
 		"--leader-elect-renew-deadline=3s",
 		"--leader-elect-retry-period=500ms",
 		"-v=2",
-	}, args[1:]...), env, deployedCredential())
+	}, args[1:]...), env, deployedCredential(), false)
 }
 
 // Container is a controller as a rendered Deployment's container runs it:
@@ -65,10 +65,10 @@ type Container struct {
 	Groups   []uint32
 }
 
-// StartDeployed runs the reclaimable binary exactly as c says, with
-// nothing added but what a test bed must: kubeconfig (the pod's service
-// account) and free loopback listen addresses, so that several run side by
-// side. Where the tests do not run as root the process keeps their user.
+// StartDeployed runs the reclaimable binary exactly as c says, its
+// environment c's alone, with nothing added but what a test bed must:
+// kubeconfig (the pod's service account) and free loopback listen
+// addresses, so that several run side by side. Where the tests do not run as root the process keeps their user.
 // It is stopped at cleanup; its log is printed if the test failed.
 func StartDeployed(t testing.TB, c Container, kubeconfig string) *Process {
 	t.Helper()
@@ -79,11 +79,12 @@ func StartDeployed(t testing.TB, c Container, kubeconfig string) *Process {
 	if deployedCredential() != nil {
 		cred = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
 	}
-	return start(t, slices.Concat([]string{c.Args[0], "--kubeconfig=" + kubeconfig}, c.Args[1:]), c.Env, cred)
+	return start(t, slices.Concat([]string{c.Args[0], "--kubeconfig=" + kubeconfig}, c.Args[1:]), c.Env, cred, true)
 }
 
-// start starts args as user cred with env added to the environment.
-func start(t testing.TB, args, env []string, cred *syscall.Credential) *Process {
+// start starts args as user cred with env added to the environment, or
+// with ownEnv as its whole environment.
+func start(t testing.TB, args, env []string, cred *syscall.Credential, ownEnv bool) *Process {
 	t.Helper()
 	f, err := os.CreateTemp("", "reclaimable-"+args[0]+"-*.log")
 	if err != nil {
@@ -95,7 +96,7 @@ func start(t testing.TB, args, env []string, cred *syscall.Credential) *Process 
 		t.Fatal(err)
 	}
 	c.Credential = cred
-	c.Env = env
+	c.Env, c.OwnEnv = env, ownEnv
 	p := &Process{t: t, c: c, HealthAddr: c.HealthAddr, MetricsAddr: c.MetricsAddr}
 	p.Start()
 	t.Cleanup(func() {

@@ -41,8 +41,12 @@ type Controller struct {
 	// Credential, if not nil, is the user and groups the process runs as:
 	// those of its Deployment, for a test of what it may do as deployed.
 	Credential *syscall.Credential
-	// Env is added to the environment of the next start.
+	// Env is the environment of the next start besides the machine's
+	// (cluster.Environ).
 	Env []string
+	// OwnEnv makes Env the process's whole environment, as a container's
+	// is: not even the machine's.
+	OwnEnv bool
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -84,7 +88,11 @@ func (c *Controller) Start() error {
 		attr.Pdeathsig = syscall.SIGKILL
 	}
 	started := time.Now()
-	cmd, done, err := cluster.StartLogged(c.Binary, c.Args, c.Env, c.LogPath, attr)
+	start := cluster.StartLogged
+	if c.OwnEnv {
+		start = cluster.StartLoggedIn
+	}
+	cmd, done, err := start(c.Binary, c.Args, c.Env, c.LogPath, attr)
 	if err != nil {
 		return fmt.Errorf("starting reclaimable %s: %w", c.Args[0], err)
 	}

@@ -53,11 +53,12 @@ func fakeReclaimable(sub string, args []string) int {
 
 func newFake(t *testing.T, sub string) *Controller {
 	t.Helper()
-	t.Setenv(fakeEnv, "1")
 	c, err := NewController(os.Args[0], filepath.Join(t.TempDir(), "log"), sub)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The process gets no environment of this one's but the machine's.
+	c.Env = []string{fakeEnv + "=1"}
 	t.Cleanup(func() { c.Signal(syscall.SIGKILL, 10*time.Second) })
 	return c
 }
