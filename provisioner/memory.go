@@ -293,6 +293,9 @@ func (w *waitingClaims) still(class string, live func(uid types.UID, key types.N
 		}
 		delete(w.byClass[class], uid)
 	}
+	if len(w.byClass[class]) == 0 {
+		delete(w.byClass, class)
+	}
 	return out
 }
 

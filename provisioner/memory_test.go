@@ -118,6 +118,19 @@ func TestWaitingClaims(t *testing.T) {
 	}
 }
 
+// A class whose waiting claims are all gone is forgotten with them: the
+// waiting gauge lists no class that has none (a deleted class, say).
+func TestWaitingClaimsForgetAClassWithNoneLeft(t *testing.T) {
+	w := newWaitingClaims()
+	w.add("deleted", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "u-gone"}})
+	if got := w.still("deleted", func(types.UID, types.NamespacedName) *corev1.PersistentVolumeClaim { return nil }); len(got) != 0 {
+		t.Fatalf("still waiting = %v, want none", got)
+	}
+	if got := w.classes(); len(got) != 0 {
+		t.Errorf("classes with claims waiting = %v, want none", got)
+	}
+}
+
 // A member one worker is taking is passed over by the others until it is
 // done with it.
 func TestTakesTrying(t *testing.T) {
