@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -318,11 +319,21 @@ var errExhausted = errors.New("pool exhausted")
 func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
 	reason := reasonPoolExhausted
-	if pv := state.crossable; pv != nil && p.markForScrub(ctx, pv) {
-		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonScrubbingToShare,
-			"%s; volume %s, held for another namespace, is being emptied for it (%s): the claim gets it once it is empty, never with the other namespace's data", msg, pv.Name, keys.ScrubAcrossNamespaces)
-		p.onWaitingChange(class.Name)
-		return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; volume %s is being emptied for it", errExhausted, msg, pv.Name)}
+	if pv := state.crossable; pv != nil {
+		switch err := p.markForScrub(ctx, pv); {
+		case err == nil:
+			p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonScrubbingToShare,
+				"%s; volume %s, held for another namespace, is being emptied for it (%s): the claim gets it once it is empty, never with the other namespace's data", msg, pv.Name, keys.ScrubAcrossNamespaces)
+			p.onWaitingChange(class.Name)
+			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; volume %s is being emptied for it", errExhausted, msg, pv.Name)}
+		case apierrors.IsConflict(err):
+			// The volume changed since the cache showed it: the library
+			// tries the claim again, with back-off, on a newer view.
+			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("volume %s changed while being handed to the scrub for this claim: %w", pv.Name, err)}
+		default:
+			// Said on the claim (Provision), and tried again with back-off.
+			return nil, lib.ProvisioningFinished, fmt.Errorf("handing volume %s, held for another namespace, to the scrub for this claim (%s): %w", pv.Name, keys.ScrubAcrossNamespaces, err)
+		}
 	}
 	if state.otherNamespace > 0 {
 		// The one case an administrator may want to change the class for.
@@ -397,17 +408,14 @@ func (p *provisioner) Members(class *storagev1.StorageClass) ([]*corev1.Persiste
 	return p.members(class.Name, params.pool), nil
 }
 
-// markForScrub hands pv to the scrubber, unless it changed since the cache
-// saw it (the update carries its resourceVersion): reports whether it did.
-func (p *provisioner) markForScrub(ctx context.Context, pv *corev1.PersistentVolume) bool {
+// markForScrub hands pv, as the cache showed it, to the scrubber: a
+// Conflict when it changed since.
+func (p *provisioner) markForScrub(ctx context.Context, pv *corev1.PersistentVolume) error {
 	updated := pv.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
 	updated.Annotations[keys.Scrub] = keys.ScrubRequested
-	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Not marking a volume for scrubbing", "pv", pv.Name, "err", err)
-		return false
-	}
-	return true
+	_, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	return err
 }
