@@ -434,8 +434,8 @@ func (c *installedCycle) keepsNamespacesApartAndScrubs(t *testing.T) {
 	a, b := c.ns, framework.Namespace(t)
 	kept := c.newClass(t, "kept", c.shareDir(t, "kept"), true)
 	scrubbed := c.newClass(t, "scrubbed", c.shareDir(t, "scrubbed"), true)
-	createPool(t, kept, v1alpha1.VolumePoolSpec{MaxVolumes: ptr.To[int32](2)})
-	createPool(t, scrubbed, v1alpha1.VolumePoolSpec{OnRelease: keys.OnReleaseScrub, MaxVolumes: ptr.To[int32](1)})
+	createPool(t, v1alpha1.VolumePoolSpec{StorageClassName: kept, MaxVolumes: ptr.To[int32](2)})
+	createPool(t, v1alpha1.VolumePoolSpec{StorageClassName: scrubbed, OnRelease: keys.OnReleaseScrub, MaxVolumes: ptr.To[int32](1)})
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: c.id, Classes: []string{kept, scrubbed}, Namespaces: []string{a, b},
 		NamespaceScoped: []string{kept, scrubbed}, Scrubbed: []string{scrubbed}})
 
@@ -479,18 +479,6 @@ func (c *installedCycle) keepsNamespacesApartAndScrubs(t *testing.T) {
 	}
 	deletePod(t, b, "b-scrubbed", claim)
 	inv.Check(t, 10*time.Second)
-}
-
-// createPool makes a VolumePool of class with spec.
-func createPool(t *testing.T, class string, spec v1alpha1.VolumePoolSpec) {
-	t.Helper()
-	spec.StorageClassName = class
-	pools := volumePools(t)
-	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
 }
 
 // cycleClaim is the claim every pod of the cycle asks for: the same

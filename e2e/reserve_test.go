@@ -323,13 +323,7 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) st
 		}
 		spec.ReserveFor = &metav1.Duration{Duration: d}
 	}
-	pools := volumePools(t)
-	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
-	return pool.Name
+	return createPool(t, spec)
 }
 
 // A claim deleted and made again at once, under the same name, gets its

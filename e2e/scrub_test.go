@@ -80,17 +80,11 @@ func classIf(cond bool, class string) []string {
 // next claim gets the last one's volume.
 func (c *scrubCase) createPool(t *testing.T, onRelease string, mutate ...func(*v1alpha1.VolumePoolSpec)) string {
 	t.Helper()
-	pools := volumePools(t)
 	spec := v1alpha1.VolumePoolSpec{StorageClassName: c.class, OnRelease: onRelease, MaxVolumes: ptr.To[int32](1)}
 	for _, m := range mutate {
 		m(&spec)
 	}
-	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("scrub")}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
-	return pool.Name
+	return createPool(t, spec)
 }
 
 // leaveData has pods of two users leave in the volume of claim what only

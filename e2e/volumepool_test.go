@@ -38,6 +38,19 @@ func volumePools(t *testing.T) reclaimablev1alpha1.VolumePoolInterface {
 	return client.ReclaimableV1alpha1().VolumePools()
 }
 
+// createPool creates a VolumePool of spec, deleted at cleanup, and returns
+// its name.
+func createPool(t *testing.T, spec v1alpha1.VolumePoolSpec) string {
+	t.Helper()
+	pools := volumePools(t)
+	pool, err := pools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: framework.Name("pool")}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pools.Delete(context.Background(), pool.Name, metav1.DeleteOptions{}) })
+	return pool.Name
+}
+
 // The VolumePool API as the API server serves it from the generated CRD,
 // through the generated client: a valid pool is stored; each kind of
 // invalid one is refused at admission with a message that says what to

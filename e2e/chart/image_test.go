@@ -29,14 +29,7 @@ func TestTheInstallationRunsTheImageOfVERSION(t *testing.T) {
 		{name: "chart: mode all", chart: true, values: map[string]any{"mode": "all"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var objs []*unstructured.Unstructured
-			if tt.chart {
-				if objs, err = Render(chartDir, tt.values); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				objs = kustomize(t, tt.kustomization)
-			}
+			objs := installation(t, tt.chart, tt.values, tt.kustomization)
 			containers := 0
 			for _, o := range objs {
 				if o.GetKind() != "Deployment" {

@@ -72,16 +72,7 @@ func TestEveryControllerGetsTheSameSettings(t *testing.T) {
 		{name: "chart: renamed mode all", want: renamedSettings, chart: true, values: merged(renamedValues, map[string]any{"mode": "all"})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var objs []*unstructured.Unstructured
-			if tt.chart {
-				var err error
-				if objs, err = Render(chartDir, tt.values); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				objs = kustomize(t, tt.kustomization)
-			}
-			for _, problem := range checkSettings(objs, tt.want) {
+			for _, problem := range checkSettings(installation(t, tt.chart, tt.values, tt.kustomization), tt.want) {
 				t.Error(problem)
 			}
 		})
@@ -234,6 +225,20 @@ func checkContainer(deployment string, c map[string]any, want settings) []string
 		}
 	}
 	return problems
+}
+
+// installation is the chart rendered with values, or (chart false) the
+// kustomization over manifests/ that kustomize builds.
+func installation(t *testing.T, chart bool, values map[string]any, kustomization string) []*unstructured.Unstructured {
+	t.Helper()
+	if !chart {
+		return kustomize(t, kustomization)
+	}
+	objs, err := Render(chartDir, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 func merged(a, b map[string]any) map[string]any {

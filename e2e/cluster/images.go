@@ -20,23 +20,27 @@ const (
 	PauseImage = "reclaimable.local/pause:e2e"
 )
 
-// ReclaimableImage is the image make image writes, of VERSION, as the
-// manifests and the chart name it: the image of the lifecycle and scrub
-// pods, which the node holds as a user's node holds it once loaded.
-var ReclaimableImage = release.Ref(repoVersion())
+// ReclaimableImage is the image make image writes, of VERSION
+// (reclaimableVersion), as the manifests and the chart name it: the image
+// of the lifecycle and scrub pods, which the node holds as a user's node
+// holds it once loaded.
+var (
+	reclaimableVersion = repoVersion()
+	ReclaimableImage   = release.Ref(reclaimableVersion)
+)
 
 // repoVersion is the repository's VERSION; the test bed cannot run without
 // one.
 func repoVersion() string {
-	v, err := release.Version(repoRoot())
+	v, err := release.Version(RepoRoot())
 	if err != nil {
 		panic(fmt.Sprintf("the repository's version: %v", err))
 	}
 	return v
 }
 
-// repoRoot is the root of the reclaimable module.
-func repoRoot() string { return filepath.Join(ToolsDir(), "..", "..") }
+// RepoRoot is the root of the reclaimable module.
+func RepoRoot() string { return filepath.Join(ToolsDir(), "..", "..") }
 
 // imageArchive is an image's archive in the node cache, and the program
 // that makes up its single layer.

@@ -274,7 +274,7 @@ func (n *Node) buildImages(ctx context.Context) error {
 		args = append(args, img.pkg)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = repoRoot()
+	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the node's images: %w\n%s", err, out)
@@ -290,7 +290,7 @@ func (n *Node) buildImages(ctx context.Context) error {
 		}
 	}
 	// The reclaimable image, exactly as make image writes it.
-	layout, err := release.BuildImage(ctx, repoRoot(), repoVersion(), ReclaimableImage, []string{runtime.GOARCH}, n.path("images"))
+	layout, err := release.BuildImage(ctx, RepoRoot(), reclaimableVersion, ReclaimableImage, []string{runtime.GOARCH}, n.path("images"))
 	if err != nil {
 		return err
 	}

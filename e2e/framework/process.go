@@ -68,8 +68,9 @@ type Container struct {
 // StartDeployed runs the reclaimable binary exactly as c says, its
 // environment c's alone, with nothing added but what a test bed must:
 // kubeconfig (the pod's service account) and free loopback listen
-// addresses, so that several run side by side. Where the tests do not run as root the process keeps their user.
-// It is stopped at cleanup; its log is printed if the test failed.
+// addresses, so that several run side by side. Where the tests do not run
+// as root the process keeps their user. It is stopped at cleanup; its log
+// is printed if the test failed.
 func StartDeployed(t testing.TB, c Container, kubeconfig string) *Process {
 	t.Helper()
 	if len(c.Args) == 0 {

@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 )
 
 // RepoRoot is the root of the reclaimable module.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func RepoRoot() string { return cluster.RepoRoot() }
 
 // Build builds cmd/reclaimable into dir, as CI builds it, and returns the
 // binary's path.
