@@ -402,21 +402,28 @@ func boundTo(c *corev1.PersistentVolumeClaim, volume string) *corev1.PersistentV
 	return c
 }
 
-// A release that would keep the claim's name (a reservation, a hold) waits
-// while a new claim of that name is not bound yet: the PV controller would
-// bind it to this volume while the provisioner gives it another. One that
-// clears the claimRef does not wait.
+// A release that would keep the claim's name (a reservation, a hold) waits,
+// with the queue's back-off, while a new claim of that name is not bound
+// yet: the PV controller would bind it to this volume while the provisioner
+// gives it another. One that clears the claimRef does not wait, nor one
+// whose new claim has waited replacementWait: no volume is being made for
+// it (a full pool, a scrub class), and this one is the claim's way out.
 func TestSyncReleaseWaitsForARecreatedClaimToBind(t *testing.T) {
+	created := func(c *corev1.PersistentVolumeClaim, ago time.Duration) *corev1.PersistentVolumeClaim {
+		c.CreationTimestamp = metav1.NewTime(testNow.Add(-ago))
+		return c
+	}
 	for _, tt := range []struct {
 		name     string
 		class    *storagev1.StorageClass
 		claim    *corev1.PersistentVolumeClaim
 		released bool
 	}{
-		{"reserving class, new claim not bound", reservingClass("10m"), claim("new-uid", testID), false},
-		{"reserving class, new claim not bound, seen only live", reservingClass("10m"), claim("new-uid", ""), false},
+		{"reserving class, new claim not bound", reservingClass("10m"), created(claim("new-uid", testID), time.Second), false},
+		{"reserving class, new claim not bound, seen only live", reservingClass("10m"), created(claim("new-uid", ""), time.Second), false},
+		{"reserving class, new claim unbound for longer than the wait", reservingClass("10m"), created(claim("new-uid", testID), replacementWait), true},
 		{"reserving class, new claim bound", reservingClass("10m"), boundTo(claim("new-uid", testID), "pv-2"), true},
-		{"class that keeps no name", class(testID), claim("new-uid", testID), true},
+		{"class that keeps no name", class(testID), created(claim("new-uid", testID), time.Second), true},
 		// The managed claims cache keeps metadata only: bound or not is
 		// the API server's to say.
 		{"reserving class, new claim bound, the old one's deletion seen", reservingClass("10m"), boundTo(claim("new-uid", testID), "pv-2"), true},
@@ -433,8 +440,12 @@ func TestSyncReleaseWaitsForARecreatedClaimToBind(t *testing.T) {
 				metadataOnly.Spec = corev1.PersistentVolumeClaimSpec{}
 				f.cache(f.claims, metadataOnly)
 			}
-			if err := f.sync(pv.Name); err != nil {
+			err := f.sync(pv.Name)
+			if tt.released && err != nil {
 				t.Fatalf("sync: %v", err)
+			}
+			if !tt.released && !controller.IsWait(err) {
+				t.Fatalf("sync returned %v, want a wait that the queue retries with back-off", err)
 			}
 			got := f.stored(pv.Name)
 			if released := got.Spec.ClaimRef == nil || got.Spec.ClaimRef.UID == ""; released != tt.released {

@@ -108,36 +108,46 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		logger.V(4).Info("Released volume keeps its claimRef: the claim still exists", "claim", klog.KRef(pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name))
 		return nil
 	}
-	replaced, err := c.unboundReplacement(ctx, pv.Spec.ClaimRef, live)
+	replacement, err := c.unboundReplacement(ctx, pv.Spec.ClaimRef, live)
 	if err != nil {
 		return fmt.Errorf("reading the claim that replaced %s/%s: %w", pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, err)
 	}
-	return c.release(ctx, pv, replaced)
+	return c.release(ctx, pv, replacement)
 }
 
-// replacementRecheck is how soon a release that waits for a new claim of
-// the same name to be bound looks again.
-const replacementRecheck = time.Second
+// replacementWait bounds how long a release that would keep a claim's name
+// waits for a new claim of that name to be bound elsewhere. A provisioner
+// that can serve the new claim does so within seconds. One still unbound
+// after that is a claim no volume is made for: its pool is full, or, under
+// onRelease Scrub, the provisioner leaves a Released member to the releaser
+// alone; waiting longer would keep from the new claim the one volume it
+// can have. The release then goes ahead: should a provisioner make the
+// claim a volume meanwhile after all, the PV controller binds the claim to
+// one of the two and the other stays free, never bound to two claims.
+const replacementWait = 10 * time.Second
 
-// unboundReplacement reports whether a claim with the namespace and name
-// of ref but another UID exists and is not bound yet. live is the API
-// server's answer to the lookup that proved ref's claim gone, if it was
-// asked; else the managed claims cache tells whether such a claim exists,
-// and, since it keeps the metadata of claims only, the API server whether
-// it is bound.
-func (c *Controller) unboundReplacement(ctx context.Context, ref *corev1.ObjectReference, live *corev1.PersistentVolumeClaim) (bool, error) {
+// unboundReplacement returns the claim with the namespace and name of ref
+// but another UID, if one exists and is not bound yet, else nil. live is
+// the API server's answer to the lookup that proved ref's claim gone, if it
+// was asked; else the managed claims cache tells whether such a claim
+// exists, and, since it keeps the metadata of claims only, the API server
+// whether it is bound.
+func (c *Controller) unboundReplacement(ctx context.Context, ref *corev1.ObjectReference, live *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
 	if live == nil {
 		cached, err := c.claims.PersistentVolumeClaims(ref.Namespace).Get(ref.Name)
 		if err != nil || cached.UID == ref.UID {
-			return false, nil
+			return nil, nil
 		}
 		if live, err = c.client.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		} else if err != nil {
-			return false, err
+			return nil, err
 		}
 	}
-	return live.UID != ref.UID && live.Spec.VolumeName == "" && live.DeletionTimestamp == nil, nil
+	if live.UID != ref.UID && live.Spec.VolumeName == "" && live.DeletionTimestamp == nil {
+		return live, nil
+	}
+	return nil, nil
 }
 
 // claimGone reports whether the claim ref points at no longer exists with

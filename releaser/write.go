@@ -46,11 +46,12 @@ func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume,
 // without its UID instead: the PV controller then binds the volume to the
 // next claim of that name and to no other, until the reservation ends.
 //
-// A new claim of the same name that is not bound yet (replaced) makes a
-// release that would keep the name wait: the PV controller would bind that
-// claim to this volume while the provisioner gives it another, two
-// volumes for one claim. It is released once that claim is bound.
-func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, replaced bool) error {
+// A new claim of the same name that is not bound yet (replacement) makes a
+// release that would keep the name wait, with the queue's back-off: the PV
+// controller would bind that claim to this volume while the provisioner
+// gives it another. It is released once that claim is bound, or once the
+// claim has waited replacementWait for a volume.
+func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, replacement *corev1.PersistentVolumeClaim) error {
 	logger := klog.FromContext(ctx)
 	ref := pv.Spec.ClaimRef
 	class := c.classOf(pv)
@@ -76,10 +77,8 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
 	if reserve > 0 || heldFor != "" {
-		if replaced {
-			logger.V(4).Info("Release waits: a new claim of the same name is not bound yet", "claim", klog.KRef(ref.Namespace, ref.Name))
-			c.queue.AddAfter(pv.Name, replacementRecheck)
-			return nil
+		if replacement != nil && now.Sub(replacement.CreationTimestamp.Time) < replacementWait {
+			return controller.Wait("new claim %s/%s of the same name is not bound yet", ref.Namespace, ref.Name)
 		}
 		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
 	}

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -81,6 +83,11 @@ func (q *Queue[T]) next(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		if w := (waiting{}); errors.As(err, &w) {
+			klog.FromContext(ctx).V(4).Info("Waiting, will look again", "key", key, "reason", w.reason, "retries", q.queue.NumRequeues(key))
+			q.queue.AddRateLimited(key)
+			return true
+		}
 		klog.FromContext(ctx).Error(err, "Sync failed, will retry", "key", key, "retries", q.queue.NumRequeues(key))
 		q.queue.AddRateLimited(key)
 		return true
@@ -88,6 +95,20 @@ func (q *Queue[T]) next(ctx context.Context) bool {
 	q.queue.Forget(key)
 	return true
 }
+
+// Wait is what a sync returns when its object waits for something that no
+// event it is queued for will announce (a claim it does not watch being
+// bound, a finalizer another controller holds): the key comes back after
+// the queue's per-key back-off, which grows while the wait lasts, instead
+// of at a fixed period. It is not logged as a failure.
+func Wait(format string, args ...any) error { return waiting{reason: fmt.Sprintf(format, args...)} }
+
+// IsWait reports whether err is a sync's Wait.
+func IsWait(err error) bool { return errors.As(err, &waiting{}) }
+
+type waiting struct{ reason string }
+
+func (w waiting) Error() string { return "waiting: " + w.reason }
 
 // Every calls sweep every period until ctx is done, the first time one
 // period from now: a sweep is the safety net for events a replica missed,

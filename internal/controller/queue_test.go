@@ -62,6 +62,52 @@ func TestQueueRetriesUntilSuccess(t *testing.T) {
 	}
 }
 
+// A key whose sync waits comes back with the growing back-off of a failure,
+// not at a fixed period, and is forgotten once the wait ends.
+func TestQueueWaitBacksOff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var mu sync.Mutex
+	var at []time.Time
+	done := make(chan struct{})
+	q := NewQueue[string]("test", func(_ context.Context, key string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		if len(at) < 5 {
+			return Wait("claim %s not bound yet", key)
+		}
+		close(done)
+		return nil
+	})
+	q.Add("pv")
+	stopped := make(chan struct{})
+	go func() { q.Run(ctx, 1); close(stopped) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting key was not synced again five times")
+	}
+	cancel()
+	<-stopped
+
+	mu.Lock()
+	defer mu.Unlock()
+	// 20ms, 40ms, 80ms, 160ms: each pause at least the limiter's.
+	for i := 1; i < len(at); i++ {
+		if gap, least := at[i].Sub(at[i-1]), 20*time.Millisecond<<(i-1); gap < least {
+			t.Errorf("sync %d came %v after the one before, want at least %v", i+1, gap, least)
+		}
+	}
+	if n := q.queue.NumRequeues("pv"); n != 0 {
+		t.Errorf("%d requeues left after the wait ended, want it forgotten", n)
+	}
+	if !IsWait(Wait("x")) || IsWait(errors.New("x")) {
+		t.Error("IsWait tells a wait from a failure wrongly")
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	// The flags' defaults.
 	valid := func() Options {
