@@ -146,7 +146,13 @@ func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.namespace, Name: keys.ScrubClaim(pv.Name)}
 	updated.Annotations[keys.Scrub] = keys.ScrubRunning
-	if _, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+	_, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		// The newer version may differ only where the scrub does not
+		// look, which queues nothing: look again once the cache has it.
+		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
+	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("setting the claimRef of volume %s to its scrub claim: %w", pv.Name, err)
 	}
 	return nil
@@ -219,10 +225,12 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 		return fmt.Errorf("deleting the scrub claim of volume %s: %w", pv.Name, err)
 	}
 	if _, err := claims.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		// Still there (its protection finalizer goes once no pod uses
-		// it): look again shortly.
-		s.queue.AddAfter(pv.Name, time.Second)
-		return err
+		if err != nil {
+			return fmt.Errorf("reading the scrub claim of volume %s: %w", pv.Name, err)
+		}
+		// Still there: its protection finalizer goes once no pod uses
+		// it, which no event of the volume tells.
+		return controller.Wait("scrub claim %s/%s is being deleted", s.pods.namespace, name)
 	}
 	updated := pv.DeepCopy()
 	if s.scrubClaimRef(pv) {
@@ -238,8 +246,7 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	res, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err):
-		s.queue.AddAfter(pv.Name, time.Second)
-		return nil
+		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:

@@ -6,11 +6,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -102,5 +107,82 @@ func TestExhaustedPoolScrubsAVolumeOfAnotherNamespaceForTheClaim(t *testing.T) {
 				t.Errorf("ScrubbingToShare event: %v, want %v", got, tt.marked != "")
 			}
 		})
+	}
+}
+
+// scrubberFor returns the scrubber of f's provisioner for class, with a
+// queue that nothing runs: a test calls sync itself.
+func scrubberFor(f *fixture, class *storagev1.StorageClass) *scrubber {
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := classes.Add(class); err != nil {
+		f.t.Fatal(err)
+	}
+	s := &scrubber{p: f.p, pods: lifecyclePods{client: f.client, namespace: "lifecycle", image: "reclaimable:test"},
+		classes: storagelisters.NewStorageClassLister(classes), recorder: f.recorder}
+	s.queue = controller.NewQueue("scrubber-test", s.sync)
+	return s
+}
+
+// A volume that changed between the cache's version and the write that
+// hands it to its scrub claim is looked at again with the queue's back-off,
+// not left until the next sweep: a change of an annotation that the scrub
+// does not go by queues nothing.
+func TestScrubTakeLooksAgainAfterAConflict(t *testing.T) {
+	marked := volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.Scrub] = keys.ScrubRequested
+		pv.ResourceVersion = "1"
+	})
+	f := newFixture(t, []*corev1.PersistentVolume{marked})
+	newer := marked.DeepCopy()
+	newer.Annotations["example.com/note"] = "changed"
+	newer.ResourceVersion = "2"
+	if err := f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumes"), newer, ""); err != nil {
+		t.Fatal(err)
+	}
+	s := scrubberFor(f, f.directoryClass(nil))
+
+	err := s.sync(t.Context(), "a")
+	if !controller.IsWait(err) {
+		t.Fatalf("sync from a stale version returned %v, want a wait the queue retries with back-off", err)
+	}
+	if err := f.volumes.Update(f.server("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(t.Context(), "a"); err != nil {
+		t.Fatalf("sync from the newer version: %v", err)
+	}
+	if ref := f.server("a").Spec.ClaimRef; ref == nil || ref.Name != keys.ScrubClaim("a") {
+		t.Errorf("claimRef %+v, want the scrub claim", ref)
+	}
+}
+
+// A scrubbed volume whose scrub claim is still there (its protection
+// finalizer waits for the scrub pod to go) is looked at again with the
+// queue's back-off, and returned to the pool once the claim is gone.
+func TestScrubFinishWaitsForTheScrubClaimWithBackOff(t *testing.T) {
+	done := volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.Scrub] = keys.ScrubDone
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: keys.ScrubClaim("a")}
+	})
+	f := newFixture(t, []*corev1.PersistentVolume{done})
+	scrubClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: keys.ScrubClaim("a"), Finalizers: []string{"kubernetes.io/pvc-protection"}}}
+	if err := f.client.Tracker().Add(scrubClaim); err != nil {
+		t.Fatal(err)
+	}
+	protected := true
+	f.client.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return protected, nil, nil // deletion requested; the finalizer keeps the claim
+	})
+	s := scrubberFor(f, f.directoryClass(nil))
+
+	if err := s.sync(t.Context(), "a"); !controller.IsWait(err) {
+		t.Fatalf("sync while the scrub claim is still there returned %v, want a wait the queue retries with back-off", err)
+	}
+	protected = false
+	if err := s.sync(t.Context(), "a"); err != nil {
+		t.Fatalf("sync once the claim can go: %v", err)
+	}
+	if got := f.server("a"); got.Spec.ClaimRef != nil || got.Annotations[keys.Scrub] != "" {
+		t.Errorf("claimRef %+v, scrub %q: want the volume free", got.Spec.ClaimRef, got.Annotations[keys.Scrub])
 	}
 }
