@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
@@ -430,4 +434,112 @@ func TestNodeScrubSurvivesAKill(t *testing.T) {
 	}
 	c.nothingLeft(t)
 	c.inv.Check(t, 10*time.Second)
+}
+
+const scrubPolicy = "reclaimable-scrub-before-bind"
+
+// A volume marked for scrub is bound to no claim before it is emptied. The
+// mark keeps the provisioner away, but the PV controller binds a free
+// volume to any claim that fits, and a held or reserved one to the claim it
+// names, between the mark and the scrub's write of its own claimRef: the
+// installation's policy refuses that bind. The test makes the race
+// certain: nothing scrubs the volume (its class is no provisioner's), and
+// a claim that fits it only is made after the mark. The bind is tried as
+// the PV controller writes it, then by the PV controller itself; once the
+// mark goes, the claim is bound.
+//
+// It runs alone, after the installation tests (it counts the policy's
+// refusals): the renamed installations of installed_test.go remove their
+// cluster-scoped objects when they are done.
+func TestInstallNoClaimIsBoundToAVolumeMarkedForScrub(t *testing.T) {
+	install(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	client := framework.Client()
+	class := "marked-" + ns // no StorageClass: the PV controller binds at once, and no provisioner scrubs
+	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, objects.NewVolume(class, class, "1Mi", "/tmp/"+class, func(pv *corev1.PersistentVolume) {
+		pv.Annotations = map[string]string{keys.Scrub: keys.ScrubRequested}
+	}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
+	}, "the marked volume to be Available")
+	// The API server loads a new policy within moments of its creation; a
+	// dry run shows when, without changing the volume.
+	bindTo := func(ctx context.Context, name string, uid types.UID, opts metav1.UpdateOptions) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: name, UID: uid}
+			_, err = client.CoreV1().PersistentVolumes().Update(ctx, cur, opts)
+			return err
+		})
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		return deniedBy(scrubPolicy)(bindTo(ctx, "probe", "probe", metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})), nil
+	}, "the scrub policy to be in force")
+	refused := refusals(t)
+
+	claim, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, "data", class, "1Mi"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The PV controller's bind: the claim's reference, UID included.
+	err = bindTo(ctx, claim.Name, claim.UID, metav1.UpdateOptions{})
+	if !deniedBy(scrubPolicy)(err) {
+		t.Fatalf("binding the marked volume to claim %s/%s: %v, want the refusal of %s", ns, claim.Name, err, scrubPolicy)
+	}
+	// The PV controller tries as well: at least one more refusal.
+	framework.Eventually(t, time.Minute, func(context.Context) (bool, error) {
+		return refusals(t) >= refused+2, nil
+	}, "the PV controller's bind to be refused")
+	got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := got.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		t.Fatalf("marked volume bound to claim %s/%s", ref.Namespace, ref.Name)
+	}
+
+	// Emptied (here: the mark removed), the volume is the claim's.
+	if _, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+keys.Scrub+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		c, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+		return err == nil && c.Status.Phase == corev1.ClaimBound && c.Spec.VolumeName == pv.Name, err
+	}, "the claim to be bound to the volume once the mark is gone")
+}
+
+// refusals is how many updates the API server's scrub policy refused so
+// far, from its apiserver_validating_admission_policy_check_total.
+func refusals(t *testing.T) int {
+	t.Helper()
+	body, err := framework.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "apiserver_validating_admission_policy_check_total{") ||
+			!strings.Contains(line, `enforcement_action="deny"`) || !strings.Contains(line, `policy="`+scrubPolicy+`"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		n += int(v)
+	}
+	return n
 }
