@@ -39,6 +39,9 @@ import (
 
 const (
 	reasonEvictionFailed = "EvictionFailed"
+	// reasonEvictedFromGoneNode: a local member whose node is gone, let
+	// go without its storage, which no pod can reach.
+	reasonEvictedFromGoneNode = "EvictedFromGoneNode"
 	// reasonMemberEvicted, on the pool, as the pool manager records it.
 	reasonMemberEvicted = "MemberEvicted"
 )
@@ -236,6 +239,13 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", name, annBackend, keys.EvictFinalizer)
 	}
 	how, err := b.delete(ctx, pv)
+	if gone := (*nodeGone)(nil); errors.As(err, &gone) {
+		// The pool asked for the data to go, and no pod can reach it:
+		// retrying would keep the volume Terminating for good.
+		e.p.recorder.Eventf(pv, corev1.EventTypeWarning, reasonEvictedFromGoneNode,
+			"Node %s is gone: the directory %s stays on its disk; remove it should the node come back. The volume object goes", gone.node, gone.dir)
+		err = nil
+	}
 	if err == nil && how == handedBack {
 		// Evict fences no such member: the backing provisioner deletes
 		// only what is Released, never an object already being deleted.

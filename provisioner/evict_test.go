@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,6 +167,43 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 				t.Errorf("directory: %v, want gone %v", err, tt.dirGone)
 			}
 		})
+	}
+}
+
+// A local member being evicted whose node is gone is let go: its directory
+// cannot be reached, the pool asked for its data to go, and retrying would
+// keep the volume Terminating for good. The finalizer goes, and a Warning
+// says where the directory stays should the node come back; it does not
+// ask for a deletion already under way.
+func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
+	now := metav1.Now()
+	typ := corev1.HostPathDirectory
+	f := newFixture(t, nil)
+	f.add(volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) {
+		pv.Annotations[annBackend] = backendLocal
+		pv.Annotations[annNode], pv.Annotations[annNodePath], pv.Annotations[annDirectory] = "n1", "/var/lib/caches", "pv-1"
+		pv.Annotations[keys.Evicting] = keys.EvictIdle
+		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-1", Type: &typ}
+		pv.Finalizers = []string{keys.EvictFinalizer}
+		pv.DeletionTimestamp = &now
+	}))
+	e := &evictor{p: f.p}
+	if err := e.sync(context.Background(), "pv-1"); err != nil {
+		t.Fatalf("sync: %v, want the member let go", err)
+	}
+	got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
+	if err == nil && slices.Contains(got.Finalizers, keys.EvictFinalizer) {
+		t.Errorf("finalizers %v: want %s gone", got.Finalizers, keys.EvictFinalizer)
+	}
+	events := f.events()
+	want := "Warning EvictedFromGoneNode Node n1 is gone: the directory /var/lib/caches/pv-1 stays on its disk; remove it should the node come back"
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, want) }) {
+		t.Errorf("events %q, want one starting %q", events, want)
+	}
+	for _, e := range events {
+		if strings.Contains(e, "delete the volume") {
+			t.Errorf("event %q asks for a deletion already under way", e)
+		}
 	}
 }
 

@@ -141,18 +141,26 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 	}, nil
 }
 
+// nodeGone says the node that holds a local volume's directory no longer
+// exists: no pod can reach the directory.
+type nodeGone struct{ node, dir, msg string }
+
+func (e *nodeGone) Error() string { return e.msg }
+
 // delete removes pv's directory through a delete pod on its node, after
 // checking that the annotations and the source agree on which directory
-// that is. A node that is gone cannot run the pod: the volume stays, with
-// the error as a Warning, for an administrator to clean the disk and
-// delete the object.
+// that is. A node that is gone cannot run the pod (nodeGone): a volume
+// the library deletes stays, with the error as a Warning, for an
+// administrator to clean the disk and delete the object; the evictor lets
+// its member go.
 func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
 	name, node, nodePath := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annNode), keys.Value(pv.Annotations, annNodePath)
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
 		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
 	}
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return storageRemoved, fmt.Errorf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)
+		return storageRemoved, &nodeGone{node: node, dir: pv.Spec.HostPath.Path,
+			msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
 	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, annLifecycleTemplates)}); err != nil {
 		return storageRemoved, err
