@@ -9,6 +9,8 @@ package poolmanager
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +85,16 @@ type Controller struct {
 	// interval batches status writes: at most one per pool per interval.
 	interval time.Duration
 	queue    *controller.Queue[string]
+	// ahead makes the members of each pool ahead of claims and finishes
+	// those left half made: lifecycle pods, each up to --lifecycle-timeout,
+	// on a queue of their own, so that status and eviction never wait for
+	// a node.
+	ahead *controller.Queue[string]
+
+	mu sync.Mutex
+	// aheadFailed holds, by pool, why its members made ahead could not be
+	// made, until they can: the Ready condition says it.
+	aheadFailed map[string]error
 
 	pools     poollisters.VolumePoolLister
 	poolIndex cache.Indexer
@@ -103,12 +115,13 @@ func New(client versioned.Interface, pools cache.SharedIndexInformer, classes st
 	}
 	c := &Controller{
 		client: client, provisioner: p, name: provisionerName, recorder: recorder, metrics: m,
-		clock: clock.RealClock{}, interval: interval,
+		clock: clock.RealClock{}, interval: interval, aheadFailed: map[string]error{},
 		pools:     poollisters.NewVolumePoolLister(pools.GetIndexer()),
 		poolIndex: pools.GetIndexer(),
 		classes:   classes.Lister(),
 	}
 	c.queue = controller.NewQueue("poolmanager", c.sync)
+	c.ahead = controller.NewQueue("poolmanager-ahead", c.syncAhead)
 	if err := controller.OnPoolChange(pools, c.enqueueClass); err != nil {
 		return nil, err
 	}
@@ -136,6 +149,7 @@ func (c *Controller) Name() string { return "poolmanager" }
 func (c *Controller) Run(ctx context.Context) {
 	klog.FromContext(ctx).Info("Managing VolumePools", "statusInterval", c.interval)
 	go controller.Every(ctx, resyncPeriod, func(context.Context) { c.enqueueAll() })
+	go c.ahead.Run(ctx, 1)
 	c.queue.Run(ctx, 1)
 }
 
@@ -172,48 +186,22 @@ func (c *Controller) enqueueAll() {
 
 // sync writes the status of the pool named name, if it changed, and then
 // records the events of the change: a write lost to a conflict is decided
-// again, and its events with it, so none is recorded twice.
+// again, and its events with it, so none is recorded twice. It evicts what
+// is due, and hands what must be made ahead of claims to the ahead queue.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	pool, err := c.pools.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.metrics.forget(name)
+		c.setAheadFailure(name, nil)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	v := view{pool: pool, provisioner: c.name, now: metav1.NewTime(c.clock.Now())}
-	v.owner = controller.PoolOf(c.poolIndex, pool.Spec.StorageClassName)
-	if class, err := c.classes.Get(pool.Spec.StorageClassName); err == nil {
-		v.class = class
-	}
-	if !manages(pool, v.class, c.name, c.clock.Now()) {
+	v, effective, ok := c.look(pool)
+	if !ok {
 		c.metrics.forget(name)
 		return nil
-	}
-	var effective *storagev1.StorageClass
-	if v.class != nil && v.class.Provisioner == c.name && v.owner != nil && v.owner.Name == pool.Name {
-		effective = controller.EffectiveClass(v.class, pool)
-		if ptr.Deref(pool.Spec.MinAvailable, 0) > 0 {
-			// Members a stopped provisioner left half made are finished
-			// before they are counted.
-			if err := c.provisioner.FinishAhead(ctx, effective); err != nil {
-				return err
-			}
-			v.aheadErr = c.provisioner.CheckAhead(effective, pool)
-			v.making = c.provisioner.AheadInFlight(v.class.Name)
-		}
-		if pool.Spec.EvictAfter != nil || pool.Spec.ShrinkToMaximum || pool.Spec.EvictAboveBytes != nil {
-			v.evictErr = c.provisioner.CheckEvict(effective)
-		}
-		v.members, v.settingsErr = c.provisioner.Members(effective)
-		v.waiting = c.provisioner.Waiting(v.class.Name)
-		v.usage = map[string]v1alpha1.MemberUsage{}
-		for _, pv := range v.members {
-			if u, ok := c.provisioner.Usage(pv); ok {
-				v.usage[pv.Name] = u
-			}
-		}
 	}
 	r := decide(v)
 	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written {
@@ -231,16 +219,116 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 			c.recorder.Event(pool, corev1.EventTypeNormal, reasonMemberEvicted, e.message)
 		}
 	}
-	if r.makeAhead == 0 {
-		return nil
-	}
-	made, err := c.provisioner.MakeAhead(ctx, effective, pool, r.makeAhead)
-	klog.FromContext(ctx).V(2).Info("Made members ahead of claims", "pool", name, "made", made, "wanted", r.makeAhead)
-	if err != nil {
-		c.recorder.Eventf(pool, corev1.EventTypeWarning, reasonMakeAheadFailed, "Made %d of %d members ahead of claims: %v", made, r.makeAhead, err)
-		return fmt.Errorf("making members of VolumePool %s ahead: %w", name, err)
+	// A pool whose members failed to be made is retried by the ahead
+	// queue's back-off, which an Add here would cut short.
+	if effective != nil && v.aheadErr == nil && v.aheadFailed == nil && (r.makeAhead > 0 || storagePending(v.members)) {
+		c.ahead.Add(name)
 	}
 	return nil
+}
+
+// look gathers what the status of pool is decided from; it reports false
+// when another installation keeps the pool's status. effective is the
+// pool's class with the pool's settings over its parameters, nil unless
+// the pool is in force for a class of this provisioner.
+func (c *Controller) look(pool *v1alpha1.VolumePool) (view, *storagev1.StorageClass, bool) {
+	v := view{pool: pool, provisioner: c.name, now: metav1.NewTime(c.clock.Now())}
+	v.owner = controller.PoolOf(c.poolIndex, pool.Spec.StorageClassName)
+	if class, err := c.classes.Get(pool.Spec.StorageClassName); err == nil {
+		v.class = class
+	}
+	if !manages(pool, v.class, c.name, c.clock.Now()) {
+		return v, nil, false
+	}
+	if v.class == nil || v.class.Provisioner != c.name || v.owner == nil || v.owner.Name != pool.Name {
+		return v, nil, true
+	}
+	effective := controller.EffectiveClass(v.class, pool)
+	if ptr.Deref(pool.Spec.MinAvailable, 0) > 0 {
+		v.aheadErr = c.provisioner.CheckAhead(effective, pool)
+		v.making = c.provisioner.AheadInFlight(v.class.Name)
+		v.aheadFailed = c.aheadFailure(pool.Name)
+	}
+	if pool.Spec.EvictAfter != nil || pool.Spec.ShrinkToMaximum || pool.Spec.EvictAboveBytes != nil {
+		v.evictErr = c.provisioner.CheckEvict(effective)
+	}
+	v.members, v.settingsErr = c.provisioner.Members(effective)
+	v.waiting = c.provisioner.Waiting(v.class.Name)
+	v.usage = map[string]v1alpha1.MemberUsage{}
+	for _, pv := range v.members {
+		if u, ok := c.provisioner.Usage(pv); ok {
+			v.usage[pv.Name] = u
+		}
+	}
+	return v, effective, true
+}
+
+// syncAhead finishes the members of the pool named name that were left
+// half made, then makes as many ahead of claims as its status lacks. A
+// failure is retried with the queue's back-off, and said by the pool's
+// Ready condition until the members can be made.
+func (c *Controller) syncAhead(ctx context.Context, name string) error {
+	pool, err := c.pools.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.setAheadFailure(name, nil)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v, effective, ok := c.look(pool)
+	if !ok || effective == nil || ptr.Deref(pool.Spec.MinAvailable, 0) == 0 || v.aheadErr != nil {
+		c.setAheadFailure(name, nil)
+		return nil
+	}
+	// Members a stopped provisioner left half made are finished before
+	// more are made.
+	if err := c.provisioner.FinishAhead(ctx, effective); err != nil {
+		c.setAheadFailure(name, err)
+		return fmt.Errorf("finishing the members of VolumePool %s made ahead: %w", name, err)
+	}
+	v, _, _ = c.look(pool)
+	v.aheadFailed = nil
+	r := decide(v)
+	if r.makeAhead > 0 {
+		made, err := c.provisioner.MakeAhead(ctx, effective, pool, r.makeAhead)
+		klog.FromContext(ctx).V(2).Info("Made members ahead of claims", "pool", name, "made", made, "wanted", r.makeAhead)
+		if err != nil {
+			c.recorder.Eventf(pool, corev1.EventTypeWarning, reasonMakeAheadFailed, "Made %d of %d members ahead of claims: %v", made, r.makeAhead, err)
+			c.setAheadFailure(name, err)
+			return fmt.Errorf("making members of VolumePool %s ahead: %w", name, err)
+		}
+	}
+	c.setAheadFailure(name, nil)
+	return nil
+}
+
+// aheadFailure is why the members of pool made ahead could not be made.
+func (c *Controller) aheadFailure(pool string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.aheadFailed[pool]
+}
+
+// setAheadFailure records why the members of pool made ahead could not be
+// made (nil: they could), and has the status say it when that changed.
+func (c *Controller) setAheadFailure(pool string, err error) {
+	c.mu.Lock()
+	old, had := c.aheadFailed[pool]
+	if err == nil {
+		delete(c.aheadFailed, pool)
+	} else {
+		c.aheadFailed[pool] = err
+	}
+	c.mu.Unlock()
+	if had != (err != nil) || (had && old.Error() != err.Error()) {
+		c.queue.Add(pool)
+	}
+}
+
+// storagePending reports whether a member still waits for its storage.
+func storagePending(members []*corev1.PersistentVolume) bool {
+	return slices.ContainsFunc(members, controller.StoragePending)
 }
 
 // writeStatus writes the status r decided for pool, if it changed, and

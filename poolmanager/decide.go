@@ -41,6 +41,9 @@ const (
 	reasonMinAvailableRefused = "MinAvailableRefused"
 	// reasonEvictionRefused: the class's members cannot be evicted.
 	reasonEvictionRefused = "EvictionRefused"
+	// reasonMembersNotMade: making members ahead of claims, or finishing
+	// those half made, fails.
+	reasonMembersNotMade = "MembersNotMade"
 )
 
 // Events that report a change without a condition of its own.
@@ -90,6 +93,9 @@ type view struct {
 	// show yet.
 	aheadErr error
 	making   int
+	// aheadFailed says why making members ahead, or finishing those half
+	// made, failed last; nil once it succeeds.
+	aheadFailed error
 	// evictErr says why the class's members cannot be evicted, or nil.
 	evictErr error
 	// usage holds what members held when they came back to the pool, by
@@ -219,6 +225,10 @@ func decide(v view) result {
 			case v.aheadErr != nil:
 				ready.Status, ready.Reason = metav1.ConditionFalse, reasonMinAvailableRefused
 				ready.Message = fmt.Sprintf("minAvailable %d cannot be kept for StorageClass %s: %v", min, className, v.aheadErr)
+			case v.aheadFailed != nil:
+				ready.Status, ready.Reason = metav1.ConditionFalse, reasonMembersNotMade
+				ready.Message = fmt.Sprintf("members of StorageClass %s made ahead of claims (minAvailable %d) cannot be made: %v; retried with back-off, and a member whose storage is not made within three times --lifecycle-timeout, or whose node is gone, is removed (MemberNotMade)",
+					className, min, v.aheadFailed)
 			case free < min:
 				makeAhead = max(0, min-free-pending-v.making)
 				if limit > 0 {

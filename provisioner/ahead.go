@@ -179,7 +179,9 @@ func (p *provisioner) finishAhead(ctx context.Context, maker volumeMaker, pv *co
 }
 
 // FinishAhead completes the members of class made ahead whose storage is
-// still pending: a provisioner stopped between the steps left them.
+// still pending: a provisioner stopped between the steps left them, or
+// making the storage failed. One that waits too long is the evictor's to
+// remove (removeIfNotMade).
 func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageClass) error {
 	params, err := parseParameters(class, p.backends)
 	if err != nil {
@@ -190,7 +192,7 @@ func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageC
 	var errs []error
 	for _, o := range objs {
 		pv, ok := o.(*corev1.PersistentVolume)
-		if !ok || pv.Annotations[keys.ProvisionedBy] != p.name || !controller.StoragePending(pv) || pv.DeletionTimestamp != nil {
+		if !ok || pv.Annotations[keys.ProvisionedBy] != p.name || !controller.StoragePending(pv) || pv.DeletionTimestamp != nil || controller.Evicting(pv) {
 			continue
 		}
 		if maker == nil {

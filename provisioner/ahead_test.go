@@ -6,11 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
@@ -176,5 +181,66 @@ func TestCheckAhead(t *testing.T) {
 		if tt.want == "" && tt.err != nil || tt.want != "" && (tt.err == nil || !strings.Contains(tt.err.Error(), tt.want)) {
 			t.Errorf("%s: %v, want %q", tt.name, tt.err, tt.want)
 		}
+	}
+}
+
+// A member made ahead whose storage is not made within the bound (three
+// times --lifecycle-timeout), or whose node is gone, is removed with
+// whatever of its storage was made, and says why: it had no claim and no
+// data, and otherwise it would count against maxVolumes for good. One
+// still within the bound is looked at again when the bound ends.
+func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := nodes.Add(node("n1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		age     time.Duration
+		node    string
+		removed bool
+		why     string
+	}{
+		{"within the bound", time.Minute, "", false, ""},
+		{"past the bound", 3*time.Minute + time.Second, "", true, "its storage was not made within 3m0s (three times --lifecycle-timeout)"},
+		{"on a node that is gone, within the bound", time.Second, "n2", true, "its node n2 is gone"},
+		{"on a node that is there, within the bound", time.Second, "n1", false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.p.nodes = corelisters.NewNodeLister(nodes)
+			f.p.useClock(testingclock.NewFakePassiveClock(t0()))
+			pending := f.add(volume("pvc-half", "1Gi", func(pv *corev1.PersistentVolume) {
+				pv.UID = "uid-half"
+				pv.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
+				pv.Annotations[annBackend] = backendDirectory
+				pv.Annotations[annDirectory] = "pvc-half"
+				pv.Annotations[annBaseDir] = f.root
+				pv.Annotations[keys.ProvisionedBy] = testProvisioner
+				pv.Annotations[keys.MadeAhead] = "warm"
+				pv.Annotations[keys.StoragePending] = "true"
+				if tt.node != "" {
+					pv.Annotations[annNode] = tt.node
+				}
+				pv.Spec.ClaimRef = aheadClaimRef("pvc-half")
+				pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-half"}
+			}))
+			e := &evictor{p: f.p, queue: controller.NewQueue("evictor-test", func(context.Context, string) error { return nil })}
+			e.enqueueIfFenced(pending)
+			if e.queue.Len() != 1 {
+				t.Fatalf("a storage-pending member is not queued for the evictor")
+			}
+			if err := e.sync(context.Background(), "pvc-half"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			_, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-half", metav1.GetOptions{})
+			if removed := apierrors.IsNotFound(err); removed != tt.removed {
+				t.Fatalf("removed %v (%v), want %v", removed, err, tt.removed)
+			}
+			want := "Warning MemberNotMade Made ahead of claims, but " + tt.why
+			if got := hasEvent(f.events(), want); got != tt.removed {
+				t.Errorf("event %q: %v, want %v", want, got, tt.removed)
+			}
+		})
 	}
 }

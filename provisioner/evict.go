@@ -42,6 +42,9 @@ const (
 	// reasonEvictedFromGoneNode: a local member whose node is gone, let
 	// go without its storage, which no pod can reach.
 	reasonEvictedFromGoneNode = "EvictedFromGoneNode"
+	// reasonMemberNotMade: a member made ahead whose storage was not made
+	// in time, removed.
+	reasonMemberNotMade = "MemberNotMade"
 	// reasonMemberEvicted, on the pool, as the pool manager records it.
 	reasonMemberEvicted = "MemberEvicted"
 )
@@ -209,11 +212,54 @@ func (e *evictor) run(ctx context.Context, workers int) {
 }
 
 // enqueueIfFenced queues a volume this provisioner made that carries the
-// eviction finalizer; another installation's are its own to complete.
+// eviction finalizer, or that was made ahead and waits for its storage;
+// another installation's are its own to complete.
 func (e *evictor) enqueueIfFenced(obj any) {
-	if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Annotations[keys.ProvisionedBy] == e.p.name && slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Annotations[keys.ProvisionedBy] == e.p.name &&
+		(slices.Contains(pv.Finalizers, keys.EvictFinalizer) || controller.StoragePending(pv)) {
 		e.queue.Add(pv.Name)
 	}
+}
+
+// removeIfNotMade removes pv, made ahead and still waiting for its storage,
+// once it has waited aheadBound or its node is gone: no claim had it, so no
+// data goes, and it would otherwise count against maxVolumes for good. The
+// pool makes another. Until then it is looked at again when the bound ends;
+// making its storage (FinishAhead) is the pool manager's.
+func (e *evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolume) error {
+	why := ""
+	if node := keys.Value(pv.Annotations, annNode); node != "" {
+		if _, err := e.p.nodeNamed(node); apierrors.IsNotFound(err) {
+			why = fmt.Sprintf("its node %s is gone", node)
+		}
+	}
+	if age := e.p.clock.Since(pv.CreationTimestamp.Time); why == "" {
+		if age < e.p.aheadBound {
+			e.queue.AddAfter(pv.Name, e.p.aheadBound-age)
+			return nil
+		}
+		why = fmt.Sprintf("its storage was not made within %s (three times --lifecycle-timeout)", e.p.aheadBound)
+	}
+	fenced := pv.DeepCopy()
+	fenced.Annotations[keys.Evicting] = keys.EvictNotMade
+	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
+	res, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, fenced, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("fencing volume %s, whose storage was not made, for removal: %w", pv.Name, err)
+	}
+	msg := fmt.Sprintf("Made ahead of claims, but %s: removed, with whatever of its storage was made; the pool makes another", why)
+	e.p.recorder.Event(res, corev1.EventTypeWarning, reasonMemberNotMade, msg)
+	if pool := controller.PoolOf(e.p.pools, pv.Spec.StorageClassName); pool != nil {
+		e.p.recorder.Eventf(pool, corev1.EventTypeWarning, reasonMemberNotMade, "Volume %s: %s", pv.Name, msg)
+	}
+	e.p.metrics.evictions.WithLabelValues(pv.Spec.StorageClassName, keys.EvictNotMade).Inc()
+	klog.FromContext(ctx).Info("Removing a member whose storage was not made", "reason", why)
+	return e.p.deleteFenced(ctx, res)
 }
 
 func (e *evictor) sync(ctx context.Context, name string) error {
@@ -222,11 +268,14 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*corev1.PersistentVolume)
-	if !slices.Contains(pv.Finalizers, keys.EvictFinalizer) || pv.Annotations[keys.ProvisionedBy] != e.p.name {
+	if pv.Annotations[keys.ProvisionedBy] != e.p.name || !slices.Contains(pv.Finalizers, keys.EvictFinalizer) && !controller.StoragePending(pv) {
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", name)
 	ctx = klog.NewContext(ctx, logger)
+	if pv.Annotations[keys.ProvisionedBy] == e.p.name && controller.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+		return e.removeIfNotMade(ctx, pv)
+	}
 	if pv.DeletionTimestamp == nil {
 		// Fenced, not deleted: a crash, or a write that came between.
 		if unclaimed(pv) && controller.Evicting(pv) {

@@ -78,6 +78,9 @@ type provisioner struct {
 	// backends by the name a class gives them.
 	backends map[string]backend
 	clock    clock.PassiveClock
+	// aheadBound is how long a member made ahead may wait for its storage
+	// before it is removed: three lifecycle pods' time.
+	aheadBound time.Duration
 
 	// lifecycle follows the local backend's lifecycle pods; it runs while
 	// the provisioner does.
@@ -124,6 +127,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		returns:         newWaitingClaims(),
 		claimLocks:      newClaimLocks(),
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		aheadBound:      3 * cfg.LifecycleTimeout,
 	}
 	p.useClock(clock.RealClock{})
 	m.members.collect = func(sample func(int, ...string)) {

@@ -238,7 +238,8 @@ func TemplateKey(volume string) string { return ClaimPrefix + volume + TemplateS
 
 // Evicting on a PersistentVolume says it is being removed from its pool,
 // with its data, and why: EvictIdle (evictAfter), EvictAboveMaximum
-// (shrinkToMaximum), EvictForClaim (evictForClaims) or EvictAboveBytes.
+// (shrinkToMaximum), EvictForClaim (evictForClaims), EvictAboveBytes, or
+// EvictNotMade: a member made ahead whose storage was not made in time.
 // The provisioner writes it with EvictFinalizer in one write, then deletes
 // the volume (no claim is given a volume being deleted), removes its
 // storage, and last the finalizer: a provisioner stopped at any point
@@ -250,4 +251,5 @@ const (
 	EvictAboveMaximum = "above-maximum"
 	EvictForClaim     = "for-claim"
 	EvictAboveBytes   = "above-bytes"
+	EvictNotMade      = "not-made"
 )

@@ -1,0 +1,157 @@
+package poolmanager
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
+	"github.com/reclaimable/reclaimable/client/clientset/versioned/fake"
+	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
+	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// fakeProvisioner serves members and records what is asked of it.
+type fakeProvisioner struct {
+	members   []*corev1.PersistentVolume
+	finishErr error
+	evicted   []string
+	made      int
+}
+
+func (f *fakeProvisioner) Members(*storagev1.StorageClass) ([]*corev1.PersistentVolume, error) {
+	return f.members, nil
+}
+func (f *fakeProvisioner) Waiting(string) int { return 0 }
+func (f *fakeProvisioner) CheckAhead(*storagev1.StorageClass, *v1alpha1.VolumePool) error {
+	return nil
+}
+func (f *fakeProvisioner) AheadInFlight(string) int { return 0 }
+func (f *fakeProvisioner) MakeAhead(_ context.Context, _ *storagev1.StorageClass, _ *v1alpha1.VolumePool, n int) (int, error) {
+	f.made += n
+	return n, nil
+}
+func (f *fakeProvisioner) FinishAhead(context.Context, *storagev1.StorageClass) error {
+	return f.finishErr
+}
+func (f *fakeProvisioner) CheckEvict(*storagev1.StorageClass) error { return nil }
+func (f *fakeProvisioner) Evict(_ context.Context, pv *corev1.PersistentVolume, _ string) (bool, error) {
+	f.evicted = append(f.evicted, pv.Name)
+	return true, nil
+}
+func (f *fakeProvisioner) Usage(*corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
+	return v1alpha1.MemberUsage{}, false
+}
+
+// newTestController is a pool manager of pool and class over p, its caches
+// filled by hand, its queues run by nobody: a test calls the syncs.
+func newTestController(t *testing.T, pool *v1alpha1.VolumePool, sc *storagev1.StorageClass, p Provisioner) (*Controller, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewSimpleClientset(pool)
+	pools := poolinformers.NewSharedInformerFactory(client, 0).Reclaimable().V1alpha1().VolumePools().Informer()
+	if err := pools.AddIndexers(cache.Indexers{controller.PoolsByClass: func(obj any) ([]string, error) {
+		return []string{obj.(*v1alpha1.VolumePool).Spec.StorageClassName}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pools.GetIndexer().Add(pool); err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
+	classes := factory.Storage().V1().StorageClasses()
+	if err := classes.Informer().GetIndexer().Add(sc); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(client, pools, classes, factory.Core().V1().PersistentVolumes().Informer(), p, testProvisioner, record.NewFakeRecorder(100), prometheus.NewRegistry(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, client
+}
+
+// Members made ahead whose storage cannot be made (their node is gone, the
+// lifecycle pod fails) hold up neither the pool's status nor its
+// evictions: finishing them is the ahead queue's work, retried with
+// back-off, and the Ready condition says why it fails.
+func TestStatusAndEvictionDoNotWaitForMembersMadeAhead(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := &fakeProvisioner{
+		finishErr: errors.New("node n1 is not ready"),
+		members: []*corev1.PersistentVolume{
+			aheadMember("half", true),
+			member("idle", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
+			member("kept", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t1.Format(time.RFC3339)), transitioned(t1)),
+		},
+	}
+	pl := pool("warm", minAvailable(1), func(p *v1alpha1.VolumePool) {
+		p.Spec.EvictAfter = &metav1.Duration{Duration: time.Minute}
+	})
+	c, client := newTestController(t, pl, class(nil), p)
+	c.clock = testingclock.NewFakePassiveClock(t1)
+
+	if err := c.sync(ctx, "warm"); err != nil {
+		t.Fatalf("status sync: %v, want the status written whatever the members made ahead do", err)
+	}
+	got, err := client.ReclaimableV1alpha1().VolumePools().Get(ctx, "warm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != pl.Generation || got.Status.Total != 3 {
+		t.Errorf("status %+v: want it written, three members", got.Status)
+	}
+	if len(p.evicted) != 1 || p.evicted[0] != "idle" {
+		t.Errorf("evicted %v, want the idle member alone: minAvailable keeps the other", p.evicted)
+	}
+	if c.ahead.Len() != 1 {
+		t.Errorf("ahead queue holds %d pools, want the pool with a half-made member", c.ahead.Len())
+	}
+
+	if err := c.syncAhead(ctx, "warm"); err == nil {
+		t.Fatal("ahead sync succeeded, want the failure returned for the queue's back-off")
+	}
+	// The status write reads the pool from the cache: give it the newer one.
+	if err := c.poolIndex.Update(got); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = client.ReclaimableV1alpha1().VolumePools().Get(ctx, "warm", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != reasonMembersNotMade {
+		t.Errorf("Ready %+v, want False, %s", ready, reasonMembersNotMade)
+	}
+
+	// Once the members can be made, the condition clears.
+	p.finishErr = nil
+	if err := c.syncAhead(ctx, "warm"); err != nil {
+		t.Fatalf("ahead sync: %v", err)
+	}
+	if err := c.poolIndex.Update(got); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = client.ReclaimableV1alpha1().VolumePools().Get(ctx, "warm", metav1.GetOptions{})
+	if ready := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); ready == nil || ready.Reason == reasonMembersNotMade {
+		t.Errorf("Ready %+v, want the failure gone", ready)
+	}
+}
