@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -17,6 +18,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
@@ -516,4 +518,71 @@ func zoneAffinity(zone string) *corev1.VolumeNodeAffinity {
 	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
 	}}}}
+}
+
+// A backing claim asked for a member made ahead that the backing class does
+// not bind is not waited for without end: once it has waited three times
+// --lifecycle-timeout, or at once when its pool is gone or wants no member
+// made ahead any more, it is deleted (it holds no data: nothing was bound)
+// and its place under maxVolumes is given back.
+func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		age   time.Duration
+		pool  *v1alpha1.VolumePool
+		given bool
+		event string
+	}{
+		{"waiting within the bound", time.Minute, aheadPoolNamed("pool", 1), false, ""},
+		{"waiting past the bound", 3*time.Minute + time.Second, aheadPoolNamed("pool", 1), true, "Warning MemberNotMade Class disk did not bind a volume to claim"},
+		{"its pool wants none ahead", time.Minute, aheadPoolNamed("pool", 0), true, "Normal MemberNotMade Asking class disk for a member ahead of claims is cancelled"},
+		{"its pool is gone", time.Minute, nil, true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newClassFixture(t, nil, nil)
+			f.p.useClock(testingclock.NewFakePassiveClock(t0()))
+			pool := aheadPoolNamed("pool", 1)
+			if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
+				t.Fatalf("MakeAhead = %d, %v", made, err)
+			}
+			if tt.pool != nil {
+				if err := f.p.pools.Add(tt.pool); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
+			if err != nil || len(claims.Items) != 1 {
+				t.Fatalf("backing claims = %v, %v; want one", claims, err)
+			}
+			backing := claims.Items[0].DeepCopy()
+			backing.UID = "uid-backing"
+			backing.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
+			if _, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Update(context.Background(), backing, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.backing.Add(backing); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.p.syncBacking(context.Background(), types.UID(backing.Annotations[annBackingForUID])); err != nil {
+				t.Fatalf("syncBacking: %v", err)
+			}
+			_, err = f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backing.Name, metav1.GetOptions{})
+			if given := apierrors.IsNotFound(err); given != tt.given {
+				t.Fatalf("backing claim deleted %v (%v), want %v", given, err, tt.given)
+			}
+			if tt.given {
+				_ = f.backing.Delete(backing)
+				if n := f.p.AheadInFlight("pool"); n != 0 {
+					t.Errorf("AheadInFlight = %d, want the place given back", n)
+				}
+			}
+			if tt.event != "" && !hasEvent(f.events(), tt.event) {
+				t.Errorf("events %q, want one starting %q", f.events(), tt.event)
+			}
+		})
+	}
+}
+
+func aheadPoolNamed(name string, min int32) *v1alpha1.VolumePool {
+	return &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MinAvailable: ptr.To(min)}}
 }

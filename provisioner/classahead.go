@@ -89,9 +89,11 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 	logger := klog.FromContext(ctx).WithValues("backingClaim", backingClaimName(uid))
 	if kept == nil {
 		pv, err := p.backingVolume(ctx, backing)
-		if err != nil || pv == nil {
-			logger.V(4).Info("Waiting for the backing class to bind a volume to the backing claim of a member made ahead", "err", err)
-			return err // its bind brings it back
+		if err != nil {
+			return err
+		}
+		if pv == nil {
+			return p.awaitAhead(ctx, uid, backing) // its bind brings it back
 		}
 		if err := p.keep(ctx, pv, map[string]string{annBackingForUID: string(uid),
 			annPoolClass: backing.Annotations[annPoolClass], keys.MadeAhead: backing.Annotations[keys.MadeAhead]}); err != nil {
@@ -118,6 +120,47 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 	p.pending.rename(backingClaimName(uid), kept.Name)
 	p.metrics.created.WithLabelValues(member.Spec.StorageClassName).Inc()
 	logger.V(2).Info("Made a member ahead of claims", "pv", kept.Name, "pool", kept.Annotations[keys.MadeAhead])
+	return nil
+}
+
+// awaitAhead waits for the backing class to bind a volume to backing, a
+// backing claim asked for a member made ahead, for aheadBound at most, and
+// not at all once its pool is gone or keeps no member ahead any more: the
+// claim is then deleted, which loses nothing (nothing is bound to it), and
+// its place under maxVolumes is given back. A driver that never makes the
+// volume would otherwise hold that place for good.
+func (p *provisioner) awaitAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim) error {
+	if backing.DeletionTimestamp != nil {
+		return nil
+	}
+	class := ptr.Deref(backing.Spec.StorageClassName, "")
+	var pool *v1alpha1.VolumePool
+	if obj, ok, _ := p.pools.GetByKey(backing.Annotations[keys.MadeAhead]); ok {
+		pool, _ = obj.(*v1alpha1.VolumePool)
+	}
+	age := p.clock.Since(backing.CreationTimestamp.Time)
+	var reason, msg string
+	switch {
+	case pool == nil:
+		msg = fmt.Sprintf("VolumePool %s is gone", backing.Annotations[keys.MadeAhead])
+	case ptr.Deref(pool.Spec.MinAvailable, 0) == 0:
+		reason, msg = corev1.EventTypeNormal, fmt.Sprintf("Asking class %s for a member ahead of claims is cancelled: the pool's minAvailable is 0 (backing claim %s/%s)", class, backing.Namespace, backing.Name)
+	case age >= p.aheadBound:
+		reason, msg = corev1.EventTypeWarning, fmt.Sprintf("Class %s did not bind a volume to claim %s/%s, asked for a member ahead of claims, within %s (three times --lifecycle-timeout): the claim is deleted, and the pool asks again", class, backing.Namespace, backing.Name, p.aheadBound)
+	default:
+		klog.FromContext(ctx).V(4).Info("Waiting for the backing class to bind a volume to the backing claim of a member made ahead", "claim", klog.KObj(backing))
+		p.backing.queue.AddAfter(uid, p.aheadBound-age)
+		return nil
+	}
+	err := p.client.CoreV1().PersistentVolumeClaims(backing.Namespace).Delete(ctx, backing.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &backing.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting backing claim %s/%s, whose member made ahead is given up: %w", backing.Namespace, backing.Name, err)
+	}
+	p.pending.unreserve(backing.Name)
+	if pool != nil {
+		p.recorder.Event(pool, reason, reasonMemberNotMade, msg)
+	}
+	klog.FromContext(ctx).Info("Gave up a member made ahead through the backing class", "claim", klog.KObj(backing), "why", msg)
 	return nil
 }
 
