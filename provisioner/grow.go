@@ -2,6 +2,7 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -58,6 +59,9 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	made, err := maker.create(ctx, newVolume{name: opts.PVName, claim: claim, node: opts.SelectedNode})
 	if err != nil {
 		p.pending.unreserve(opts.PVName)
+		if remains := (*storageMayRemain)(nil); errors.As(err, &remains) {
+			return nil, lib.ProvisioningInBackground, err
+		}
 		return nil, lib.ProvisioningFinished, err
 	}
 	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, g.affinity, keys.Map(

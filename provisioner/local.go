@@ -113,6 +113,11 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 		job.op = LifecycleDelete
 		if derr := c.pods.run(ctx, job); derr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing what it may have made: %w", derr))
+			// A pod past its deadline may still make the directory; one
+			// on a node that is gone makes nothing more.
+			if _, gerr := c.pods.client.CoreV1().Nodes().Get(ctx, v.node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
+				return madeVolume{}, &storageMayRemain{err}
+			}
 		}
 		return madeVolume{}, err
 	}
@@ -140,6 +145,14 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 		}}}},
 	}, nil
 }
+
+// storageMayRemain says a failed create may have left storage behind that
+// nothing removed yet: the claim's provisioning is not over (Provision says
+// ProvisioningInBackground), so that the library calls it again even once
+// the claim is gone, and deletes the volume it then returns.
+type storageMayRemain struct{ error }
+
+func (e *storageMayRemain) Unwrap() error { return e.error }
 
 // nodeGone says the node that holds a local volume's directory no longer
 // exists: no pod can reach the directory.

@@ -125,3 +125,44 @@ func TestLocalDelete(t *testing.T) {
 		t.Errorf("delete of a volume whose source is not its directory = %v", err)
 	}
 }
+
+// A create pod that has not ended by its deadline may still make the
+// directory after it, so the claim's provisioning stays in the background:
+// the library calls Provision again even once the claim is gone, and
+// deletes what it then returns, rather than leave a directory no volume
+// names. A pod that failed, its leftovers removed, or one on a node that
+// is gone makes nothing more: that is final.
+func TestProvisionLocalLeavesNoDirectoryBehindALatePod(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		phase    corev1.PodPhase
+		nodeGone bool
+		want     lib.ProvisioningState
+	}{
+		{"past its deadline", "", false, lib.ProvisioningInBackground},
+		{"past its deadline, on a node that is gone", "", true, lib.ProvisioningFinished},
+		{"failed", corev1.PodFailed, false, lib.ProvisioningFinished},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := claimFor("ns", "a", "1Gi")
+			f := newFixture(t, nil, a)
+			if !tt.nodeGone {
+				if err := f.client.Tracker().Add(node("n1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			local := f.p.backends[backendLocal].(*localBackend)
+			local.pods.timeout = 100 * time.Millisecond
+			if tt.phase != "" {
+				finish(t, f.client, "create-pvc-"+string(a.UID), tt.phase, "mkdir: permission denied")
+				finish(t, f.client, "delete-pvc-"+string(a.UID), corev1.PodSucceeded, "")
+			}
+			_, state, err := f.p.Provision(context.Background(), lib.ProvisionOptions{
+				StorageClass: localStorageClass(nil), PVName: "pvc-" + string(a.UID), PVC: a, SelectedNode: node("n1"),
+			})
+			if err == nil || state != tt.want {
+				t.Errorf("Provision = %v, %v; want an error and state %v", state, err, tt.want)
+			}
+		})
+	}
+}
