@@ -277,8 +277,10 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		return e.removeIfNotMade(ctx, pv)
 	}
 	if pv.DeletionTimestamp == nil {
-		// Fenced, not deleted: a crash, or a write that came between.
-		if unclaimed(pv) && controller.Evicting(pv) {
+		// Fenced, not deleted: a crash, or a write that came between: a
+		// claim's, or an administrator's pre-bind, which no eviction
+		// may delete either.
+		if unclaimed(pv) && !controller.PreBound(pv) && controller.Evicting(pv) {
 			return e.p.deleteFenced(ctx, pv)
 		}
 		return e.unfence(ctx, pv)

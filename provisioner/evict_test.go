@@ -139,6 +139,9 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 	}{
 		{"fenced and free: deleted", []func(*corev1.PersistentVolume){fence}, "gone", false},
 		{"fenced, a claim had it: unfenced", []func(*corev1.PersistentVolume){fence, bound("ns", "job", "u1")}, "unfenced", false},
+		{"fenced, then pre-bound by an administrator: unfenced", []func(*corev1.PersistentVolume){fence, func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "wanted"}
+		}}, "unfenced", false},
 		{"deleted: storage, then finalizer", []func(*corev1.PersistentVolume){fence, func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &now }}, "no finalizer", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

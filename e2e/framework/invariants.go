@@ -47,10 +47,14 @@ type Scope struct {
 	// onRelease ScrubUnlessSucceeded: as Scrubbed, for a volume released
 	// from a claim not seen to say its consumer succeeded.
 	ScrubbedUnlessSucceeded []string
+	// StuckAfter bounds how long a member may wait for its storage (made
+	// ahead, keys.StoragePending) or for its eviction to end (invariant
+	// 12); 0 means six minutes, three times the default --lifecycle-timeout.
+	StuckAfter time.Duration
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
-// ten invariants of the product (docs: "Invariants"):
+// twelve invariants of the product (docs: "Invariants"):
 //
 //  1. no volume is bound to two claims, and no claim to two volumes;
 //  2. no volume whose claim still exists is released;
@@ -69,9 +73,13 @@ type Scope struct {
 //     ScrubbedUnlessSucceeded class released from a claim that never said
 //     its consumer succeeded;
 //  10. no member is both issued and evicted: none being deleted for
-//     eviction names a claim's UID, and no claim loses its volume (Lost).
+//     eviction names a claim's UID, and no claim loses its volume (Lost);
+//  11. no volume an administrator pre-bound (a claimRef by name that is no
+//     reservation, hold or member made ahead) is fenced for eviction;
+//  12. no member stays storage-pending, or fenced for eviction and being
+//     deleted, past Scope.StuckAfter.
 //
-// 1, 2, 4 ("none before") and 7 are checked as the scenario runs, from
+// 1, 2, 4 ("none before"), 7 and 11 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
 type Invariants struct {
 	scope   Scope
@@ -109,12 +117,14 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 			inv.checkBinding(obj.(*corev1.PersistentVolume))
 			inv.checkScrub(obj.(*corev1.PersistentVolume))
 			inv.checkEviction(obj.(*corev1.PersistentVolume))
+			inv.checkPreBound(obj.(*corev1.PersistentVolume))
 		},
 		UpdateFunc: func(old, cur any) {
 			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
 			inv.checkBinding(cur.(*corev1.PersistentVolume))
 			inv.checkScrub(cur.(*corev1.PersistentVolume))
 			inv.checkEviction(cur.(*corev1.PersistentVolume))
+			inv.checkPreBound(cur.(*corev1.PersistentVolume))
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -150,6 +160,13 @@ func (inv *Invariants) Marker(pv, path string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.markers[pv] = append(inv.markers[pv], path)
+}
+
+func (inv *Invariants) stuckAfter() time.Duration {
+	if inv.scope.StuckAfter > 0 {
+		return inv.scope.StuckAfter
+	}
+	return 6 * time.Minute
 }
 
 func (inv *Invariants) violate(format string, args ...any) {
@@ -355,6 +372,9 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 				out = append(out, fmt.Sprintf("invariant 5: volume %s is still Released (claim %s/%s gone)", pv.Name, ref.Namespace, ref.Name))
 			}
 		}
+		if why := stuck(pv, inv.stuckAfter(), time.Now()); why != "" {
+			out = append(out, why)
+		}
 		// 6: a bound pair fits.
 		if claim, ok := claims[refUID(ref)]; ok && claim.Spec.VolumeName == pv.Name {
 			if why := misfit(claim, pv); why != "" {
@@ -407,6 +427,25 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkPreBound (11): no volume pre-bound by an administrator is fenced
+// for eviction. Kubernetes never deletes a pre-bound volume.
+func (inv *Invariants) checkPreBound(pv *corev1.PersistentVolume) {
+	if inv.inClass(pv.Spec.StorageClassName) && controller.PreBound(pv) && controller.Evicting(pv) {
+		inv.violate("invariant 11: volume %s, pre-bound to claim %s/%s, is fenced for eviction (%s)", pv.Name, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Annotations[keys.Evicting])
+	}
+}
+
+// stuck (12) says why pv waits past bound at now, or "".
+func stuck(pv *corev1.PersistentVolume, bound time.Duration, now time.Time) string {
+	switch {
+	case controller.StoragePending(pv) && pv.DeletionTimestamp == nil && now.Sub(pv.CreationTimestamp.Time) > bound:
+		return fmt.Sprintf("invariant 12: volume %s has waited for its storage since %s, more than %s", pv.Name, pv.CreationTimestamp.UTC().Format(time.RFC3339), bound)
+	case controller.Evicting(pv) && pv.DeletionTimestamp != nil && now.Sub(pv.DeletionTimestamp.Time) > bound:
+		return fmt.Sprintf("invariant 12: volume %s has been evicted (%s) since %s and is not gone after %s", pv.Name, pv.Annotations[keys.Evicting], pv.DeletionTimestamp.UTC().Format(time.RFC3339), bound)
+	}
+	return ""
 }
 
 // checkEviction (10): a member being deleted for eviction names no

@@ -3,10 +3,13 @@ package framework
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // Invariant 1 on synthetic volumes: the PV controller never produces a
@@ -72,5 +75,61 @@ func TestCheckBindingReportsAClaimBoundTwiceOrAVolumeInAnotherNamespace(t *testi
 				t.Errorf("violations = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Invariants 11 and 12 on synthetic volumes: the product never fences a
+// pre-bound volume nor leaves a member stuck, so the real cluster cannot
+// show the checker failing.
+func TestCheckPreBoundAndStuckMembers(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	volume := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{}, CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+			Spec: corev1.PersistentVolumeSpec{StorageClassName: "pool"}}
+		for _, m := range mods {
+			m(pv)
+		}
+		return pv
+	}
+	preBound := func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "wanted"}
+	}
+	fenced := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }
+
+	inv := &Invariants{scope: Scope{Classes: []string{"pool"}}}
+	inv.checkPreBound(volume(preBound))
+	inv.checkPreBound(volume(fenced))
+	if len(inv.violations) != 0 {
+		t.Errorf("violations %q for a pre-bound volume left alone and a free one fenced", inv.violations)
+	}
+	inv.checkPreBound(volume(preBound, fenced))
+	if want := "invariant 11: volume a, pre-bound to claim ns/wanted, is fenced for eviction (idle)"; len(inv.violations) != 1 || inv.violations[0] != want {
+		t.Errorf("violations %q, want %q", inv.violations, want)
+	}
+
+	deleting := func(ago time.Duration) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &metav1.Time{Time: now.Add(-ago)} }
+	}
+	pending := func(ago time.Duration) func(*corev1.PersistentVolume) {
+		return func(pv *corev1.PersistentVolume) {
+			pv.Annotations[keys.StoragePending] = "true"
+			pv.CreationTimestamp = metav1.NewTime(now.Add(-ago))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want string
+	}{
+		{"storage pending within the bound", volume(pending(time.Minute)), ""},
+		{"storage pending past the bound", volume(pending(7 * time.Minute)), "invariant 12: volume a has waited for its storage"},
+		{"evicted within the bound", volume(fenced, deleting(time.Minute)), ""},
+		{"evicted past the bound", volume(fenced, deleting(7*time.Minute)), "invariant 12: volume a has been evicted (idle)"},
+		{"fenced, not yet deleted", volume(fenced), ""},
+	} {
+		got := stuck(tc.pv, 6*time.Minute, now)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }
