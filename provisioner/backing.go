@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +93,34 @@ type backingClaims struct {
 	// queue tidies up, by the UID of the claim they are for, the backing
 	// claims and kept volumes no claim wants any more.
 	queue *controller.Queue[types.UID]
+	// relayed remembers when each backing claim's events were last read.
+	relayed relayTimes
+}
+
+// relayTimes holds, by backing claim name, when its events were last read.
+type relayTimes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// due reports whether the events of backing claim name may be read at
+// now, and if so records it; it forgets what is older than relayInterval.
+func (r *relayTimes) due(name string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[string]time.Time{}
+	}
+	for n, t := range r.at {
+		if now.Sub(t) >= relayInterval {
+			delete(r.at, n)
+		}
+	}
+	if _, recent := r.at[name]; recent {
+		return false
+	}
+	r.at[name] = now
+	return true
 }
 
 // useBackingClaims has the provisioner make backing claims in namespace and
@@ -313,6 +342,11 @@ var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass, annKe
 // it cannot make (an access mode, a size, a zone). The recorder counts a
 // message repeated on each retry as one event.
 func (p *provisioner) relayBackingFailure(ctx context.Context, claim, backing *corev1.PersistentVolumeClaim) {
+	// Each retry of the library would cost a LIST: once per interval is
+	// news enough for a claim that waits.
+	if !p.backing.relayed.due(backing.Name, p.clock.Now()) {
+		return
+	}
 	events, err := p.client.CoreV1().Events(backing.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.AndSelectors(
 			fields.OneTermEqualSelector("involvedObject.uid", string(backing.UID)),
@@ -607,3 +641,8 @@ func nodeOf(pv *corev1.PersistentVolume) string {
 	}
 	return ""
 }
+
+// relayInterval is how often a claim that waits for its backing class
+// reads what the backing provisioner said of its backing claim: a LIST of
+// the API server's events.
+const relayInterval = 30 * time.Second

@@ -586,3 +586,47 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 func aheadPoolNamed(name string, min int32) *v1alpha1.VolumePool {
 	return &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MinAvailable: ptr.To(min)}}
 }
+
+// A claim that waits for its backing class reads what the backing
+// provisioner said of its backing claim (to relay a failure) once per
+// relayInterval, not on every retry of the library.
+func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
+	claim := claimFor("ns", "cache", "1Gi")
+	f := newClassFixture(t, nil, nil, claim)
+	clock := testingclock.NewFakePassiveClock(t0())
+	f.p.useClock(clock)
+	lists := func() int {
+		n := 0
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "events" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		if _, state, err := f.provision(f.pool, claim); state != lib.ProvisioningInBackground || err == nil {
+			t.Fatalf("Provision = %v, %v; want it waiting for the backing class", state, err)
+		}
+		// The cache shows the backing claim, as it soon would.
+		claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range claims.Items {
+			if err := f.backing.Update(&claims.Items[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("%d event lists for three retries within the interval, want 1", n)
+	}
+	clock.SetTime(t0().Add(relayInterval))
+	if _, _, err := f.provision(f.pool, claim); err == nil {
+		t.Fatal("Provision succeeded, want it waiting")
+	}
+	if n := lists(); n != 2 {
+		t.Errorf("%d event lists once the interval passed, want 2", n)
+	}
+}
