@@ -162,7 +162,7 @@ func TestHarnessEachControllerWritesUnderItsOwnName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	client := framework.Client()
-	c := newCycleCase(t, "managers")
+	c := newCycleCase(t, "managers", nil, "")
 	framework.StartController(t, c.args...).WaitReady(t)
 	if err := createOwner(ctx, c.ns, "builder", "cache", c.class, false); err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func newNodeCase(t *testing.T, prefix string) *cycleCase {
 	t.Helper()
 	framework.RealNode(t)
 	t.Parallel()
-	c := newCycleCase(t, prefix)
+	c := newCycleCase(t, prefix, nil, "")
 	framework.StartController(t, c.args...).WaitReady(t)
 	return c
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -61,17 +62,34 @@ func TestSoakChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	ctx := context.Background()
 
-	c := newCycleCase(t, "soak")
-	id, ns, class, inv, args := c.id, c.ns, c.class, c.inv, c.args
+	// Every released volume is scrubbed, by a scrub pod on the real node
+	// (the class's lifecycle template pins it there: the consumers run on
+	// kwok's nodes, which would fake its success), while the workloads
+	// keep coming.
+	framework.RealNode(t)
+	helpers := framework.Namespace(t)
+	scrubOnRealNode := `{"spec":{"nodeSelector":{"` + cluster.RealNodeLabel + `":"true"},"containers":[{"name":"scrub","image":"` + cluster.ReclaimableImage +
+		`","imagePullPolicy":"IfNotPresent","args":["lifecycle","scrub"],"securityContext":{"runAsUser":0},"volumeMounts":[{"name":"pool","mountPath":"/pool"}]}]}}`
+	if _, err := framework.Client().CoreV1().ConfigMaps(helpers).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "templates"},
+		Data: map[string]string{"scrub": scrubOnRealNode}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCycleCase(t, "soak", map[string]string{"lifecycleTemplates": "templates"}, keys.OnReleaseScrub)
+	id, ns, class, inv := c.id, c.ns, c.class, c.inv
+	args := append(c.args, "--lifecycle-namespace="+helpers, "--lifecycle-image="+cluster.ReclaimableImage)
 	// Eviction on: members no claim had for two seconds go (released ones
 	// are held, not reserved, so that they may), and a claim at the maximum
 	// evicts one (a little above the three claim names of each worker that
 	// may be alive at once); members are evicted while claims come for
-	// them (invariant 10).
+	// them (invariant 10). Two members are kept made ahead of claims
+	// (minAvailable, of the claims' size), and every release goes through
+	// the scrub (onRelease Scrub, invariant 9).
 	pools := volumePools(t)
 	if _, err := pools.Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: v1alpha1.VolumePoolSpec{
 		StorageClassName: class, MaxVolumes: ptr.To(int32(3**soakWorkers + 2)), EvictForClaims: true,
 		ReserveFor: &metav1.Duration{}, EvictAfter: &metav1.Duration{Duration: 2 * time.Second},
+		MinAvailable: ptr.To[int32](2), Template: &v1alpha1.VolumePoolTemplate{Capacity: ptr.To(resource.MustParse("1Gi"))},
+		OnRelease: keys.OnReleaseScrub,
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +175,11 @@ func TestSoakChaos(t *testing.T) {
 	t.Logf("soak: %d cycles (%d Jobs, %d owners deleted before their claim bound), %d members evicted; faults: %d kills, %d restarts, %d API server restarts, %d foreign writes (%d conflicted); invariant violations: %d",
 		stats.cycles.Load(), stats.jobs.Load(), stats.earlyDeletes.Load(), evictions, stats.kills.Load(), stats.restarts.Load(),
 		stats.apiserverRestarts.Load(), stats.touches.Load(), stats.touchConflicts.Load(), violations)
+	if n := inv.Scrubs(); n == 0 {
+		t.Error("no volume was scrubbed: the pool's onRelease Scrub was never exercised")
+	} else {
+		t.Logf("soak: %d volumes scrubbed", n)
+	}
 	if stats.cycles.Load() == 0 {
 		t.Error("no cycle completed")
 	}
@@ -222,17 +245,22 @@ type cycleCase struct {
 	args          []string
 }
 
-func newCycleCase(t *testing.T, prefix string) *cycleCase {
+// newCycleCase is a cycleCase; params add to the class's, and a pool that
+// says onRelease Scrub makes the invariant checker watch its scrubs.
+func newCycleCase(t *testing.T, prefix string, params map[string]string, onRelease string) *cycleCase {
 	t.Helper()
 	id := framework.Name(prefix)
 	provisioner := prefix + ".reclaimable/" + id
 	ns := framework.Namespace(t)
 	base := framework.ControllerDir(t, "pool")
 	root := filepath.Dir(base)
-	class := createDirectoryClass(t, prefix, id, provisioner, map[string]string{"baseDir": base, "hostPath": base})
+	all := map[string]string{"baseDir": base, "hostPath": base}
+	maps.Copy(all, params)
+	class := createDirectoryClass(t, prefix, id, provisioner, all)
 	return &cycleCase{
 		id: id, ns: ns, class: class,
-		inv: framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}}),
+		inv: framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class},
+			Scrubbed: classIf(onRelease == keys.OnReleaseScrub, class)}),
 		args: []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
 			"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"},
 	}

@@ -58,7 +58,8 @@ type Scope struct {
 //
 //  1. no volume is bound to two claims, and no claim to two volumes;
 //  2. no volume whose claim still exists is released;
-//  3. no data is removed from a Retain volume (registered marker files survive);
+//  3. no data is removed from a Retain volume (registered marker files survive),
+//     but by a scrub;
 //  4. every claim the podwatcher created is deleted once its owner is gone,
 //     and none before;
 //  5. no associated volume whose claim is gone stays Released;
@@ -93,6 +94,15 @@ type Invariants struct {
 	boundIn    map[string]string    // volume -> the namespace it was last seen Bound in
 	unscrubbed map[string]string    // volume of a Scrubbed class -> the claim it was released from, until scrubbed
 	succeeded  map[types.UID]bool   // claims seen saying their consumer succeeded
+	scrubState map[string]string    // volume -> its scrub annotation as last seen
+	scrubs     int                  // volumes of the scope seen scrubbed
+}
+
+// Scrubs is how many times a volume of the scope was seen scrubbed so far.
+func (inv *Invariants) Scrubs() int {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.scrubs
 }
 
 // WatchInvariants starts watching the cluster for scope. Call Check at the
@@ -109,6 +119,7 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		boundIn:    map[string]string{},
 		unscrubbed: map[string]string{},
 		succeeded:  map[types.UID]bool{},
+		scrubState: map[string]string{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
@@ -486,11 +497,21 @@ func (inv *Invariants) noteOutcome(obj any) {
 // (keys.ScrubDone); seen Bound meanwhile to any claim but its scrub claim,
 // its data went on.
 func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
+	inv.mu.Lock()
+	if state := pv.Annotations[keys.Scrub]; state != inv.scrubState[pv.Name] {
+		if state == keys.ScrubDone && inv.inClass(pv.Spec.StorageClassName) {
+			inv.scrubs++
+		}
+		inv.scrubState[pv.Name] = state
+	}
+	inv.mu.Unlock()
 	if pv.Annotations[keys.Scrub] == keys.ScrubDone {
 		// Emptied, by any pool's rule or by hand: it belongs to no
-		// namespace any more (7).
+		// namespace any more (7), and its data went as an administrator
+		// asked (3): the files registered so far are not expected.
 		inv.mu.Lock()
 		delete(inv.boundIn, pv.Name)
+		delete(inv.markers, pv.Name)
 		inv.mu.Unlock()
 	}
 	always := slices.Contains(inv.scope.Scrubbed, pv.Spec.StorageClassName)
