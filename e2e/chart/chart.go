@@ -30,19 +30,27 @@ const ReleaseName = "reclaimable"
 // Render renders the chart in dir with values, as helm template does for
 // a cluster of Kubernetes v1.34, and returns its objects.
 func Render(dir string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	objs, _, err := RenderIn(dir, "default", values)
+	return objs, err
+}
+
+// RenderIn renders the chart in dir with values as a release in namespace,
+// and returns its objects and its notes.
+func RenderIn(dir, namespace string, values map[string]any) ([]*unstructured.Unstructured, string, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
-	install.ReleaseName, install.Namespace = ReleaseName, "default"
+	install.ReleaseName, install.Namespace = ReleaseName, namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.0", Major: "1", Minor: "34"}
 	rel, err := install.Run(ch, values)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return Decode(strings.NewReader(rel.Manifest))
+	objs, err := Decode(strings.NewReader(rel.Manifest))
+	return objs, rel.Info.Notes, err
 }
 
 // Lint lints the chart in dir with values, as helm lint --strict does, and

@@ -71,8 +71,18 @@ spec:
         prometheus.io/scrape: "true"
         prometheus.io/port: "8080"
         prometheus.io/path: /metrics
+        {{- with $root.Values.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
     spec:
       serviceAccountName: {{ $name }}
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $root.Values.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
       securityContext:
         runAsNonRoot: true
         runAsUser: 65532
@@ -99,6 +109,9 @@ spec:
             - --directory-root=/var/lib/reclaimable
             - --lifecycle-namespace=$(LIFECYCLE_NAMESPACE)
             - --lifecycle-image=$(LIFECYCLE_IMAGE)
+            {{- end }}
+            {{- range $root.Values.extraArgs }}
+            - {{ . | quote }}
             {{- end }}
           env:
             # The installation's settings, from the values: every controller
