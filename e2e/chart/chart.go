@@ -35,8 +35,9 @@ func Render(dir string, values map[string]any) ([]*unstructured.Unstructured, er
 }
 
 // RenderIn renders the chart in dir with values as a release in namespace,
-// and returns its objects and its notes.
-func RenderIn(dir, namespace string, values map[string]any) ([]*unstructured.Unstructured, string, error) {
+// for a cluster that serves apis too ("group/version/Kind"), and returns
+// its objects and its notes.
+func RenderIn(dir, namespace string, values map[string]any, apis ...string) ([]*unstructured.Unstructured, string, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
 		return nil, "", err
@@ -45,6 +46,7 @@ func RenderIn(dir, namespace string, values map[string]any) ([]*unstructured.Uns
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
 	install.ReleaseName, install.Namespace = ReleaseName, namespace
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.0", Major: "1", Minor: "34"}
+	install.APIVersions = apis
 	rel, err := install.Run(ch, values)
 	if err != nil {
 		return nil, "", err

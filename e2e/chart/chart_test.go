@@ -38,18 +38,24 @@ func TestTheChartInstallsWhatKustomizeDoes(t *testing.T) {
 		// kustomization is manifests/ itself, or one over it written
 		// into a temporary directory.
 		kustomization string
+		// apis the cluster serves besides v1.34's.
+		apis []string
 	}{
-		{"defaults: manifests/", nil, ""},
-		{"mode all: overlays/all", map[string]any{"mode": "all"}, "resources: [%s/overlays/all]"},
+		{"defaults: manifests/", nil, "", nil},
+		{"mode all: overlays/all", map[string]any{"mode": "all"}, "resources: [%s/overlays/all]", nil},
 		{"claims gate: components/claims-gate", map[string]any{"claimsGate": map[string]any{"enabled": true}},
-			"resources: [%[1]s]\ncomponents: [%[1]s/components/claims-gate]"},
+			"resources: [%[1]s]\ncomponents: [%[1]s/components/claims-gate]", nil},
+		// Kubernetes v1.36 serves MutatingAdmissionPolicy as v1, which
+		// the test bed's v1.34 cannot run: rendered with that API set.
+		{"claims gate, admissionregistration v1: components/claims-gate-v1", map[string]any{"claimsGate": map[string]any{"enabled": true}},
+			"resources: [%[1]s]\ncomponents: [%[1]s/components/claims-gate-v1]", []string{"admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"}},
 		{"nfs share: components/nfs-share", map[string]any{
 			"share":       map[string]any{"nfs": map[string]any{"server": "nfs.example.internal", "path": "/exports/reclaimable"}},
 			"provisioner": map[string]any{"replicas": 2},
-		}, "resources: [%[1]s]\ncomponents: [%[1]s/components/nfs-share]"},
+		}, "resources: [%[1]s]\ncomponents: [%[1]s/components/nfs-share]", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rendered, err := Render(chartDir, tt.values)
+			rendered, _, err := RenderIn(chartDir, "default", tt.values, tt.apis...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,4 +123,20 @@ func kustomize(t *testing.T, kustomization string) []*unstructured.Unstructured 
 		t.Fatal(err)
 	}
 	return objs
+}
+
+// The claims gate's two components are one policy under two API versions:
+// nothing else may differ.
+func TestTheClaimsGateComponentsAgree(t *testing.T) {
+	read := func(dir string) string {
+		b, err := os.ReadFile(filepath.Join(manifestsDir, "components", dir, "policy.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	v1beta1, v1 := read("claims-gate"), read("claims-gate-v1")
+	if want := strings.ReplaceAll(v1beta1, "apiVersion: admissionregistration.k8s.io/v1beta1\n", "apiVersion: admissionregistration.k8s.io/v1\n"); v1 != want || v1 == v1beta1 {
+		t.Errorf("components/claims-gate-v1/policy.yaml differs from components/claims-gate/policy.yaml by more than the API version")
+	}
 }
