@@ -93,7 +93,8 @@ type backingClaims struct {
 	// queue tidies up, by the UID of the claim they are for, the backing
 	// claims and kept volumes no claim wants any more.
 	queue *controller.Queue[types.UID]
-	// relayed remembers when each backing claim's events were last read.
+	// relayed remembers when a failure of each backing claim was last
+	// relayed.
 	relayed relayTimes
 }
 
@@ -103,24 +104,28 @@ type relayTimes struct {
 	at map[string]time.Time
 }
 
-// due reports whether the events of backing claim name may be read at
-// now, and if so records it; it forgets what is older than relayInterval.
-func (r *relayTimes) due(name string, now time.Time) bool {
+// recent reports whether a failure of backing claim name was relayed less
+// than relayInterval before now; it forgets those relayed longer ago.
+func (r *relayTimes) recent(name string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.at == nil {
-		r.at = map[string]time.Time{}
-	}
 	for n, t := range r.at {
 		if now.Sub(t) >= relayInterval {
 			delete(r.at, n)
 		}
 	}
-	if _, recent := r.at[name]; recent {
-		return false
+	_, ok := r.at[name]
+	return ok
+}
+
+// relayed records that a failure of backing claim name was relayed at now.
+func (r *relayTimes) relayed(name string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[string]time.Time{}
 	}
 	r.at[name] = now
-	return true
 }
 
 // useBackingClaims has the provisioner make backing claims in namespace and
@@ -342,9 +347,11 @@ var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass, annKe
 // it cannot make (an access mode, a size, a zone). The recorder counts a
 // message repeated on each retry as one event.
 func (p *provisioner) relayBackingFailure(ctx context.Context, claim, backing *corev1.PersistentVolumeClaim) {
-	// Each retry of the library would cost a LIST: once per interval is
-	// news enough for a claim that waits.
-	if !p.backing.relayed.due(backing.Name, p.clock.Now()) {
+	// A failure relayed is news enough for relayInterval: the retries
+	// meanwhile cost no LIST. Until the driver reports one, each retry
+	// looks, so that the first failure reaches the claim at once.
+	now := p.clock.Now()
+	if p.backing.relayed.recent(backing.Name, now) {
 		return
 	}
 	events, err := p.client.CoreV1().Events(backing.Namespace).List(ctx, metav1.ListOptions{
@@ -363,6 +370,7 @@ func (p *provisioner) relayBackingFailure(ctx context.Context, claim, backing *c
 		}
 	}
 	if last != nil {
+		p.backing.relayed.relayed(backing.Name, now)
 		p.recorder.Eventf(claim, corev1.EventTypeWarning, reasonBackingClassFailed, "Class %s has not made a volume for the claim (backing claim %s/%s): %s: %s",
 			ptr.Deref(backing.Spec.StorageClassName, ""), backing.Namespace, backing.Name, last.Reason, last.Message)
 	}
@@ -642,7 +650,7 @@ func nodeOf(pv *corev1.PersistentVolume) string {
 	return ""
 }
 
-// relayInterval is how often a claim that waits for its backing class
-// reads what the backing provisioner said of its backing claim: a LIST of
-// the API server's events.
+// relayInterval is how long after relaying a failure of its backing claim
+// a claim that waits for its backing class reads the backing provisioner's
+// events again: a LIST of the API server's events.
 const relayInterval = 30 * time.Second

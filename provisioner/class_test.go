@@ -587,9 +587,10 @@ func aheadPoolNamed(name string, min int32) *v1alpha1.VolumePool {
 	return &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MinAvailable: ptr.To(min)}}
 }
 
-// A claim that waits for its backing class reads what the backing
-// provisioner said of its backing claim (to relay a failure) once per
-// relayInterval, not on every retry of the library.
+// A claim that waits for its backing class looks at what the backing
+// provisioner said of its backing claim on each retry until it finds a
+// failure, which reaches the claim at once; once it relayed one, not again
+// for relayInterval: the retries meanwhile cost no LIST.
 func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 	claim := claimFor("ns", "cache", "1Gi")
 	f := newClassFixture(t, nil, nil, claim)
@@ -604,7 +605,8 @@ func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 		}
 		return n
 	}
-	for range 3 {
+	retry := func() {
+		t.Helper()
 		if _, state, err := f.provision(f.pool, claim); state != lib.ProvisioningInBackground || err == nil {
 			t.Fatalf("Provision = %v, %v; want it waiting for the backing class", state, err)
 		}
@@ -619,14 +621,29 @@ func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 			}
 		}
 	}
-	if n := lists(); n != 1 {
-		t.Errorf("%d event lists for three retries within the interval, want 1", n)
+	retry()
+	retry()
+	if n := lists(); n != 2 {
+		t.Errorf("%d event lists for two retries before the driver said anything, want 2", n)
+	}
+	if _, err := f.client.CoreV1().Events(testBackingNS).Create(context.Background(), &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: "refused", Namespace: testBackingNS}, Type: corev1.EventTypeWarning,
+		Reason: "ProvisioningFailed", Message: "no disk of that size", LastTimestamp: metav1.NewTime(t0()),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	retry()
+	if !hasEvent(f.events(), "Warning "+reasonBackingClassFailed) {
+		t.Error("the driver's failure was not relayed to the claim")
+	}
+	retry()
+	retry()
+	if n := lists(); n != 3 {
+		t.Errorf("%d event lists after a failure was relayed, want 3: none within the interval", n)
 	}
 	clock.SetTime(t0().Add(relayInterval))
-	if _, _, err := f.provision(f.pool, claim); err == nil {
-		t.Fatal("Provision succeeded, want it waiting")
-	}
-	if n := lists(); n != 2 {
-		t.Errorf("%d event lists once the interval passed, want 2", n)
+	retry()
+	if n := lists(); n != 4 {
+		t.Errorf("%d event lists once the interval passed, want 4", n)
 	}
 }
