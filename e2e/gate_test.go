@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -77,7 +76,7 @@ func (e *pwTest) waitUngated(f *follow.Follower[*corev1.Pod], created *corev1.Po
 
 func hasClaimsGate(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.SchedulingGates {
-		if slices.Contains(keys.Names(keys.ClaimsGate), g.Name) {
+		if g.Name == keys.ClaimsGate {
 			return true
 		}
 	}

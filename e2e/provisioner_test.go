@@ -471,7 +471,7 @@ func (e *provisionerEnv) staticVolume(class, size, node string) string {
 	e.t.Helper()
 	name := framework.Name("static")
 	framework.CreateVolume(e.t, objects.NewVolume(name, class, size, "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
-		pv.Labels = map[string]string{"reclaimable.kubernetes.io/pool": class}
+		pv.Labels = map[string]string{keys.Domain + "/pool": class}
 		// A claim that no longer exists: the PV controller marks it Released.
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: "gone-" + name, UID: uuid.NewUUID()}
 		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -547,7 +547,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	e.watch(class)
 	name := framework.Name("static")
 	_, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"reclaimable.kubernetes.io/pool": class}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{keys.Domain + "/pool": class}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              class,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,

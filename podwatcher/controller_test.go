@@ -750,7 +750,7 @@ func TestConcernedPods(t *testing.T) {
 		{"other annotations", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/x": "y"}}}, false},
 		{"asks for a claim", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.EnabledKey("cache"): "true"}}}, true},
 		{"at the claims gate", gated(keys.ClaimsGate), true},
-		{"at the gate under its old name", gated(keys.Old(keys.ClaimsGate)), true},
+		{"at a gate of a look-alike name", gated("reclaimable.kubernetes.io/claims"), false},
 		{"at another gate", gated("example.com/gate"), false},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,6 @@ package podwatcher
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -65,12 +64,12 @@ func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 
 func hasGate(pod *corev1.Pod) bool { return len(gateIndexes(pod)) > 0 }
 
-// gateIndexes are the places of the claims gate in pod's gates, under
-// either of its names, last first (the order they are removed in).
+// gateIndexes are the places of the claims gate in pod's gates, last first
+// (the order they are removed in).
 func gateIndexes(pod *corev1.Pod) []int {
 	var at []int
 	for i, g := range pod.Spec.SchedulingGates {
-		if slices.Contains(keys.Names(keys.ClaimsGate), g.Name) {
+		if g.Name == keys.ClaimsGate {
 			at = append([]int{i}, at...)
 		}
 	}

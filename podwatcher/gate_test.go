@@ -192,21 +192,16 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	f.expectEvents("Warning " + ReasonGateHeldLong)
 }
 
-// A pod gated under the gate's old name, or under both names, is released
-// as one under the new name: every claims gate goes, in one patch that
-// tests each, and the other gates stay.
-func TestGateRemovedUnderEitherName(t *testing.T) {
-	old := keys.Old(keys.ClaimsGate)
+// The claims gate has one name: a gate of another name, however like it,
+// is another controller's and stays.
+func TestGateRemovedOnlyUnderItsName(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		gates []string
 		want  string
 	}{
-		{"old name", []string{old, "example.com/other"},
-			`[{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.kubernetes.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
-		{"both names", []string{keys.ClaimsGate, "example.com/other", old},
-			`[{"op":"test","path":"/spec/schedulingGates/2/name","value":"reclaimable.kubernetes.io/claims"},{"op":"remove","path":"/spec/schedulingGates/2"},` +
-				`{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
+		{"beside look-alikes", []string{keys.ClaimsGate, "example.com/other", "reclaimable.kubernetes.io/claims"},
+			`[{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), tt.gates...)

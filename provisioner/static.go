@@ -36,7 +36,7 @@ func (c staticClass) isMember(pv *corev1.PersistentVolume) bool {
 }
 
 // A claim may pick a static pool's volumes by the pool label too.
-func (staticClass) selectorKeys() []string { return keys.Names(PoolLabel) }
+func (staticClass) selectorKeys() []string { return []string{PoolLabel} }
 
 func (c staticClass) maker() (volumeMaker, string) {
 	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", PoolLabel, c.name)

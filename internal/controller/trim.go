@@ -82,7 +82,7 @@ func internResources(l corev1.ResourceList) corev1.ResourceList {
 func ownAnnotations(m map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range m {
-		if strings.HasPrefix(k, keys.Domain+"/") || strings.HasPrefix(k, keys.OldDomain+"/") || strings.HasPrefix(k, keys.ClaimPrefix) {
+		if strings.HasPrefix(k, keys.Domain+"/") || strings.HasPrefix(k, keys.ClaimPrefix) {
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -2,84 +2,38 @@
 // installation use to recognise each other's objects. They are part of the
 // product's interface: users write some of them by hand.
 //
-// The keys this project introduced moved once, from reclaimable.kubernetes.io
-// to the project's own domain (Domain): Kubernetes reserves kubernetes.io and
-// k8s.io for its own components, and the project's API group needs a domain
-// it owns. For one release each of them is read under both names, the new
-// one first (Get), and written under both (Set, Delete), so that a rolling
-// upgrade, and the volumes and pods an earlier version wrote, keep working;
-// the claims gate is accepted under both names. The keys of the system this
-// project replaces (ClaimPrefix, VolumeManagedBy, ClassControllerID) are its
-// interface and stay as they are.
+// The keys this project introduced live under its own domain (Domain):
+// Kubernetes reserves kubernetes.io and k8s.io for its own components. The
+// keys of the system this project replaces (ClaimPrefix, VolumeManagedBy,
+// ClassControllerID) are its interface and stay as they are.
 package keys
 
-import "strings"
+// Domain prefixes the keys this project introduced.
+const Domain = "reclaimable.github.io"
 
-const (
-	// Domain prefixes the keys this project introduced.
-	Domain = "reclaimable.github.io"
-	// OldDomain prefixed them before; see the package comment.
-	OldDomain = "reclaimable.kubernetes.io"
-)
-
-// Old returns the name key had under OldDomain, or "" for a key that has
-// no other name.
-func Old(key string) string {
-	if name, ok := strings.CutPrefix(key, Domain+"/"); ok {
-		return OldDomain + "/" + name
-	}
-	return ""
-}
-
-// Names returns key and its old name, if it has one.
-func Names(key string) []string {
-	if old := Old(key); old != "" {
-		return []string{key, old}
-	}
-	return []string{key}
-}
-
-// Get returns the value of key in m, under its new name, else its old one.
+// Get returns the value of key in m.
 func Get(m map[string]string, key string) (string, bool) {
-	if v, ok := m[key]; ok {
-		return v, true
-	}
-	if old := Old(key); old != "" {
-		v, ok := m[old]
-		return v, ok
-	}
-	return "", false
+	v, ok := m[key]
+	return v, ok
 }
 
 // Value is Get's value alone.
-func Value(m map[string]string, key string) string {
-	v, _ := Get(m, key)
-	return v
-}
+func Value(m map[string]string, key string) string { return m[key] }
 
-// Set writes value under both names of key; m must not be nil.
-func Set(m map[string]string, key, value string) {
-	for _, k := range Names(key) {
-		m[k] = value
-	}
-}
+// Set writes value under key; m must not be nil.
+func Set(m map[string]string, key, value string) { m[key] = value }
 
-// Map returns a map of the key and value pairs kv, each key under both
-// names.
+// Map returns a map of the key and value pairs kv.
 func Map(kv ...string) map[string]string {
 	m := make(map[string]string, len(kv))
 	for i := 0; i+1 < len(kv); i += 2 {
-		Set(m, kv[i], kv[i+1])
+		m[kv[i]] = kv[i+1]
 	}
 	return m
 }
 
-// Delete removes both names of key from m.
-func Delete(m map[string]string, key string) {
-	for _, k := range Names(key) {
-		delete(m, k)
-	}
-}
+// Delete removes key from m.
+func Delete(m map[string]string, key string) { delete(m, key) }
 
 const (
 	// ClaimPrefix starts every key the podwatcher reads on a Pod or Job:
