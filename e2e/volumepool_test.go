@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,8 @@ func TestVolumePoolAPI(t *testing.T) {
 	}{
 		{"no class", map[string]any{"maxVolumes": int64(3)}, "spec.storageClassName: Required value"},
 		{"no volumes", map[string]any{"storageClassName": "c", "maxVolumes": int64(0)}, "spec.maxVolumes: Invalid value: 0: spec.maxVolumes in body should be greater than or equal to 1"},
-		{"a reservation of nine days", map[string]any{"storageClassName": "c", "reserveFor": "216h"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
-		{"a reservation that is no duration", map[string]any{"storageClassName": "c", "reserveFor": "soon"}, "reserveFor must be a duration from 0s to 168h, such as 10m"},
+		{"a reservation of nine days", map[string]any{"storageClassName": "c", "reserveFor": "216h"}, "reserveFor must be 0 or a duration up to 168h, such as 10m"},
+		{"a reservation that is no duration", map[string]any{"storageClassName": "c", "reserveFor": "soon"}, "reserveFor must be 0 or a duration up to 168h, such as 10m"},
 		{"an unknown scope", map[string]any{"storageClassName": "c", "reuseScope": "everyone"}, `supported values: "namespace", "cluster"`},
 		{"members made ahead without a maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3)}, "minAvailable needs maxVolumes, at least as large"},
 		{"an eviction at once", map[string]any{"storageClassName": "c", "evictAfter": "0s"}, "evictAfter must be a duration from 1s to 8760h"},
@@ -110,6 +111,14 @@ func TestVolumePoolAPI(t *testing.T) {
 			}
 		})
 	}
+	// 0, as the class parameter takes it, is no reservation.
+	zero := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "VolumePool",
+		"metadata": map[string]any{"name": framework.Name("zero")}, "spec": map[string]any{"storageClassName": "c", "reserveFor": "0"},
+	}}
+	if _, err := dyn.Resource(gvr).Create(ctx, zero, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("reserveFor 0 refused: %v", err)
+	}
 	got, err := pools.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -119,20 +128,33 @@ func TestVolumePoolAPI(t *testing.T) {
 		t.Fatalf("changing the class: %v, want it refused", err)
 	}
 
+	// The status a pool manager writes: the maximum in force (here the
+	// pool's), Ready, not Exhausted.
+	got, err = pools.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	got.Status = v1alpha1.VolumePoolStatus{ObservedGeneration: got.Generation, Free: 2, Total: 3, MaxVolumes: ptr.To[int32](50), Conditions: []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionTrue, Reason: "SettingsInForce", LastTransitionTime: now},
+		{Type: "Exhausted", Status: metav1.ConditionFalse, Reason: "NoClaimWaiting", LastTransitionTime: now},
+	}}
+	if _, err := pools.UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, resource := range []string{"volumepools", "vpool"} {
 		out, _, err := kubectl(ctx, "get", resource, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME CLASS FREE HELD BOUND TOTAL MAX AGE" {
-			t.Fatalf("kubectl get %s:\n%s\nwant the columns NAME CLASS FREE HELD BOUND TOTAL MAX AGE and one row", resource, out)
+		const columns = "NAME CLASS FREE HELD BOUND TOTAL MAX READY EXHAUSTED AGE"
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != columns {
+			t.Fatalf("kubectl get %s:\n%s\nwant the columns %s and one row", resource, out, columns)
 		}
-		// The status columns are empty until a manager counts the members:
-		// read MAX at its column.
-		row, at := strings.Fields(lines[1]), strings.Index(lines[0], "MAX")
-		if len(row) < 2 || row[0] != name || row[1] != "build-cache" || len(lines[1]) <= at || !strings.HasPrefix(lines[1][at:], "50") {
-			t.Errorf("kubectl get %s row %q, want the pool, its class and its maximum 50 under MAX", resource, lines[1])
+		row := strings.Fields(lines[1])
+		if want := []string{name, "build-cache", "2", "0", "0", "3", "50", "True", "False"}; len(row) != len(want)+1 || !slices.Equal(row[:len(want)], want) {
+			t.Errorf("kubectl get %s row %q, want %v and an age", resource, lines[1], want)
 		}
 	}
 }

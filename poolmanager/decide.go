@@ -196,6 +196,9 @@ func decide(v view) result {
 		s.Scrubbing = int32(counts[controller.StateScrubbing])
 		s.Evicting = int32(counts[controller.StateEvicting])
 		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
+		if limit > 0 {
+			s.MaxVolumes = ptr.To(int32(limit))
+		}
 		s.Surplus = int32(surplus(v.members, limit))
 		// Only members of a class whose backend measures them are counted;
 		// a pool with none has no usedBytes rather than a false 0.

@@ -331,3 +331,25 @@ func TestManages(t *testing.T) {
 		}
 	}
 }
+
+// The status says the maximum in force, for kubectl get vpool's Max
+// column: the pool's, else its class's parameter, else none.
+func TestDecideSaysTheMaximumInForce(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		pool  *v1alpha1.VolumePool
+		class *storagev1.StorageClass
+		want  *int32
+	}{
+		{"the pool's", pool("p", func(p *v1alpha1.VolumePool) { p.Spec.MaxVolumes = ptr.To[int32](7) }), class(map[string]string{"backend": "directory", keys.MaxVolumes: "3"}), ptr.To[int32](7)},
+		{"the class's", pool("p"), class(map[string]string{"backend": "directory", keys.MaxVolumes: "3"}), ptr.To[int32](3)},
+		{"none", pool("p"), class(map[string]string{"backend": "directory"}), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := decide(view{pool: tt.pool, owner: tt.pool, class: tt.class, provisioner: testProvisioner, now: metav1.NewTime(t1)})
+			if got := r.status.MaxVolumes; (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+				t.Errorf("maxVolumes %v, want %v", ptr.Deref(got, -1), ptr.Deref(tt.want, -1))
+			}
+		})
+	}
+}

@@ -22,7 +22,9 @@ import (
 // +kubebuilder:printcolumn:name="Held",type=integer,JSONPath=`.status.held`
 // +kubebuilder:printcolumn:name="Bound",type=integer,JSONPath=`.status.bound`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
-// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxVolumes`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.status.maxVolumes`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Exhausted",type=string,JSONPath=`.status.conditions[?(@.type=="Exhausted")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type VolumePool struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -60,12 +62,12 @@ type VolumePoolSpec struct {
 	MaxVolumesPerNode *int32 `json:"maxVolumesPerNode,omitempty"`
 
 	// ReserveFor is how long a volume returned to the pool stays reserved
-	// for the next claim of its last claim's namespace and name, from 0s
-	// (no reservation) to 168h.
+	// for the next claim of its last claim's namespace and name, from 0
+	// (no reservation; 0s too, as the class parameter takes it) to 168h.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) <= duration('168h')",message="reserveFor must be a duration from 0s to 168h, such as 10m"
+	// +kubebuilder:validation:XValidation:rule="self == '0' || self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) <= duration('168h')",message="reserveFor must be 0 or a duration up to 168h, such as 10m"
 	ReserveFor *metav1.Duration `json:"reserveFor,omitempty"`
 
 	// ReuseScope says who may have a volume next: claims of the namespace
@@ -228,6 +230,10 @@ type VolumePoolStatus struct {
 	// Total members, in every state.
 	// +optional
 	Total int32 `json:"total"`
+	// MaxVolumes is the maximum in force: the pool's, else its class's
+	// parameter; unset when the pool has none.
+	// +optional
+	MaxVolumes *int32 `json:"maxVolumes,omitempty"`
 	// MadeAhead members: free members made ahead for minAvailable that no
 	// claim has had yet, and those being made.
 	// +optional
