@@ -55,10 +55,6 @@ const (
 	maxMessage = 600
 )
 
-// reservedAnnotationPrefixes are written by the PV controller, the scheduler
-// and provisioners to drive binding; a template must not pre-set them.
-var reservedAnnotationPrefixes = []string{"pv.kubernetes.io/", "volume.kubernetes.io/", "volume.beta.kubernetes.io/"}
-
 // claimRequest is one claim an owner asks for.
 type claimRequest struct {
 	// Volume is the name of the owner's volume that mounts the claim.
@@ -311,7 +307,7 @@ func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection
 			*ref.Namespace, namespace, namespace), maxMessage)}
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.Annotations)) {
-		for _, prefix := range reservedAnnotationPrefixes {
+		for _, prefix := range keys.BindingAnnotationPrefixes {
 			if strings.HasPrefix(key, prefix) {
 				return &rejection{Reason: ReasonForbiddenAnnotation, Message: truncate(fmt.Sprintf(
 					"the claim template sets annotation %q, which Kubernetes sets while binding the claim: remove it", key), maxMessage)}

@@ -213,14 +213,14 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 			pending := f.add(volume("pvc-half", "1Gi", func(pv *corev1.PersistentVolume) {
 				pv.UID = "uid-half"
 				pv.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
-				pv.Annotations[annBackend] = backendDirectory
-				pv.Annotations[annDirectory] = "pvc-half"
-				pv.Annotations[annBaseDir] = f.root
+				pv.Annotations[keys.Backend] = backendDirectory
+				pv.Annotations[keys.Directory] = "pvc-half"
+				pv.Annotations[keys.BaseDir] = f.root
 				pv.Annotations[keys.ProvisionedBy] = testProvisioner
 				pv.Annotations[keys.MadeAhead] = "warm"
 				pv.Annotations[keys.StoragePending] = "true"
 				if tt.node != "" {
-					pv.Annotations[annNode] = tt.node
+					pv.Annotations[keys.Node] = tt.node
 				}
 				pv.Spec.ClaimRef = aheadClaimRef("pvc-half")
 				pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-half"}

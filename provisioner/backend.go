@@ -25,7 +25,7 @@ type backend interface {
 	// forClass validates those parameters of class and returns the
 	// backend's view of it, or every problem at once.
 	forClass(class *storagev1.StorageClass) (classBackend, []error)
-	// delete ends pv, a volume this backend made (its annBackend annotation
+	// delete ends pv, a volume this backend made (its keys.Backend annotation
 	// names the backend) with reclaim policy Delete: it removes the
 	// storage, after which the library deletes the volume object
 	// (storageRemoved), or gives the volume to the provisioner that made

@@ -58,19 +58,6 @@ import (
 // backing provisioner deletes the volume so released.
 
 const (
-	// labelBackingClaim marks the backing claims of an installation, with
-	// its controller ID.
-	labelBackingClaim = keys.Domain + "/backing-claim-of"
-	// annBackingFor names the claim a backing claim, or a volume kept for
-	// it (step 3), is for, "<namespace>/<name>"; annBackingForUID its UID.
-	annBackingFor    = keys.Domain + "/backing-for"
-	annBackingForUID = keys.Domain + "/backing-for-uid"
-	// annPoolClass names the pool class they grow.
-	annPoolClass = keys.Domain + "/pool-class"
-	// annKeptBy names the provisioner that kept a volume (step 3): the one
-	// that finishes the hand-over. Installations side by side see each
-	// other's volumes.
-	annKeptBy = keys.Domain + "/kept-by"
 
 	// indexBackingFor indexes the volumes kept for a claim by its UID.
 	indexBackingFor = "reclaimable-provisioner/backing-for"
@@ -130,7 +117,7 @@ func (r *relayTimes) relayed(name string, now time.Time) {
 
 // useBackingClaims has the provisioner make backing claims in namespace and
 // read them from informer, which holds the claims of namespace labelled
-// with labelBackingClaim for this installation.
+// with keys.BackingClaimOf for this installation.
 func (p *provisioner) useBackingClaims(informer cache.SharedIndexInformer, namespace string) error {
 	b := &backingClaims{namespace: namespace, controllerID: p.controllerID, lister: corelisters.NewPersistentVolumeClaimLister(informer.GetIndexer())}
 	b.queue = controller.NewQueue("provisioner-backing", p.syncBacking)
@@ -151,7 +138,7 @@ func (p *provisioner) useBackingClaims(informer cache.SharedIndexInformer, names
 func (p *provisioner) sweepBacking(context.Context) {
 	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
 	for _, c := range claims {
-		if uid := c.Annotations[annBackingForUID]; uid != "" {
+		if uid := c.Annotations[keys.BackingForUID]; uid != "" {
 			p.backing.queue.Add(types.UID(uid))
 		}
 	}
@@ -165,7 +152,7 @@ const backingSweep = 10 * time.Second
 
 // backingClaimSelector selects the backing claims of controllerID.
 func backingClaimSelector(controllerID string) string {
-	return labelBackingClaim + "=" + controllerID
+	return keys.BackingClaimOf + "=" + controllerID
 }
 
 // backingClaimName is the name of the backing claim for claim: the name the
@@ -178,7 +165,7 @@ func (p *provisioner) onBacking(obj any) {
 		obj = d.Obj
 	}
 	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		if uid := c.Annotations[annBackingForUID]; uid != "" {
+		if uid := c.Annotations[keys.BackingForUID]; uid != "" {
 			p.backing.queue.Add(types.UID(uid))
 		}
 	}
@@ -188,7 +175,7 @@ func (p *provisioner) onBacking(obj any) {
 // change and at start-up: a restarted provisioner finds the volumes a
 // crash left between steps.
 func (p *provisioner) onKeptVolume(pv *corev1.PersistentVolume) {
-	if uid := keptFor(pv); uid != "" && pv.Annotations[annKeptBy] == p.name && p.backing != nil {
+	if uid := keptFor(pv); uid != "" && pv.Annotations[keys.KeptBy] == p.name && p.backing != nil {
 		p.backing.queue.Add(uid)
 	}
 }
@@ -204,14 +191,14 @@ func (p *provisioner) onClaimGone(claim *corev1.PersistentVolumeClaim) {
 // keptFor is the UID of the claim pv is kept for (step 3), if it is one a
 // backing provisioner made that was not handed over yet.
 func keptFor(pv *corev1.PersistentVolume) types.UID {
-	return types.UID(pv.Annotations[annBackingForUID])
+	return types.UID(pv.Annotations[keys.BackingForUID])
 }
 
 // indexByBackingFor indexes a kept volume by "<provisioner that kept
 // it>/<UID of the claim it is kept for>".
 func indexByBackingFor(obj any) ([]string, error) {
 	if pv, ok := obj.(*corev1.PersistentVolume); ok && keptFor(pv) != "" {
-		return []string{pv.Annotations[annKeptBy] + "/" + string(keptFor(pv))}, nil
+		return []string{pv.Annotations[keys.KeptBy] + "/" + string(keptFor(pv))}, nil
 	}
 	return nil, nil
 }
@@ -302,7 +289,7 @@ func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.Provision
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: p.backing.namespace,
-			Labels:      map[string]string{labelBackingClaim: p.backing.controllerID},
+			Labels:      map[string]string{keys.BackingClaimOf: p.backing.controllerID},
 			Annotations: forClaim(claim, opts.StorageClass.Name),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -334,12 +321,12 @@ func (p *provisioner) ensureBackingClaim(ctx context.Context, opts lib.Provision
 // forClaim are the annotations that say which claim, of which pool class,
 // a backing claim or a kept volume is for.
 func forClaim(claim *corev1.PersistentVolumeClaim, poolClass string) map[string]string {
-	return map[string]string{annBackingFor: claimKey(claim), annBackingForUID: string(claim.UID), annPoolClass: poolClass}
+	return map[string]string{keys.BackingFor: claimKey(claim), keys.BackingForUID: string(claim.UID), keys.PoolClass: poolClass}
 }
 
 // forClaimKeys are the annotations of a kept volume, which the hand-over
 // removes.
-var forClaimKeys = []string{annBackingFor, annBackingForUID, annPoolClass, annKeptBy}
+var forClaimKeys = []string{keys.BackingFor, keys.BackingForUID, keys.PoolClass, keys.KeptBy}
 
 // relayBackingFailure tells the claim what the backing provisioner last
 // said went wrong with its backing claim: the claim's owner may not read the
@@ -426,7 +413,7 @@ func (p *provisioner) keep(ctx context.Context, pv *corev1.PersistentVolume, ann
 		kept.Annotations = map[string]string{}
 	}
 	maps.Copy(kept.Annotations, annotations)
-	kept.Annotations[annKeptBy] = p.name
+	kept.Annotations[keys.KeptBy] = p.name
 	kept.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("keeping volume %s for the claim: %w", pv.Name, err)
@@ -445,7 +432,7 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 		return nil, lib.ProvisioningFinished, err
 	}
 	keys.Set(member.Annotations, keys.LastClaim, claimKey(claim))
-	keys.Set(member.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+	keys.Set(member.Annotations, keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
@@ -471,13 +458,13 @@ func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy
 		backer = pv.Spec.CSI.Driver
 	}
 	// Keys new in this release: under the project's domain alone.
-	member.Annotations[annBackingProvider] = backer
-	member.Annotations[annBackingClass] = pv.Spec.StorageClassName
+	member.Annotations[keys.BackingProvisioner] = backer
+	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
 	for _, k := range forClaimKeys {
 		delete(member.Annotations, k)
 	}
 	member.Annotations[keys.ProvisionedBy] = p.name
-	keys.Set(member.Annotations, annBackend, backendClass)
+	keys.Set(member.Annotations, keys.Backend, backendClass)
 	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
 	// The backing provisioner no longer answers for the volume (it drops
 	// its finalizer from a Retain volume, but may not have yet).
@@ -508,7 +495,7 @@ func (p *provisioner) deleteBackingClaim(ctx context.Context, backing *corev1.Pe
 	err := p.client.CoreV1().PersistentVolumeClaims(backing.Namespace).Delete(ctx, backing.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &backing.UID}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Info("Deleting a backing claim failed; retrying", "claim", klog.KObj(backing), "err", err)
-		if uid := backing.Annotations[annBackingForUID]; uid != "" {
+		if uid := backing.Annotations[keys.BackingForUID]; uid != "" {
 			p.backing.queue.AddAfter(types.UID(uid), time.Second)
 		}
 	}
@@ -529,9 +516,9 @@ func (p *provisioner) syncBacking(ctx context.Context, uid types.UID) error {
 	case kept != nil && kept.Annotations[keys.MadeAhead] != "", backing != nil && backing.Annotations[keys.MadeAhead] != "":
 		return p.syncAhead(ctx, uid, backing, kept)
 	case kept != nil:
-		key = kept.Annotations[annBackingFor]
+		key = kept.Annotations[keys.BackingFor]
 	case backing != nil:
-		key = backing.Annotations[annBackingFor]
+		key = backing.Annotations[keys.BackingFor]
 	default:
 		return nil
 	}
@@ -626,12 +613,12 @@ func (p *provisioner) inFlight(class string) map[string]inFlightVolume {
 	}
 	claims, _ := p.backing.lister.PersistentVolumeClaims(p.backing.namespace).List(labels.Everything())
 	for _, c := range claims {
-		if c.Annotations[annPoolClass] == class {
+		if c.Annotations[keys.PoolClass] == class {
 			out[c.Name] = inFlightVolume{node: c.Annotations[volumehelpers.AnnSelectedNode], ahead: c.Annotations[keys.MadeAhead] != ""}
 		}
 	}
 	for _, uid := range p.keptUIDs() {
-		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[annPoolClass] == class {
+		if pv := p.keptVolume(uid); pv != nil && pv.Annotations[keys.PoolClass] == class {
 			out[backingClaimName(uid)] = inFlightVolume{node: nodeOf(pv), ahead: pv.Annotations[keys.MadeAhead] != ""}
 		}
 	}

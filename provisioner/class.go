@@ -27,16 +27,14 @@ import (
 // this provisioner's like any other: pv.kubernetes.io/provisioned-by names
 // this provisioner, so the backing provisioner, which deletes only the
 // Released volumes of reclaim policy Delete that name it there, leaves it
-// alone; annBackingProvisioner and annBackingClass record where it came
+// alone; keys.BackingProvisioner and keys.BackingClass record where it came
 // from, and where it goes back to be deleted.
 
 const (
-	backendClass       = "class"
-	paramBackingClass  = "backingClass"
-	noProvisioner      = "kubernetes.io/no-provisioner"
-	externalFinalizer  = "external-provisioner.volume.kubernetes.io/finalizer"
-	annBackingClass    = keys.Domain + "/backing-class"
-	annBackingProvider = keys.Domain + "/backing-provisioner"
+	backendClass      = "class"
+	paramBackingClass = "backingClass"
+	noProvisioner     = "kubernetes.io/no-provisioner"
+	externalFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
 )
 
 type classPoolBackend struct {
@@ -130,13 +128,13 @@ func (b *classPoolBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 // provisioner that made its storage had it: named in provisioned-by, of
 // the backing class (where recorded). It returns that provisioner too.
 func handedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, string, error) {
-	backer := pv.Annotations[annBackingProvider]
+	backer := pv.Annotations[keys.BackingProvisioner]
 	if backer == "" {
-		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, annBackingProvider)
+		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, keys.BackingProvisioner)
 	}
 	back := pv.DeepCopy()
 	back.Annotations[keys.ProvisionedBy] = backer
-	if class := back.Annotations[annBackingClass]; class != "" {
+	if class := back.Annotations[keys.BackingClass]; class != "" {
 		back.Spec.StorageClassName = class
 	}
 	return back, backer, nil
@@ -160,8 +158,8 @@ func (p *provisioner) useClasses(classes storagelisters.StorageClassLister) {
 // write on it is no longer in the pool, and no claim can be given it.
 func (p *provisioner) evictToBacking(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
-	if pv.Annotations[annBackingClass] == "" {
-		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, annBackingClass)
+	if pv.Annotations[keys.BackingClass] == "" {
+		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, keys.BackingClass)
 	}
 	back, backer, err := handedBackCopy(pv)
 	if err != nil {

@@ -169,8 +169,8 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no backing claim: %v", err)
 	}
-	if ptr.Deref(backing.Spec.StorageClassName, "") != testBackingClass || backing.Labels[labelBackingClaim] != "id" ||
-		backing.Annotations[annBackingFor] != "ns/cache" || backing.Annotations[annBackingForUID] != string(claim.UID) ||
+	if ptr.Deref(backing.Spec.StorageClassName, "") != testBackingClass || backing.Labels[keys.BackingClaimOf] != "id" ||
+		backing.Annotations[keys.BackingFor] != "ns/cache" || backing.Annotations[keys.BackingForUID] != string(claim.UID) ||
 		!backing.Spec.Resources.Requests.Storage().Equal(*claim.Spec.Resources.Requests.Storage()) {
 		t.Fatalf("backing claim = %+v", backing)
 	}
@@ -192,7 +192,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	}
 	kept := f.server(testBackingVolume)
 	if kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Spec.ClaimRef.UID != testBackingClaimID ||
-		kept.Annotations[keys.ProvisionedBy] != testDriver || kept.Annotations[annBackingForUID] != string(claim.UID) || kept.Annotations[annPoolClass] != "pool" {
+		kept.Annotations[keys.ProvisionedBy] != testDriver || kept.Annotations[keys.BackingForUID] != string(claim.UID) || kept.Annotations[keys.PoolClass] != "pool" {
 		t.Fatalf("kept volume = policy %s, claimRef %v, annotations %v; want Retain and marked for the claim, still the backing claim's",
 			kept.Spec.PersistentVolumeReclaimPolicy, kept.Spec.ClaimRef, kept.Annotations)
 	}
@@ -213,9 +213,9 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 		t.Errorf("claimRef = %+v, want the claim", ref)
 	}
 	if pv.Spec.StorageClassName != "pool" || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
-		pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[annBackingProvider] != testDriver ||
-		pv.Annotations[annBackingClass] != testBackingClass || pv.Annotations[annBackend] != backendClass ||
-		pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[annBackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
+		pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.BackingProvisioner] != testDriver ||
+		pv.Annotations[keys.BackingClass] != testBackingClass || pv.Annotations[keys.Backend] != backendClass ||
+		pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[keys.BackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
 		t.Errorf("member = class %s, policy %s, annotations %v, source %+v", pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations, pv.Spec.PersistentVolumeSource)
 	}
 	if !slices.Equal(pv.Finalizers, []string{"kubernetes.io/pv-protection"}) {
@@ -245,7 +245,7 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 	if err := f.p.syncBacking(context.Background(), claim.UID); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[annBackingForUID] != "" {
+	if got := f.server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[keys.BackingForUID] != "" {
 		t.Errorf("volume = policy %s, annotations %v; want Delete and unmarked: its driver deletes it", got.Spec.PersistentVolumeReclaimPolicy, got.Annotations)
 	}
 	if _, err := f.backingClaim(claim); !apierrors.IsNotFound(err) {
@@ -284,7 +284,7 @@ func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
 func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 	member := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			keys.ProvisionedBy: testProvisioner, annBackend: backendClass, annBackingProvider: testDriver, annBackingClass: testBackingClass}},
+			keys.ProvisionedBy: testProvisioner, keys.Backend: backendClass, keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              "pool",
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
@@ -361,7 +361,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatalf("backing claims = %v, %v; want one", claims, err)
 	}
 	backing := &claims.Items[0]
-	uid := types.UID(backing.Annotations[annBackingForUID])
+	uid := types.UID(backing.Annotations[keys.BackingForUID])
 	if backing.Annotations[keys.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(defaultAheadCapacity) {
 		t.Fatalf("backing claim = %+v, want one of the pool's template, made ahead", backing)
 	}
@@ -385,7 +385,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	}
 	pv := f.server(testBackingVolume)
 	if !controller.MadeAhead(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[annBackingForUID] != "" {
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[keys.BackingForUID] != "" {
 		t.Fatalf("member = class %s, policy %s, claimRef %+v, annotations %v; want a free member made ahead",
 			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)
 	}
@@ -400,8 +400,8 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
 	theirs := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-theirs", ResourceVersion: "3", Annotations: map[string]string{
-			keys.ProvisionedBy: testDriver, annKeptBy: "other.example.com/provisioner", annBackingForUID: "their-claim",
-			annPoolClass: "pool", keys.MadeAhead: "pool"}},
+			keys.ProvisionedBy: testDriver, keys.KeptBy: "other.example.com/provisioner", keys.BackingForUID: "their-claim",
+			keys.PoolClass: "pool", keys.MadeAhead: "pool"}},
 		Spec:   corev1.PersistentVolumeSpec{StorageClassName: testBackingClass, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain},
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
 	}
@@ -563,7 +563,7 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 			if err := f.backing.Add(backing); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.p.syncBacking(context.Background(), types.UID(backing.Annotations[annBackingForUID])); err != nil {
+			if err := f.p.syncBacking(context.Background(), types.UID(backing.Annotations[keys.BackingForUID])); err != nil {
 				t.Fatalf("syncBacking: %v", err)
 			}
 			_, err = f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backing.Name, metav1.GetOptions{})

@@ -27,7 +27,7 @@ import (
 // askAhead asks the backing class of b for up to n members of class's pool
 // ahead of claims, within its maxVolumes, and returns how many it asked for.
 // Each is a backing claim of the pool's template, for a claim that never
-// exists (annBackingForUID a UID of its own, keys.MadeAhead the pool), that
+// exists (keys.BackingForUID a UID of its own, keys.MadeAhead the pool), that
 // syncAhead takes through the steps of the hand-over, the last of which
 // makes the volume a free member. For a class that binds on first consumer,
 // the backing claim names the node it is made for, as the scheduler does
@@ -45,7 +45,7 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 		free = p.freeByZone(class.Name, nodes)
 	}
 	for asked := 0; asked < n; asked++ {
-		annotations := map[string]string{annPoolClass: class.Name, keys.MadeAhead: pool.Name}
+		annotations := map[string]string{keys.PoolClass: class.Name, keys.MadeAhead: pool.Name}
 		if nodes != nil {
 			zone, node, ok := leastServedZone(templateZones(pool), free, nodes)
 			if !ok {
@@ -61,11 +61,11 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 		}
 		p.pending.markAhead(name)
 		shape := aheadClaim(pool, name)
-		annotations[annBackingForUID] = string(uid)
+		annotations[keys.BackingForUID] = string(uid)
 		backing := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: p.backing.namespace,
-				Labels:      map[string]string{labelBackingClaim: p.backing.controllerID},
+				Labels:      map[string]string{keys.BackingClaimOf: p.backing.controllerID},
 				Annotations: annotations,
 			},
 			Spec: corev1.PersistentVolumeClaimSpec{
@@ -95,8 +95,8 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 		if pv == nil {
 			return p.awaitAhead(ctx, uid, backing) // its bind brings it back
 		}
-		if err := p.keep(ctx, pv, map[string]string{annBackingForUID: string(uid),
-			annPoolClass: backing.Annotations[annPoolClass], keys.MadeAhead: backing.Annotations[keys.MadeAhead]}); err != nil {
+		if err := p.keep(ctx, pv, map[string]string{keys.BackingForUID: string(uid),
+			keys.PoolClass: backing.Annotations[keys.PoolClass], keys.MadeAhead: backing.Annotations[keys.MadeAhead]}); err != nil {
 			return err
 		}
 		logger.V(2).Info("Kept a volume of the backing class for a member made ahead", "pv", pv.Name)
@@ -112,7 +112,7 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 		p.deleteBackingClaim(ctx, live)
 		return nil
 	}
-	member := p.memberOf(kept, kept.Annotations[annPoolClass], corev1.PersistentVolumeReclaimRetain, nil)
+	member := p.memberOf(kept, kept.Annotations[keys.PoolClass], corev1.PersistentVolumeReclaimRetain, nil)
 	member.Spec.ClaimRef = aheadClaimRef(kept.Name)
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("making volume %s a member ahead of claims: %w", kept.Name, err)

@@ -17,8 +17,8 @@ func TestDelete(t *testing.T) {
 	created := func(policy corev1.PersistentVolumeReclaimPolicy, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		return volume("pvc-1", "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = policy
-			pv.Annotations[annBackend] = backendDirectory
-			pv.Annotations[annDirectory] = "pvc-1"
+			pv.Annotations[keys.Backend] = backendDirectory
+			pv.Annotations[keys.Directory] = "pvc-1"
 			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-1"}
 		}}, mods...)...)
 	}
@@ -35,23 +35,23 @@ func TestDelete(t *testing.T) {
 			pv.Annotations[keys.ProvisionedBy] = "other/x"
 		}), true, false, false},
 		{"not made by the directory backend", created(corev1.PersistentVolumeReclaimDelete, func(pv *corev1.PersistentVolume) {
-			delete(pv.Annotations, annBackend)
+			delete(pv.Annotations, keys.Backend)
 		}), true, false, false},
 		{"directory annotation naming another volume", created(corev1.PersistentVolumeReclaimDelete, func(pv *corev1.PersistentVolume) {
-			pv.Annotations[annDirectory] = "pvc-2"
+			pv.Annotations[keys.Directory] = "pvc-2"
 		}), false, true, false},
 		{"source pointing elsewhere", created(corev1.PersistentVolumeReclaimDelete, func(pv *corev1.PersistentVolume) {
 			pv.Spec.HostPath.Path = "/mnt/pool/pvc-2"
 		}), false, true, false},
 		{"base directory outside the root", created(corev1.PersistentVolumeReclaimDelete, func(pv *corev1.PersistentVolume) {
-			pv.Annotations[annBaseDir] = "/"
+			pv.Annotations[keys.BaseDir] = "/"
 		}), false, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			if tt.pv.Annotations[annBaseDir] == "" {
-				tt.pv.Annotations[annBaseDir] = f.root
+			if tt.pv.Annotations[keys.BaseDir] == "" {
+				tt.pv.Annotations[keys.BaseDir] = f.root
 			}
 			for _, d := range []string{"pvc-1", "pvc-2"} {
 				if err := os.MkdirAll(filepath.Join(f.root, d, "sub"), 0o755); err != nil {

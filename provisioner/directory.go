@@ -44,13 +44,6 @@ const (
 	defaultDirectoryMode fs.FileMode = 0o777
 )
 
-// annBaseDir and annDirectory record where a volume's directory is, for
-// delete.
-const (
-	annBaseDir   = keys.Domain + "/base-dir"
-	annDirectory = keys.Domain + "/directory"
-)
-
 type directoryBackend struct {
 	provisioner string
 	dirs        directories
@@ -177,15 +170,15 @@ func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, err
 }
 
 func (c *directoryClass) plan(v newVolume) (madeVolume, error) {
-	return madeVolume{source: c.volumeSource(v.name), annotations: keys.Map(annBaseDir, c.baseDir, annDirectory, v.name)}, nil
+	return madeVolume{source: c.volumeSource(v.name), annotations: keys.Map(keys.BaseDir, c.baseDir, keys.Directory, v.name)}, nil
 }
 
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
 func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
-	name, baseDir := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annBaseDir)
+	name, baseDir := keys.Value(pv.Annotations, keys.Directory), keys.Value(pv.Annotations, keys.BaseDir)
 	if name != pv.Name || sourceDirName(pv) != name {
-		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, annDirectory, name)
+		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, keys.Directory, name)
 	}
 	remove := b.remove
 	if remove == nil {

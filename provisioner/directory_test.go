@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 func TestCheckDirNameRefusesHostileNames(t *testing.T) {
@@ -174,7 +176,7 @@ func TestVolumeSource(t *testing.T) {
 func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 	hostPath := corev1.HostPathDirectory
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Annotations: map[string]string{annBaseDir: "/share/caches", annDirectory: "pvc-1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Annotations: map[string]string{keys.BaseDir: "/share/caches", keys.Directory: "pvc-1"}},
 		Spec: corev1.PersistentVolumeSpec{
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/caches/pvc-1", Type: &hostPath}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{

@@ -32,9 +32,9 @@ func directoryMember(t *testing.T, root, name string, mods ...func(*corev1.Persi
 	}
 	return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 		pv.UID = "uid-" + types.UID(name)
-		pv.Annotations[annBackend] = backendDirectory
-		pv.Annotations[annDirectory] = name
-		pv.Annotations[annBaseDir] = root
+		pv.Annotations[keys.Backend] = backendDirectory
+		pv.Annotations[keys.Directory] = name
+		pv.Annotations[keys.BaseDir] = root
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/" + name}
 	}}, mods...)...)
 }
@@ -90,7 +90,7 @@ func TestEvictLeavesWhatItMayNotTake(t *testing.T) {
 		{"released", directoryMember(t, f.root, "pv-1", released("ns", "job", "u1", t0())), nil},
 		{"scrubbing", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }), nil},
 		{"being evicted", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }), nil},
-		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[annBackend] = backendStatic }), nil},
+		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = backendStatic }), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			server := tt.pv
@@ -183,8 +183,8 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 	typ := corev1.HostPathDirectory
 	f := newFixture(t, nil)
 	f.add(volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[annBackend] = backendLocal
-		pv.Annotations[annNode], pv.Annotations[annNodePath], pv.Annotations[annDirectory] = "n1", "/var/lib/caches", "pv-1"
+		pv.Annotations[keys.Backend] = backendLocal
+		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-1"
 		pv.Annotations[keys.Evicting] = keys.EvictIdle
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-1", Type: &typ}
 		pv.Finalizers = []string{keys.EvictFinalizer}
@@ -278,7 +278,7 @@ func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
 		{"without it", false, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			made := func(pv *corev1.PersistentVolume) { pv.Annotations[annBackend] = backendDirectory }
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = backendDirectory }
 			members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
 			if tt.alreadyGone {
 				members[1].Annotations[keys.Evicting] = keys.EvictForClaim

@@ -21,7 +21,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 }
 
 // reserve counts the volumes of class this provisioner created, including the
-// ones on their way (a class pool's backing claims among them), in the class and on node (a volume's annNode), and holds
+// ones on their way (a class pool's backing claims among them), in the class and on node (a volume's keys.Node), and holds
 // a place for name on node unless that would exceed max or maxPerNode (0: no
 // limit). A retry for a name already counted always gets its place back.
 func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool) {
@@ -30,7 +30,7 @@ func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (co
 		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
 		for _, o := range objs {
 			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {
-				names[pv.Name] = keys.Value(pv.Annotations, annNode)
+				names[pv.Name] = keys.Value(pv.Annotations, keys.Node)
 			}
 		}
 		return names

@@ -66,7 +66,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	}
 	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, g.affinity, keys.Map(
 		keys.LastClaim, claimKey(claim),
-		annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
+		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
 		// the pool.
 		volumehelpers.AnnBoundByController, "yes",
@@ -162,7 +162,7 @@ func volumeObject(class *storagev1.StorageClass, backend string, v newVolume, ma
 			PersistentVolumeSource:        made.source,
 		},
 	}
-	keys.Set(pv.Annotations, annBackend, backend)
+	keys.Set(pv.Annotations, keys.Backend, backend)
 	maps.Copy(pv.Annotations, annotations)
 	maps.Copy(pv.Annotations, made.annotations)
 	return pv

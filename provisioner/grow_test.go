@@ -52,7 +52,7 @@ func TestProvisionGrowsTheDirectoryPool(t *testing.T) {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Key != "share" {
 		t.Errorf("node affinity = %+v, want the class's allowedTopologies", pv.Spec.NodeAffinity)
 	}
-	want := map[string]string{annBackend: "directory", annBaseDir: f.root, annDirectory: name, keys.LastClaim: "ns/c"}
+	want := map[string]string{keys.Backend: "directory", keys.BaseDir: f.root, keys.Directory: name, keys.LastClaim: "ns/c"}
 	for k, v := range want {
 		if pv.Annotations[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, pv.Annotations[k], v)

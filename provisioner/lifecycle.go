@@ -61,9 +61,6 @@ const (
 	EnvVolumeSize = "RECLAIMABLE_VOLUME_SIZE" // the claim's request, a quantity
 )
 
-// labelLifecycle marks lifecycle pods with their operation.
-const labelLifecycle = keys.Domain + "/lifecycle"
-
 // RunLifecycle carries out op on the volume directory that env names, in
 // base (the pod's mount of the node's directory of volumes). Both are
 // idempotent: create reuses a directory an earlier pod made, delete of a
@@ -202,7 +199,7 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      j.podName(),
 			Namespace: l.namespace,
-			Labels:    keys.Map(labelLifecycle, j.op, "app.kubernetes.io/managed-by", "reclaimable"),
+			Labels:    keys.Map(keys.Lifecycle, j.op, "app.kubernetes.io/managed-by", "reclaimable"),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:      j.node,

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 func TestRunLifecycle(t *testing.T) {
@@ -303,7 +305,7 @@ spec:
 	if p.Name != "create-pvc-1" || p.Namespace != "lifecycle" || p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pod %s/%s on %q restart %s: the job's binding lost", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.RestartPolicy)
 	}
-	if p.Labels["team"] != "storage" || p.Labels[labelLifecycle] != LifecycleCreate {
+	if p.Labels["team"] != "storage" || p.Labels[keys.Lifecycle] != LifecycleCreate {
 		t.Errorf("labels %v", p.Labels)
 	}
 	if c := p.Spec.Containers[0]; c.Image != "example.com/quota:1" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {

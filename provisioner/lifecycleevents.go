@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 // lifecycleEvents follows the lifecycle pods, so that a wait for one reads
@@ -30,7 +32,7 @@ type lifecycleEvents struct {
 func newLifecycleEvents(client kubernetes.Interface, namespace string) *lifecycleEvents {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelLifecycle }),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = keys.Lifecycle }),
 		informers.WithTransform(func(obj any) (any, error) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				p.ManagedFields = nil

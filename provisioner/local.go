@@ -28,14 +28,6 @@ const (
 	// paramLifecycleTemplates names a ConfigMap in the lifecycle namespace
 	// whose keys "create" and "delete" replace the built-in lifecycle pods.
 	paramLifecycleTemplates = "lifecycleTemplates"
-	// annNode records the node that holds a local volume's directory, for
-	// delete.
-	annNode = keys.Domain + "/node"
-	// annNodePath records the class's nodePath, for delete.
-	annNodePath = keys.Domain + "/node-path"
-	// annLifecycleTemplates records the class's lifecycleTemplates, so that
-	// the class's own delete pod removes the volume's directory.
-	annLifecycleTemplates = keys.Domain + "/lifecycle-templates"
 )
 
 type localBackend struct {
@@ -128,9 +120,9 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 	if v.node == nil {
 		return madeVolume{}, fmt.Errorf("the %s backend makes a volume on a node, and volume %s has none", backendLocal, v.name)
 	}
-	annotations := keys.Map(annNode, v.node.Name, annNodePath, c.nodePath, annDirectory, v.name)
+	annotations := keys.Map(keys.Node, v.node.Name, keys.NodePath, c.nodePath, keys.Directory, v.name)
 	if c.templates != "" {
-		keys.Set(annotations, annLifecycleTemplates, c.templates)
+		keys.Set(annotations, keys.LifecycleTemplates, c.templates)
 	}
 	typ := corev1.HostPathDirectory
 	hostname := v.node.Labels[corev1.LabelHostname]
@@ -167,15 +159,15 @@ func (e *nodeGone) Error() string { return e.msg }
 // administrator to clean the disk and delete the object; the evictor lets
 // its member go.
 func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
-	name, node, nodePath := keys.Value(pv.Annotations, annDirectory), keys.Value(pv.Annotations, annNode), keys.Value(pv.Annotations, annNodePath)
+	name, node, nodePath := keys.Value(pv.Annotations, keys.Directory), keys.Value(pv.Annotations, keys.Node), keys.Value(pv.Annotations, keys.NodePath)
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
-		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, annNode, annNodePath, annDirectory)
+		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
 	}
 	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return storageRemoved, &nodeGone{node: node, dir: pv.Spec.HostPath.Path,
 			msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, annLifecycleTemplates)}); err != nil {
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, keys.LifecycleTemplates)}); err != nil {
 		return storageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

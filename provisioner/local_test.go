@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
 func localStorageClass(params map[string]string) *storagev1.StorageClass {
@@ -37,7 +39,7 @@ func node(name string) *corev1.Node {
 // that node; a node with maxVolumesPerNode volumes gets no more, while
 // another node does.
 func TestProvisionLocalPerNode(t *testing.T) {
-	onN1 := volume("v1", "1Gi", bound("ns", "user", "uid-user"), func(pv *corev1.PersistentVolume) { pv.Annotations[annNode] = "n1" })
+	onN1 := volume("v1", "1Gi", bound("ns", "user", "uid-user"), func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Node] = "n1" })
 	a, b := claimFor("ns", "a", "1Gi"), claimFor("ns", "b", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{onN1}, a, b)
 	class := localStorageClass(map[string]string{"maxVolumesPerNode": "1", "directoryMode": "0770"})
@@ -69,7 +71,7 @@ func TestProvisionLocalPerNode(t *testing.T) {
 	if got := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0]; got.Key != corev1.LabelHostname || len(got.Values) != 1 || got.Values[0] != "n2-host" {
 		t.Errorf("node affinity %v, want node n2's hostname", got)
 	}
-	if pv.Annotations[annNode] != "n2" || pv.Annotations[annNodePath] != "/var/lib/caches" || pv.Annotations[annDirectory] != pv.Name {
+	if pv.Annotations[keys.Node] != "n2" || pv.Annotations[keys.NodePath] != "/var/lib/caches" || pv.Annotations[keys.Directory] != pv.Name {
 		t.Errorf("annotations %v", pv.Annotations)
 	}
 }
@@ -92,7 +94,7 @@ func TestLocalDelete(t *testing.T) {
 	pv := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		typ := corev1.HostPathDirectory
 		v := volume("pvc-1", "1Gi", func(pv *corev1.PersistentVolume) {
-			pv.Annotations[annNode], pv.Annotations[annNodePath], pv.Annotations[annDirectory] = "n1", "/var/lib/caches", "pvc-1"
+			pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pvc-1"
 			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pvc-1", Type: &typ}
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 		})

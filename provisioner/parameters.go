@@ -21,15 +21,7 @@ import (
 
 // Keys this provisioner writes and reads, in addition to the shared ones in
 // internal/keys.
-const (
-	// annBackend records on a PersistentVolume the backend that made it, so
-	// that Delete needs neither the StorageClass (which may be gone or
-	// changed by then) nor any guess. The backend adds what it needs.
-	annBackend = keys.Domain + "/backend"
-
-	// annIssuedAt is the RFC 3339 time a volume was last issued to a claim.
-	annIssuedAt = keys.Domain + "/issued-at"
-)
+const ()
 
 // Names of the StorageClass parameters every backend shares; a backend
 // names its own.
@@ -76,7 +68,7 @@ type params struct {
 
 	// Growth limits, for a backend that lists them among its parameters.
 	maxVolumes int // 0: no limit
-	// maxVolumesPerNode bounds the volumes on one node (annNode), for a
+	// maxVolumesPerNode bounds the volumes on one node (keys.Node), for a
 	// backend whose volumes are each on one node's disk; 0: no limit.
 	maxVolumesPerNode int
 	maxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold

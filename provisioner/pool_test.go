@@ -98,10 +98,10 @@ func TestIsMember(t *testing.T) {
 		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ProvisionedBy] = "other/x" }), backendDirectory, false},
 		{"static, labelled", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			delete(pv.Annotations, keys.ProvisionedBy)
-			pv.Labels = map[string]string{PoolLabel: "pool"}
+			pv.Labels = map[string]string{keys.Pool: "pool"}
 		}), backendStatic, true},
 		{"static, labelled for another class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
-			pv.Labels = map[string]string{PoolLabel: "other"}
+			pv.Labels = map[string]string{keys.Pool: "other"}
 		}), backendStatic, false},
 		{"static, not labelled though created here", volume("a", "1Gi"), backendStatic, false},
 	}
@@ -372,7 +372,7 @@ func TestCandidatesState(t *testing.T) {
 }
 
 func TestClaimSelector(t *testing.T) {
-	allowed := sets.New("cache", PoolLabel)
+	allowed := sets.New("cache", keys.Pool)
 	tests := []struct {
 		name    string
 		sel     *metav1.LabelSelector

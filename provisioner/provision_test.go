@@ -49,7 +49,7 @@ func testProvisionIssuesPoolMember(t *testing.T, scope string) {
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || ref.Name != "cache" || ref.Namespace != "ns" || ref.Kind != "PersistentVolumeClaim" {
 		t.Errorf("claimRef = %+v, want the claim with its UID", ref)
 	}
-	if pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[annIssuedAt] == "" {
+	if pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[keys.IssuedAt] == "" {
 		t.Errorf("annotations = %v", pv.Annotations)
 	}
 	_, boundByController := pv.Annotations[volumehelpers.AnnBoundByController]

@@ -198,7 +198,7 @@ func (s *scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 	}
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.pods.namespace,
-			Labels: keys.Map(labelLifecycle, LifecycleScrub, "app.kubernetes.io/managed-by", "reclaimable")},
+			Labels: keys.Map(keys.Lifecycle, LifecycleScrub, "app.kubernetes.io/managed-by", "reclaimable")},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			VolumeName: pv.Name, StorageClassName: &class, AccessModes: modes, VolumeMode: &mode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},

@@ -11,12 +11,8 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// PoolLabel puts a PersistentVolume into the static pool of the StorageClass
-// it names (the PV's storageClassName must name it too).
-const PoolLabel = keys.Domain + "/pool"
-
 // staticBackend serves a pool that an administrator fills by labelling
-// existing PersistentVolumes with PoolLabel; it never makes or removes one.
+// existing PersistentVolumes with keys.Pool; it never makes or removes one.
 type staticBackend struct{}
 
 func (staticBackend) parameters() []string { return nil }
@@ -32,12 +28,12 @@ func (staticBackend) delete(context.Context, *corev1.PersistentVolume) (deletion
 type staticClass struct{ name string }
 
 func (c staticClass) isMember(pv *corev1.PersistentVolume) bool {
-	return keys.Value(pv.Labels, PoolLabel) == c.name
+	return keys.Value(pv.Labels, keys.Pool) == c.name
 }
 
 // A claim may pick a static pool's volumes by the pool label too.
-func (staticClass) selectorKeys() []string { return []string{PoolLabel} }
+func (staticClass) selectorKeys() []string { return []string{keys.Pool} }
 
 func (c staticClass) maker() (volumeMaker, string) {
-	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", PoolLabel, c.name)
+	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", keys.Pool, c.name)
 }

@@ -16,7 +16,7 @@ func TestProvisionStaticPool(t *testing.T) {
 	static := func(name string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 			pv.Annotations = map[string]string{}
-			pv.Labels = map[string]string{PoolLabel: "pool"}
+			pv.Labels = map[string]string{keys.Pool: "pool"}
 		}}, mods...)...)
 	}
 	claim := claimFor("ns", "c", "1Gi")
@@ -31,7 +31,7 @@ func TestProvisionStaticPool(t *testing.T) {
 		t.Fatalf("Provision = %v, want the pool exhausted", err)
 	}
 	if ev := f.events(); !hasEvent(ev, "Warning PoolExhausted the static pool of class pool has no free volume that fits: 1 volumes, 1 in use") ||
-		!strings.Contains(ev[0], PoolLabel+"=pool") {
+		!strings.Contains(ev[0], keys.Pool+"=pool") {
 		t.Errorf("events = %v", ev)
 	}
 	if f.server("unlabelled").Spec.ClaimRef != nil {

@@ -98,7 +98,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			keys.Set(updated.Annotations, keys.HeldForNamespace, claim.Namespace)
 		}
 		keys.Set(updated.Annotations, keys.LastClaim, claimKey(claim))
-		keys.Set(updated.Annotations, annIssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+		keys.Set(updated.Annotations, keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
 		// Issued, the volume is no longer kept for anyone.
 		keys.Delete(updated.Annotations, keys.ReservedUntil)
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})

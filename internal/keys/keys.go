@@ -207,3 +207,54 @@ const (
 	EvictAboveBytes   = "above-bytes"
 	EvictNotMade      = "not-made"
 )
+
+// The provisioner's own keys, on the volumes it makes and the objects it
+// makes them with.
+const (
+	// Backend records on a PersistentVolume the backend that made it, so
+	// that Delete needs neither the StorageClass (which may be gone or
+	// changed by then) nor any guess. The backend adds what it needs.
+	Backend = Domain + "/backend"
+	// IssuedAt is the RFC 3339 time a volume was last issued to a claim.
+	IssuedAt = Domain + "/issued-at"
+	// BaseDir and Directory record where a directory volume's directory
+	// is, for delete.
+	BaseDir   = Domain + "/base-dir"
+	Directory = Domain + "/directory"
+	// Node records the node that holds a local volume's directory, and
+	// NodePath the class's nodePath, for delete.
+	Node     = Domain + "/node"
+	NodePath = Domain + "/node-path"
+	// LifecycleTemplates records the class's lifecycleTemplates, so that
+	// the class's own delete pod removes the volume's directory.
+	LifecycleTemplates = Domain + "/lifecycle-templates"
+	// Lifecycle labels lifecycle pods with their operation.
+	Lifecycle = Domain + "/lifecycle"
+	// Pool labels a PersistentVolume into the static pool of the
+	// StorageClass it names (the PV's storageClassName must name it too).
+	Pool = Domain + "/pool"
+
+	// BackingClaimOf labels the backing claims of a class pool's
+	// installation, with its controller ID.
+	BackingClaimOf = Domain + "/backing-claim-of"
+	// BackingFor names the claim a backing claim, or a volume kept for it,
+	// is for, "<namespace>/<name>"; BackingForUID its UID.
+	BackingFor    = Domain + "/backing-for"
+	BackingForUID = Domain + "/backing-for-uid"
+	// PoolClass names the pool class they grow.
+	PoolClass = Domain + "/pool-class"
+	// KeptBy names the provisioner that kept a volume for a claim: the one
+	// that finishes the hand-over. Installations side by side see each
+	// other's volumes.
+	KeptBy = Domain + "/kept-by"
+	// BackingClass and BackingProvisioner record the class, and its
+	// provisioner, that made a class pool's member, which goes back to it
+	// to be deleted.
+	BackingClass       = Domain + "/backing-class"
+	BackingProvisioner = Domain + "/backing-provisioner"
+)
+
+// BindingAnnotationPrefixes start the annotations the PV controller, the
+// scheduler and provisioners write on claims and volumes to drive binding:
+// a claim template must not set them.
+var BindingAnnotationPrefixes = []string{"pv.kubernetes.io/", "volume.kubernetes.io/", "volume.beta.kubernetes.io/"}
