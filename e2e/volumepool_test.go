@@ -26,6 +26,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/docsyaml"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -365,4 +366,47 @@ func TestVolumePoolStatusFollowsTheCycle(t *testing.T) {
 	}
 	framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Type: "Warning", Reason: "ReuseScopeWidened", Message: "any namespace, data included"})
 	r.inv.Check(t, 10*time.Second)
+}
+
+// Every VolumePool in the README files and docs/ passes the API server's
+// validation of the CRD (its schema and rules), as a user copying it would
+// find: each is created in a dry run.
+func TestVolumePoolExamplesOfTheDocsAreValid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(process.RepoRoot(), "manifests", "base", "crd")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := docsyaml.Files(process.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := docsyaml.Blocks(process.RepoRoot(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(framework.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("volumepools")
+	objs, at := docsyaml.Of(blocks, "VolumePool")
+	if len(objs) == 0 {
+		t.Fatal("no VolumePool found in the docs")
+	}
+	for i, o := range objs {
+		obj := &unstructured.Unstructured{Object: o}
+		obj.SetName(framework.Name("docs"))
+		// The API server serves a new CRD within moments of its creation.
+		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := dyn.Resource(gvr).Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("%s: the VolumePool is refused: %w", at[i], err)
+			}
+			return true, nil
+		}, at[i].String()+"'s VolumePool to be admitted")
+	}
 }

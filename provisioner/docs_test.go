@@ -6,7 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	"github.com/reclaimable/reclaimable/internal/docsyaml"
 )
 
 // docs/pools.md's table of StorageClass parameters lists every parameter a
@@ -67,5 +74,59 @@ func TestTheParameterTableIsTheBackendsParameters(t *testing.T) {
 		if code[p] == nil {
 			t.Errorf("parameter %s is documented, and no backend accepts it", p)
 		}
+	}
+}
+
+// Every StorageClass of this provisioner in the README files and docs/ is
+// one the provisioner accepts: its parameters as parseParameters reads them.
+func TestTheDocsStorageClassesAreValid(t *testing.T) {
+	files, err := docsyaml.Files("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := docsyaml.Blocks("..", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, at := docsyaml.Of(blocks, "StorageClass")
+	classes := make([]*storagev1.StorageClass, len(objs))
+	for i, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		classes[i] = &storagev1.StorageClass{}
+		if err := yaml.UnmarshalStrict(b, classes[i]); err != nil {
+			t.Errorf("%s: %v", at[i], err)
+		}
+	}
+	// The backing classes a class pool names exist, as a driver's: those
+	// the docs show, and the others as a driver would make them.
+	known := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, c := range classes {
+		if c.Provisioner != testProvisioner {
+			_ = known.Add(c)
+		}
+	}
+	for _, c := range classes {
+		if name := c.Parameters[paramBackingClass]; name != "" {
+			if _, ok, _ := known.GetByKey(name); !ok {
+				_ = known.Add(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: c.VolumeBindingMode})
+			}
+		}
+	}
+	backends := newBackends(testProvisioner, nil, storagelisters.NewStorageClassLister(known), Config{DirectoryRoot: "/var/lib/reclaimable"}, nil, nil)
+	checked := 0
+	for i, class := range classes {
+		if class.Provisioner != testProvisioner {
+			continue
+		}
+		checked++
+		if _, err := parseParameters(class, backends); err != nil {
+			t.Errorf("%s: StorageClass %s is refused: %v", at[i], class.Name, err)
+		}
+	}
+	if checked == 0 {
+		t.Error("no StorageClass of this provisioner found in the docs")
 	}
 }
