@@ -186,7 +186,7 @@ func decide(v view) result {
 			if t := pv.Status.LastPhaseTransitionTime; state == controller.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
 				s.LastIssued = later(s.LastIssued, t.Time)
 			}
-			if t, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReleasedAt)); err == nil {
+			if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
 				s.LastReleased = later(s.LastReleased, t)
 			}
 		}

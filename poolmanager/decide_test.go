@@ -71,7 +71,7 @@ func claimRef(uid string) func(*corev1.PersistentVolume) {
 }
 
 func annotate(key, value string) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) { keys.Set(pv.Annotations, key, value) }
+	return func(pv *corev1.PersistentVolume) { pv.Annotations[key] = value }
 }
 
 func transitioned(at time.Time) func(*corev1.PersistentVolume) {

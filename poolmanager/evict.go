@@ -73,7 +73,7 @@ func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.Me
 		default:
 			continue
 		}
-		returned := keys.Value(pv.Annotations, keys.ReleasedAt)
+		returned := pv.Annotations[keys.ReleasedAt]
 		if u, ok := measured[pv.Name]; ok && u.Returned == returned {
 			out = append(out, u)
 			continue
@@ -159,7 +159,7 @@ func byLastUse(pvs []*corev1.PersistentVolume) {
 // end of its second, which is all the annotation and the object keep, so
 // that no member is taken for idle sooner than it was.
 func lastUsed(pv *corev1.PersistentVolume) time.Time {
-	if t, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReleasedAt)); err == nil {
+	if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
 		return t.Add(time.Second)
 	}
 	return pv.CreationTimestamp.Time.Add(time.Second)

@@ -157,7 +157,7 @@ func (p *provisioner) finishAhead(ctx context.Context, maker volumeMaker, pv *co
 		},
 	}
 	var node *corev1.Node
-	if name := keys.Value(pv.Annotations, keys.Node); name != "" {
+	if name := pv.Annotations[keys.Node]; name != "" {
 		n, err := p.nodeNamed(name)
 		if err != nil {
 			return fmt.Errorf("making the storage of volume %s ahead of claims on node %s: %w", pv.Name, name, err)
@@ -253,7 +253,7 @@ func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class.Name)
 	for _, o := range objs {
 		if pv, ok := o.(*corev1.PersistentVolume); ok && (controller.StateOf(pv) == controller.StateFree || controller.StoragePending(pv)) {
-			free[keys.Value(pv.Annotations, keys.Node)]++
+			free[pv.Annotations[keys.Node]]++
 		}
 	}
 	slices.SortStableFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(free[a.Name], free[b.Name]) })

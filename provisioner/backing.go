@@ -431,8 +431,8 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 	if err != nil {
 		return nil, lib.ProvisioningFinished, err
 	}
-	keys.Set(member.Annotations, keys.LastClaim, claimKey(claim))
-	keys.Set(member.Annotations, keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+	member.Annotations[keys.LastClaim] = claimKey(claim)
+	member.Annotations[keys.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
@@ -464,7 +464,7 @@ func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy
 		delete(member.Annotations, k)
 	}
 	member.Annotations[keys.ProvisionedBy] = p.name
-	keys.Set(member.Annotations, keys.Backend, backendClass)
+	member.Annotations[keys.Backend] = backendClass
 	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
 	// The backing provisioner no longer answers for the volume (it drops
 	// its finalizer from a Retain volume, but may not have yet).

@@ -176,7 +176,7 @@ func (c *directoryClass) plan(v newVolume) (madeVolume, error) {
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
 func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
-	name, baseDir := keys.Value(pv.Annotations, keys.Directory), keys.Value(pv.Annotations, keys.BaseDir)
+	name, baseDir := pv.Annotations[keys.Directory], pv.Annotations[keys.BaseDir]
 	if name != pv.Name || sourceDirName(pv) != name {
 		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, keys.Directory, name)
 	}

@@ -105,7 +105,7 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if !evictable(pv) {
 		return false, nil
 	}
-	switch backend := keys.Value(pv.Annotations, keys.Backend); {
+	switch backend := pv.Annotations[keys.Backend]; {
 	case p.backends[backend] == nil || backend == backendStatic:
 		return false, nil
 	case backend == backendClass:
@@ -228,7 +228,7 @@ func (e *evictor) enqueueIfFenced(obj any) {
 // making its storage (FinishAhead) is the pool manager's.
 func (e *evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolume) error {
 	why := ""
-	if node := keys.Value(pv.Annotations, keys.Node); node != "" {
+	if node := pv.Annotations[keys.Node]; node != "" {
 		if _, err := e.p.nodeNamed(node); apierrors.IsNotFound(err) {
 			why = fmt.Sprintf("its node %s is gone", node)
 		}
@@ -285,7 +285,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		}
 		return e.unfence(ctx, pv)
 	}
-	b := e.p.backends[keys.Value(pv.Annotations, keys.Backend)]
+	b := e.p.backends[pv.Annotations[keys.Backend]]
 	if b == nil {
 		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", name, keys.Backend, keys.EvictFinalizer)
 	}

@@ -30,7 +30,7 @@ func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (co
 		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
 		for _, o := range objs {
 			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {
-				names[pv.Name] = keys.Value(pv.Annotations, keys.Node)
+				names[pv.Name] = pv.Annotations[keys.Node]
 			}
 		}
 		return names

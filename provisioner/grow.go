@@ -162,7 +162,7 @@ func volumeObject(class *storagev1.StorageClass, backend string, v newVolume, ma
 			PersistentVolumeSource:        made.source,
 		},
 	}
-	keys.Set(pv.Annotations, keys.Backend, backend)
+	pv.Annotations[keys.Backend] = backend
 	maps.Copy(pv.Annotations, annotations)
 	maps.Copy(pv.Annotations, made.annotations)
 	return pv

@@ -122,7 +122,7 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 	}
 	annotations := keys.Map(keys.Node, v.node.Name, keys.NodePath, c.nodePath, keys.Directory, v.name)
 	if c.templates != "" {
-		keys.Set(annotations, keys.LifecycleTemplates, c.templates)
+		annotations[keys.LifecycleTemplates] = c.templates
 	}
 	typ := corev1.HostPathDirectory
 	hostname := v.node.Labels[corev1.LabelHostname]
@@ -159,7 +159,7 @@ func (e *nodeGone) Error() string { return e.msg }
 // administrator to clean the disk and delete the object; the evictor lets
 // its member go.
 func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
-	name, node, nodePath := keys.Value(pv.Annotations, keys.Directory), keys.Value(pv.Annotations, keys.Node), keys.Value(pv.Annotations, keys.NodePath)
+	name, node, nodePath := pv.Annotations[keys.Directory], pv.Annotations[keys.Node], pv.Annotations[keys.NodePath]
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
 		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
 	}
@@ -167,7 +167,7 @@ func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) 
 		return storageRemoved, &nodeGone{node: node, dir: pv.Spec.HostPath.Path,
 			msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: keys.Value(pv.Annotations, keys.LifecycleTemplates)}); err != nil {
+	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
 		return storageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

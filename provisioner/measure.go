@@ -66,12 +66,12 @@ func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, dirs directo
 // measurable reports whether pv is a member of a directory class back in
 // the pool, and the return its measure would be of.
 func measurable(pv *corev1.PersistentVolume) (string, bool) {
-	if keys.Value(pv.Annotations, keys.Backend) != backendDirectory || pv.Status.Phase != corev1.VolumeAvailable {
+	if pv.Annotations[keys.Backend] != backendDirectory || pv.Status.Phase != corev1.VolumeAvailable {
 		return "", false
 	}
 	switch controller.StateOf(pv) {
 	case controller.StateFree, controller.StateHeld, controller.StateReserved:
-		return keys.Value(pv.Annotations, keys.ReleasedAt), true
+		return pv.Annotations[keys.ReleasedAt], true
 	}
 	return "", false
 }
@@ -126,7 +126,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 		}
 	}
 	start := time.Now()
-	bytes, partial, err := m.walkBase(keys.Value(pv.Annotations, keys.BaseDir), keys.Value(pv.Annotations, keys.Directory), start.Add(m.timeout))
+	bytes, partial, err := m.walkBase(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], start.Add(m.timeout))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// Unreadable in part: what was read is a lower bound.
 		klog.FromContext(ctx).V(2).Info("Measuring a member stopped at what it could not read", "pv", name, "err", err)

@@ -98,7 +98,7 @@ func lastNamespace(pv *corev1.PersistentVolume) string {
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		return ref.Namespace
 	}
-	ns, _, _ := strings.Cut(keys.Value(pv.Annotations, keys.LastClaim), "/")
+	ns, _, _ := strings.Cut(pv.Annotations[keys.LastClaim], "/")
 	return ns
 }
 
@@ -253,7 +253,7 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 		if pv.Status.Phase == corev1.VolumeReleased {
 			return maxTime
 		}
-		t, _ := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReservedUntil))
+		t, _ := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
 		return t
 	}
 	slices.SortStableFunc(reserved, func(a, b *corev1.PersistentVolume) int {
@@ -318,7 +318,7 @@ func lastClaim(pv *corev1.PersistentVolume) string {
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" {
 		return ref.Namespace + "/" + ref.Name
 	}
-	return keys.Value(pv.Annotations, keys.LastClaim)
+	return pv.Annotations[keys.LastClaim]
 }
 
 // releasedAt is when pv was last released, or the zero time if unknown. A
@@ -326,7 +326,7 @@ func lastClaim(pv *corev1.PersistentVolume) string {
 // carries the time the releaser released it.
 func releasedAt(pv *corev1.PersistentVolume) time.Time {
 	if pv.Status.Phase != corev1.VolumeReleased {
-		if t, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReleasedAt)); err == nil {
+		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
 			return t
 		}
 	}

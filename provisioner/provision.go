@@ -382,7 +382,7 @@ func claimKey(claim *corev1.PersistentVolumeClaim) string {
 // Which class it serves is the class's business; the metrics need no more.
 func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
 	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
-		(pv.Annotations[keys.ProvisionedBy] == p.name || keys.Value(pv.Labels, keys.Pool) != "")
+		(pv.Annotations[keys.ProvisionedBy] == p.name || pv.Labels[keys.Pool] != "")
 }
 
 // memberStates counts the pool volumes in the cache by class, state and

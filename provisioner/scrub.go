@@ -239,10 +239,10 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	for _, k := range []string{keys.Scrub, keys.ScrubFailed} {
 		delete(updated.Annotations, k)
 	}
-	keys.Delete(updated.Annotations, keys.LastClaim)
-	keys.Delete(updated.Annotations, keys.HeldForNamespace)
-	keys.Delete(updated.Annotations, keys.ReservedUntil)
-	keys.Set(updated.Annotations, keys.ReleasedAt, s.p.clock.Now().UTC().Format(time.RFC3339))
+	delete(updated.Annotations, keys.LastClaim)
+	delete(updated.Annotations, keys.HeldForNamespace)
+	delete(updated.Annotations, keys.ReservedUntil)
+	updated.Annotations[keys.ReleasedAt] = s.p.clock.Now().UTC().Format(time.RFC3339)
 	res, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err):

@@ -28,7 +28,7 @@ func (staticBackend) delete(context.Context, *corev1.PersistentVolume) (deletion
 type staticClass struct{ name string }
 
 func (c staticClass) isMember(pv *corev1.PersistentVolume) bool {
-	return keys.Value(pv.Labels, keys.Pool) == c.name
+	return pv.Labels[keys.Pool] == c.name
 }
 
 // A claim may pick a static pool's volumes by the pool label too.

@@ -95,12 +95,12 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			// claimRef, which would let it bind any claim of any namespace,
 			// and the mark below keeps it free for this namespace.
 			delete(updated.Annotations, volumehelpers.AnnBoundByController)
-			keys.Set(updated.Annotations, keys.HeldForNamespace, claim.Namespace)
+			updated.Annotations[keys.HeldForNamespace] = claim.Namespace
 		}
-		keys.Set(updated.Annotations, keys.LastClaim, claimKey(claim))
-		keys.Set(updated.Annotations, keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339))
+		updated.Annotations[keys.LastClaim] = claimKey(claim)
+		updated.Annotations[keys.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
 		// Issued, the volume is no longer kept for anyone.
-		keys.Delete(updated.Annotations, keys.ReservedUntil)
+		delete(updated.Annotations, keys.ReservedUntil)
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:

@@ -100,7 +100,7 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 		// Gone to another class (a class member handed back): room in
 		// its class.
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
-	case isFreed(cur) && (old == nil || !isFreed(old) || keys.Value(old.Labels, keys.Pool) != keys.Value(cur.Labels, keys.Pool)):
+	case isFreed(cur) && (old == nil || !isFreed(old) || old.Labels[keys.Pool] != cur.Labels[keys.Pool]):
 		p.wake(volumehelpers.GetPersistentVolumeClass(cur))
 	}
 }

@@ -238,7 +238,7 @@ func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageC
 	_, held := controller.HeldFor(pv)
 	switch {
 	case pv.Spec.ClaimRef == nil && kept && controller.NamespaceScoped(class, p.provisionerName):
-		ns, name, ok := strings.Cut(keys.Value(pv.Annotations, keys.LastClaim), "/")
+		ns, name, ok := strings.Cut(pv.Annotations[keys.LastClaim], "/")
 		if !ok || ns == "" || name == "" {
 			return scopeFits, "", "" // never bound: belongs to no namespace yet
 		}
@@ -257,7 +257,7 @@ func reservedUntil(pv *corev1.PersistentVolume, id string) (time.Time, bool) {
 	if !controller.Reserved(pv) || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
-	until, err := time.Parse(time.RFC3339, keys.Value(pv.Annotations, keys.ReservedUntil))
+	until, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
 	if err != nil {
 		return time.Time{}, true
 	}

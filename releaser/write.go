@@ -69,10 +69,10 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 		updated.Annotations = map[string]string{}
 	}
 	now := c.clock.Now()
-	keys.Set(updated.Annotations, keys.LastClaim, ref.Namespace+"/"+ref.Name)
-	keys.Set(updated.Annotations, keys.ReleasedAt, now.UTC().Format(time.RFC3339))
-	keys.Delete(updated.Annotations, keys.ReservedUntil)
-	keys.Delete(updated.Annotations, keys.HeldForNamespace)
+	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
+	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
+	delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, keys.HeldForNamespace)
 	reserve := c.policy.reservation(class, keep)
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
@@ -83,10 +83,10 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
 	}
 	if reserve > 0 {
-		keys.Set(updated.Annotations, keys.ReservedUntil, until.UTC().Format(keys.ReservedUntilFormat))
+		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
 	}
 	if heldFor != "" {
-		keys.Set(updated.Annotations, keys.HeldForNamespace, heldFor)
+		updated.Annotations[keys.HeldForNamespace] = heldFor
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -122,14 +122,14 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 	_, kept := c.policy.keepsAssociation(pv, c.classOf(pv))
 	heldFor := c.policy.heldNamespace(c.classOf(pv), kept, ref.Namespace)
 	updated := pv.DeepCopy()
-	keys.Delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, keys.ReservedUntil)
 	scope := "any claim"
 	if heldFor != "" {
-		keys.Set(updated.Annotations, keys.HeldForNamespace, heldFor)
+		updated.Annotations[keys.HeldForNamespace] = heldFor
 		scope = "any claim of namespace " + heldFor
 	} else {
 		updated.Spec.ClaimRef = nil
-		keys.Delete(updated.Annotations, keys.HeldForNamespace)
+		delete(updated.Annotations, keys.HeldForNamespace)
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -147,7 +147,7 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
 	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = byName(ns, name)
-		keys.Set(updated.Annotations, keys.HeldForNamespace, ns)
+		updated.Annotations[keys.HeldForNamespace] = ns
 	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
 }
 
@@ -157,7 +157,7 @@ func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) err
 	ns, _ := controller.HeldFor(pv)
 	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = nil
-		keys.Delete(updated.Annotations, keys.HeldForNamespace)
+		delete(updated.Annotations, keys.HeldForNamespace)
 	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeCluster))
 }
 
@@ -229,9 +229,9 @@ func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolum
 		updated.Annotations = map[string]string{}
 	}
 	updated.Annotations[keys.Scrub] = keys.ScrubRequested
-	keys.Set(updated.Annotations, keys.LastClaim, ref.Namespace+"/"+ref.Name)
-	keys.Delete(updated.Annotations, keys.ReservedUntil)
-	keys.Delete(updated.Annotations, keys.HeldForNamespace)
+	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
+	delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, keys.HeldForNamespace)
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return c.writeFailed(ctx, pv, errRelease, "hand to the scrub", err)

@@ -54,7 +54,7 @@ func ReserveFor(class *storagev1.StorageClass) (time.Duration, error) {
 // take.
 func Reserved(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	_, annotated := keys.Get(pv.Annotations, keys.ReservedUntil)
+	_, annotated := pv.Annotations[keys.ReservedUntil]
 	return ref != nil && ref.UID == "" && annotated
 }
 

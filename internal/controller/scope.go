@@ -43,7 +43,7 @@ func NamespaceScoped(class *storagev1.StorageClass, provisioner string) bool {
 // annotation but is no longer held.
 func HeldFor(pv *corev1.PersistentVolume) (string, bool) {
 	ref := pv.Spec.ClaimRef
-	ns, annotated := keys.Get(pv.Annotations, keys.HeldForNamespace)
+	ns, annotated := pv.Annotations[keys.HeldForNamespace]
 	if ref == nil || ref.UID != "" || !annotated {
 		return "", false
 	}

@@ -11,18 +11,6 @@ package keys
 // Domain prefixes the keys this project introduced.
 const Domain = "reclaimable.github.io"
 
-// Get returns the value of key in m.
-func Get(m map[string]string, key string) (string, bool) {
-	v, ok := m[key]
-	return v, ok
-}
-
-// Value is Get's value alone.
-func Value(m map[string]string, key string) string { return m[key] }
-
-// Set writes value under key; m must not be nil.
-func Set(m map[string]string, key, value string) { m[key] = value }
-
 // Map returns a map of the key and value pairs kv.
 func Map(kv ...string) map[string]string {
 	m := make(map[string]string, len(kv))
@@ -31,9 +19,6 @@ func Map(kv ...string) map[string]string {
 	}
 	return m
 }
-
-// Delete removes key from m.
-func Delete(m map[string]string, key string) { delete(m, key) }
 
 const (
 	// ClaimPrefix starts every key the podwatcher reads on a Pod or Job:
