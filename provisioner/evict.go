@@ -243,14 +243,9 @@ func (e *evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 	fenced := pv.DeepCopy()
 	fenced.Annotations[keys.Evicting] = keys.EvictNotMade
 	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
-	res, err := e.p.client.CoreV1().PersistentVolumes().Update(ctx, fenced, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsConflict(err):
-		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("fencing volume %s, whose storage was not made, for removal: %w", pv.Name, err)
+	res, err := e.p.updateVolume(ctx, fenced, "fencing volume "+pv.Name+", whose storage was not made, for removal")
+	if res == nil {
+		return err
 	}
 	msg := fmt.Sprintf("Made ahead of claims, but %s: removed, with whatever of its storage was made; the pool makes another", why)
 	e.p.recorder.Event(res, corev1.EventTypeWarning, reasonMemberNotMade, msg)
@@ -273,7 +268,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", name)
 	ctx = klog.NewContext(ctx, logger)
-	if pv.Annotations[keys.ProvisionedBy] == e.p.name && controller.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if controller.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
 		return e.removeIfNotMade(ctx, pv)
 	}
 	if pv.DeletionTimestamp == nil {

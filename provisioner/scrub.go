@@ -146,16 +146,10 @@ func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 	updated := pv.DeepCopy()
 	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.namespace, Name: keys.ScrubClaim(pv.Name)}
 	updated.Annotations[keys.Scrub] = keys.ScrubRunning
-	_, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsConflict(err):
-		// The newer version may differ only where the scrub does not
-		// look, which queues nothing: look again once the cache has it.
-		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
-	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("setting the claimRef of volume %s to its scrub claim: %w", pv.Name, err)
-	}
-	return nil
+	// A newer version may differ only where the scrub does not look,
+	// which queues nothing: updateVolume has it looked at again.
+	_, err := s.p.updateVolume(ctx, updated, "setting the claimRef of volume "+pv.Name+" to its scrub claim")
+	return err
 }
 
 // scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
@@ -243,14 +237,9 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	delete(updated.Annotations, keys.HeldForNamespace)
 	delete(updated.Annotations, keys.ReservedUntil)
 	updated.Annotations[keys.ReleasedAt] = s.p.clock.Now().UTC().Format(time.RFC3339)
-	res, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsConflict(err):
-		return controller.Wait("volume %s changed since the cache showed it", pv.Name)
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("returning scrubbed volume %s to the pool: %w", pv.Name, err)
+	res, err := s.p.updateVolume(ctx, updated, "returning scrubbed volume "+pv.Name+" to the pool")
+	if res == nil {
+		return err
 	}
 	s.recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, free for any claim")
 	klog.FromContext(ctx).Info("Scrubbed a volume")

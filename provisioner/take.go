@@ -152,3 +152,21 @@ func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume
 	}
 	return gone, nil
 }
+
+// updateVolume writes updated, guarded by the resourceVersion the cache
+// showed, and returns what the API server stored. what says the write in
+// an error. A volume changed meanwhile is looked at again with the queue's
+// back-off (controller.Wait): its newer version may differ only where no
+// event queues it again. A volume gone needs nothing: nil, nil.
+func (p *provisioner) updateVolume(ctx context.Context, updated *corev1.PersistentVolume, what string) (*corev1.PersistentVolume, error) {
+	res, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		return nil, controller.Wait("volume %s changed since the cache showed it", updated.Name)
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return res, nil
+}
