@@ -287,7 +287,8 @@ func (c *Controller) syncAhead(ctx context.Context, name string) error {
 		c.setAheadFailure(name, err)
 		return fmt.Errorf("finishing the members of VolumePool %s made ahead: %w", name, err)
 	}
-	v, _, _ = c.look(pool)
+	// The view from before stands: a member finished is counted as being
+	// made until the cache shows it free, so none is made twice.
 	v.aheadFailed = nil
 	r := decide(v)
 	if r.makeAhead > 0 {
