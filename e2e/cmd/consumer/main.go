@@ -10,6 +10,10 @@
 //	consumer read   FILE               print FILE
 //	consumer expect FILE TEXT          FILE must hold exactly TEXT
 //	consumer sleep  DURATION           wait, for pods that must stay running
+//	consumer keep   FILE TEXT          FILE, if there, must hold exactly TEXT,
+//	                                   else create it holding TEXT; then run
+//	                                   until SIGTERM, as a replica of a
+//	                                   StatefulSet that owns its volume does
 //	consumer fill   DIR                leave in DIR what a build leaves in its
 //	                                   cache, as the usual umask makes it: a
 //	                                   file, a 0755 directory and a 0555
@@ -30,6 +34,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -45,10 +50,10 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|fill|crash|bulk ARGS")
+		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|keep|fill|crash|bulk ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "fill": 1, "crash": 1, "bulk": 2}[cmd]
+	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "keep": 2, "fill": 1, "crash": 1, "bulk": 2}[cmd]
 	if need == 0 {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
@@ -105,6 +110,27 @@ func run(args []string) error {
 			return fmt.Errorf("%s holds %q, want %q", args[0], b, args[1])
 		}
 		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
+	case "keep":
+		b, err := os.ReadFile(args[0])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := writeTo(args[0], os.O_CREATE|os.O_EXCL, args[1]); err != nil {
+				return err
+			}
+			report("wrote %s: %s", args[0], strconv.Quote(args[1]))
+		case err != nil:
+			return err
+		case string(b) != args[1]:
+			return fmt.Errorf("%s holds %q, not %q: the volume is another's", args[0], b, args[1])
+		default:
+			report("found %s holding its own %s", args[0], strconv.Quote(args[1]))
+		}
+		// PID 1 of a container ignores a signal it has no handler for: the
+		// handler lets the pod end at once when deleted.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		<-stop
+		report("stopped")
 	case "fill":
 		return fill(args[0])
 	case "bulk":
