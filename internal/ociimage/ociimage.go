@@ -1,7 +1,8 @@
 // Package ociimage writes container images as OCI image layouts, without a
 // container engine: an image is one program, the single file of its single
-// layer, built for one or more platforms. The end-to-end tests' node
-// images and the release image (make release) are written with it.
+// layer, built for one or more platforms, or a few files, directories and
+// links (a shell and its tools). The end-to-end tests' node images and the
+// release image (make release) are written with it.
 package ociimage
 
 import (
@@ -21,11 +22,42 @@ type Image struct {
 	// OS and Arch are the platform, as GOOS and GOARCH name it.
 	OS, Arch string
 	// Program is the executable, written as /Name and run as the
-	// entrypoint.
+	// entrypoint; nil for an image of Entries only, whose Cmd says what
+	// runs.
 	Name    string
 	Program []byte
+	// Entries are more of the layer's contents, after the program, in
+	// order: a directory must come before what it holds.
+	Entries []Entry
+	// Cmd and Env are the image's default command and environment.
+	Cmd, Env []string
 	// User the program runs as, "uid:gid"; "" for root.
 	User string
+}
+
+// Entry is one directory, file or symbolic link of an image's layer, by
+// its path without the leading slash.
+type Entry struct {
+	Path string
+	// Mode is the permission bits; a directory's too.
+	Mode int64
+	// Dir makes the entry a directory; Link, a symbolic link to Link;
+	// else it is a regular file holding Data.
+	Dir  bool
+	Link string
+	Data []byte
+}
+
+// header is the entry's tar header.
+func (e Entry) header() *tar.Header {
+	h := &tar.Header{Name: e.Path, Mode: e.Mode, ModTime: epoch, Typeflag: tar.TypeReg, Size: int64(len(e.Data))}
+	switch {
+	case e.Dir:
+		h.Name, h.Typeflag, h.Size = e.Path+"/", tar.TypeDir, 0
+	case e.Link != "":
+		h.Typeflag, h.Linkname, h.Size = tar.TypeSymlink, e.Link, 0
+	}
+	return h
 }
 
 // Layout is the files of an OCI image layout holding the images of ref,
@@ -57,21 +89,34 @@ func Build(ref string, images ...Image) (Layout, error) {
 	var manifests []Descriptor
 	var docker []DockerManifest
 	for _, img := range images {
+		entries := img.Entries
+		runConfig := map[string]any{}
+		if img.Program != nil {
+			entries = append([]Entry{{Path: img.Name, Mode: 0o755, Data: img.Program}}, entries...)
+			runConfig["Entrypoint"] = []string{"/" + img.Name}
+		}
 		var layer bytes.Buffer
 		tw := tar.NewWriter(&layer)
-		if err := tw.WriteHeader(&tar.Header{Name: img.Name, Mode: 0o755, Size: int64(len(img.Program)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(img.Program); err != nil {
-			return nil, err
+		for _, e := range entries {
+			if err := tw.WriteHeader(e.header()); err != nil {
+				return nil, err
+			}
+			if _, err := tw.Write(e.Data); err != nil {
+				return nil, err
+			}
 		}
 		if err := tw.Close(); err != nil {
 			return nil, err
 		}
 		layerDesc := descriptor("application/vnd.oci.image.layer.v1.tar", layer.Bytes())
-		runConfig := map[string]any{"Entrypoint": []string{"/" + img.Name}}
 		if img.User != "" {
 			runConfig["User"] = img.User
+		}
+		if img.Cmd != nil {
+			runConfig["Cmd"] = img.Cmd
+		}
+		if img.Env != nil {
+			runConfig["Env"] = img.Env
 		}
 		config, err := json.Marshal(map[string]any{
 			"architecture": img.Arch,

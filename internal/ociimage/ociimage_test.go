@@ -1,9 +1,14 @@
 package ociimage
 
 import (
+	"archive/tar"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,5 +116,56 @@ func TestBuildOnePlatformLoadsIntoDocker(t *testing.T) {
 		if f.Path == "manifest.json" {
 			t.Error("a multi-platform layout has a manifest.json")
 		}
+	}
+}
+
+// An image of several entries, a shell's tools say, has a layer holding
+// its directories, files and links in order, and a config with its default
+// command and environment and no entrypoint.
+func TestBuildEntries(t *testing.T) {
+	layout, err := Build("example.com/shell:v1", Image{OS: "linux", Arch: "amd64",
+		Entries: []Entry{
+			{Path: "bin", Mode: 0o755, Dir: true},
+			{Path: "bin/busybox", Mode: 0o755, Data: []byte("tools")},
+			{Path: "bin/sh", Mode: 0o777, Link: "busybox"},
+			{Path: "tmp", Mode: 0o1777, Dir: true},
+		},
+		Cmd: []string{"sh"}, Env: []string{"PATH=/bin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for _, f := range layout {
+		files[f.Path] = f.Data
+	}
+	var docker []DockerManifest
+	if err := json.Unmarshal(files["manifest.json"], &docker); err != nil || len(docker) != 1 {
+		t.Fatalf("manifest.json: %v, %s", err, files["manifest.json"])
+	}
+	var config struct {
+		Config map[string][]string
+	}
+	if err := json.Unmarshal(files[docker[0].Config], &config); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := config.Config["Entrypoint"]; ok || !slices.Equal(config.Config["Cmd"], []string{"sh"}) || !slices.Equal(config.Config["Env"], []string{"PATH=/bin"}) {
+		t.Errorf("config = %v, want Cmd [sh], Env [PATH=/bin] and no entrypoint", config.Config)
+	}
+	var got []string
+	r := tar.NewReader(bytes.NewReader(files[docker[0].Layers[0]]))
+	for {
+		h, err := r.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r)
+		got = append(got, fmt.Sprintf("%s %c %o %s %s", h.Name, h.Typeflag, h.Mode, h.Linkname, body))
+	}
+	want := []string{"bin/ 5 755  ", "bin/busybox 0 755  tools", "bin/sh 2 777 busybox ", "tmp/ 5 1777  "}
+	if !slices.Equal(got, want) {
+		t.Errorf("layer holds\n%q\nwant\n%q", got, want)
 	}
 }
