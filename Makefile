@@ -15,7 +15,7 @@ E2E_TAGS  := -tags e2e
 
 IMAGE_ARCHIVE ?= _output/image/reclaimable.tar
 
-.PHONY: all build image test unit fuzz e2e soak lint generate chart-crd verify-generate release bench demo cluster-up cluster-down clean node-deps
+.PHONY: all build image test unit fuzz e2e peer soak lint generate chart-crd verify-generate release bench demo cluster-up cluster-down clean node-deps
 
 all: build
 
@@ -47,6 +47,13 @@ fuzz:
 e2e: node-deps
 	$(GO) test $(E2E_TAGS) -count=1 -timeout 45m $(E2E_FLAGS) ./e2e/
 
+## peer: Kubernetes' own storage tests (test/e2e/storage/external of the test bed's Kubernetes,
+## module e2e/peer) against each backend behind a Delete class, on a control plane of their own;
+## the log and the JUnit report in _output/peer (PEER_FOCUS=regexp runs only the tests it matches)
+PEER_FOCUS ?=
+peer: node-deps
+	$(GO) test $(E2E_TAGS),peer -count=1 -timeout 90m -run '^TestPeer' -v ./e2e/ $(if $(PEER_FOCUS),-args -peer.focus='$(PEER_FOCUS)')
+
 ## soak: the chaos soak alone, long (SOAK_DURATION, SOAK_WORKERS)
 SOAK_DURATION ?= 5m
 SOAK_WORKERS  ?= 10
@@ -57,6 +64,8 @@ lint: verify-generate
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet $(E2E_TAGS) ./...
+	$(GO) vet $(E2E_TAGS),peer ./e2e/
+	cd e2e/peer && $(GO) vet ./...
 	cd e2e/tools && $(GO) vet ./etcd
 	cd e2e/csidriver && $(GO) vet ./...
 	cd e2e/chart && $(GO) vet ./...

@@ -45,7 +45,16 @@ type Options struct {
 	Detach bool
 	// Log receives progress messages; nil discards them.
 	Log io.Writer
+	// Peer starts the cluster as Kubernetes' own storage tests need it:
+	// privileged pods allowed (their host-side checks run in privileged
+	// pods), the fake nodes tainted FakeNodeTaint (their pods tolerate
+	// nothing, and only the real node runs them for real); StartNode then
+	// leaves the real node untainted.
+	Peer bool
 }
+
+// FakeNodeTaint is on the fake nodes of a Peer cluster.
+const FakeNodeTaint = "e2e.reclaimable/fake-node"
 
 // Cluster is a running local control plane.
 type Cluster struct {
@@ -148,8 +157,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.installCRDs(ctx); err != nil {
 		return nil, err
 	}
+	var taints []corev1.Taint
+	if opts.Peer {
+		taints = append(taints, corev1.Taint{Key: FakeNodeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
 	for _, n := range opts.Nodes {
-		if err := c.CreateNode(ctx, n, nil); err != nil {
+		if err := c.CreateNode(ctx, n, nil, taints...); err != nil {
 			return nil, err
 		}
 	}
@@ -229,6 +242,7 @@ func (c *Cluster) components() []*process {
 			"--feature-gates=MutatingAdmissionPolicy=true",
 			"--runtime-config=admissionregistration.k8s.io/v1beta1=true",
 			"--endpoint-reconciler-type=none",
+			"--allow-privileged="+strconv.FormatBool(c.opts.Peer),
 			"--profiling=false"),
 		proc(KubeControllerManager,
 			"--kubeconfig="+c.kubeconfigPath("controller-manager"),

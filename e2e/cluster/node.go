@@ -149,9 +149,11 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 		"--hostname-override=" + name,
 		"--node-ip=" + ip,
 		"--node-labels=" + RealNodeLabel + "=true," + corev1.LabelTopologyZone + "=" + RealNodeZone,
-		"--register-with-taints=" + RealNodeTaint + "=true:NoSchedule",
 		"--v=2",
 	}}
+	if !c.opts.Peer {
+		kubelet.args = append(kubelet.args, "--register-with-taints="+RealNodeTaint+"=true:NoSchedule")
+	}
 	if err := n.startProcess(kubelet); err != nil {
 		return nil, err
 	}

@@ -42,6 +42,11 @@ var (
 	keep        = flag.Bool("keep-cluster", false, "leave the control plane running after the tests (its directory is printed)")
 )
 
+// Peer makes Main start the control plane and the real node as Kubernetes'
+// own storage tests need them (cluster.Options.Peer). The runner of that
+// suite, a test file built only with the tag peer, sets it before Main.
+var Peer bool
+
 // Main starts a control plane, builds the reclaimable binary, runs the
 // tests and stops everything. The exit code is the tests'.
 func Main(m *testing.M) {
@@ -73,7 +78,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	current, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stderr})
+	current, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stderr, Peer: Peer})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
