@@ -31,8 +31,9 @@ image:
 	$(GO) run ./hack/release --version $(VERSION) --archive $(IMAGE_ARCHIVE)
 
 ## test: formatting and vet, unit tests (with the fuzzers' seed corpora), a short run of
-## each fuzzer, then the end-to-end tests on a local control plane, short chaos soak included
-test: lint unit fuzz e2e
+## each fuzzer, the end-to-end tests on a local control plane, short chaos soak included,
+## then Kubernetes' own storage tests against each backend (peer)
+test: lint unit fuzz e2e peer
 
 unit:
 	$(GO) test -race -count=1 ./...

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,10 @@ import (
 // that suite needs them (framework.Peer).
 func init() { framework.Peer = true }
 
-var peerFocus = flag.String("peer.focus", "", "run only the peer tests whose names match this regular expression (all by default)")
+var (
+	peerFocus = flag.String("peer.focus", "", "run only the peer tests whose names match this regular expression (all by default)")
+	peerProcs = flag.Int("peer.procs", 4, "how many processes run the peer tests in parallel")
+)
 
 // peerSkips are the tests of the selected patterns that do not run, each
 // with its reason. A reason is something the test bed or a pool cannot or
@@ -52,6 +56,10 @@ var peerSkips = []struct{ name, why string }{
 	{`\[Disruptive\]`, "restarts or stops the kubelet over SSH; the test bed's node is a process of this machine, with no SSH"},
 	{`\[Driver: reclaimable-class\] \[Testpattern: Generic Ephemeral-volume \(default fs\) \(immediate-binding\)\]`,
 		"the test gives the pool class Immediate binding, its backing class stays WaitForFirstConsumer: a class pool's binding mode must be its backing class's, else its backing claims would never bind (docs/pools.md), and the claim is refused with InvalidStorageClassParameters"},
+	{`volumeMode should not mount / map unused volumes in a pod`,
+		"looks for the pod's volumes under /var/lib/kubelet on the node, through nsenter; the test bed's kubelet keeps its pods in a directory of its own (--root-dir), so that it leaves nothing behind on the machine"},
+	{`\[Driver: reclaimable-(directory|local)\] .*read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
+		"the second pod is given the node by name, past the scheduler, and the test waits for the kubelet to refuse the mount; the kubelet refuses it only through a CSI driver (NodePublish), and directory and local volumes are hostPath and local volumes, which it mounts itself. Through the scheduler the access mode holds: the preemption test of the same suite passes"},
 	{`provisioning should provision storage with any volume data source`,
 		"a pool's volume comes with what its last consumer left, so the provisioner refuses every claim with a data source (UnsupportedDataSource, docs/pools.md) rather than populate over it; the test's populator and validator images are in no registry the test bed reaches either"},
 	{`\[Driver: reclaimable-local\] \[Testpattern: Generic Ephemeral-volume \(default fs\) \(immediate-binding\)\]`,
@@ -65,11 +73,13 @@ func TestPeerKubernetesStorageTests(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	suite := filepath.Join(out, "peer.test")
-	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", suite, ".")
-	build.Dir = cluster.PeerDir()
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the peer suite: %v\n%s", err, b)
+	suite, ginkgo := filepath.Join(out, "peer.test"), filepath.Join(out, "ginkgo")
+	for _, build := range [][]string{{"test", "-c", "-o", suite, "."}, {"build", "-o", ginkgo, "github.com/onsi/ginkgo/v2/ginkgo"}} {
+		cmd := exec.CommandContext(ctx, "go", build...)
+		cmd.Dir = cluster.PeerDir()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building the peer suite: go %s: %v\n%s", strings.Join(build, " "), err, b)
+		}
 	}
 	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
 	list.Dir = cluster.PeerDir()
@@ -95,23 +105,25 @@ func TestPeerKubernetesStorageTests(t *testing.T) {
 		c.peerClass(t, "peer-class", map[string]string{"backend": "class", "backingClass": backing}),
 	}
 
-	args := []string{
-		"-kubeconfig=" + framework.Kubeconfig(),
-		"-repo-root=" + strings.TrimSpace(string(source)),
-		"-ginkgo.focus=External.Storage",
-		"-ginkgo.junit-report=" + filepath.Join(out, "junit.xml"),
-		"-ginkgo.timeout=2h",
-		"-non-blocking-taints=" + cluster.FakeNodeTaint,
-		"-ginkgo.no-color",
-	}
+	focus := "External.Storage"
 	if *peerFocus != "" {
-		args[1] = "-ginkgo.focus=" + *peerFocus
+		focus = *peerFocus
 	}
 	var skips []string
 	for _, s := range peerSkips {
 		skips = append(skips, s.name)
 	}
-	args = append(args, "-ginkgo.skip="+strings.Join(skips, "|"))
+	// ginkgo runs the tests in parallel processes, the [Serial] ones alone
+	// at the end, as Kubernetes' own jobs run them: most of a test is
+	// waiting for pods and volumes.
+	args := []string{
+		"--procs=" + strconv.Itoa(*peerProcs), "--focus=" + focus, "--skip=" + strings.Join(skips, "|"),
+		"--junit-report=junit.xml", "--output-dir=" + out, "--timeout=2h", "--no-color", "--poll-progress-after=5m",
+		suite, "--",
+		"-kubeconfig=" + framework.Kubeconfig(),
+		"-repo-root=" + strings.TrimSpace(string(source)),
+		"-non-blocking-taints=" + cluster.FakeNodeTaint,
+	}
 	for _, d := range drivers {
 		args = append(args, "-storage.testdriver="+d)
 	}
@@ -121,11 +133,11 @@ func TestPeerKubernetesStorageTests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	run := exec.CommandContext(ctx, suite, args...)
+	run := exec.CommandContext(ctx, ginkgo, args...)
 	// Ginkgo's progress (a mark per test, each failure in full) in the
 	// test's output as well.
 	run.Stdout, run.Stderr = io.MultiWriter(log, os.Stdout), log
-	t.Logf("running %s %s (log in %s)", suite, strings.Join(args, " "), logPath)
+	t.Logf("running ginkgo %s (log in %s)", strings.Join(args, " "), logPath)
 	if err := run.Run(); err != nil {
 		t.Errorf("Kubernetes' storage tests: %v; the log is %s, the JUnit report %s", err, logPath, filepath.Join(out, "junit.xml"))
 	}

@@ -75,19 +75,22 @@ func (n *Node) ImportPeerImages(ctx context.Context, log io.Writer) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building agnhost: %w\n%s", err, out)
 	}
-	for _, img := range []struct{ ref, name, file string }{
-		{PeerAgnhostImage, "agnhost", agnhost},
-		{PeerPauseImage, "pause", n.path("images", "pause")},
-	} {
-		b, err := os.ReadFile(img.file)
-		if err != nil {
-			return err
-		}
-		if err := n.importLayout(ctx, dir, img.ref, ociimage.Image{OS: "linux", Arch: runtime.GOARCH, Name: img.name, Program: b}); err != nil {
-			return err
-		}
+	// agnhost's own image has a shell and the usual tools beside it: the
+	// tests' host-side checks run nsenter and sh in it.
+	b, err := os.ReadFile(agnhost)
+	if err != nil {
+		return err
 	}
-	return nil
+	withTools := busybox
+	withTools.Name, withTools.Program, withTools.Cmd = "agnhost", b, nil
+	if err := n.importLayout(ctx, dir, PeerAgnhostImage, withTools); err != nil {
+		return err
+	}
+	b, err = os.ReadFile(n.path("images", "pause"))
+	if err != nil {
+		return err
+	}
+	return n.importLayout(ctx, dir, PeerPauseImage, ociimage.Image{OS: "linux", Arch: runtime.GOARCH, Name: "pause", Program: b})
 }
 
 // importLayout writes img as ref into dir and imports it.
