@@ -53,7 +53,10 @@ var (
 // with its reason. A reason is something the test bed or a pool cannot or
 // should not do; a pool that could but does not is a gap, not a reason.
 var peerSkips = []struct{ name, why string }{
-	{`\[Disruptive\]`, "restarts or stops the kubelet over SSH; the test bed's node is a process of this machine, with no SSH"},
+	{`disruptive \[Disruptive\] \[LinuxOnly\] Should test that pv (written before kubelet restart|used in a pod that is (force )?deleted while the kubelet is down)`,
+		"stops and starts the kubelet over SSH; the test bed's node is a process of this machine, with no SSH"},
+	{`subPath should unmount if pod is (force|gracefully) deleted while kubelet is down`,
+		"stops and starts the kubelet over SSH; the test bed's node is a process of this machine, with no SSH"},
 	{`\[Driver: reclaimable-class\] \[Testpattern: Generic Ephemeral-volume \(default fs\) \(immediate-binding\)\]`,
 		"the test gives the pool class Immediate binding, its backing class stays WaitForFirstConsumer: a class pool's binding mode must be its backing class's, else its backing claims would never bind (docs/pools.md), and the claim is refused with InvalidStorageClassParameters"},
 	{`volumeMode should not mount / map unused volumes in a pod`,
