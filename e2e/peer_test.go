@@ -115,6 +115,7 @@ func TestPeerKubernetesStorageTests(t *testing.T) {
 	var skips []string
 	for _, s := range peerSkips {
 		skips = append(skips, s.name)
+		t.Logf("skipped by name: %s: %s", s.name, s.why)
 	}
 	// ginkgo runs the tests in parallel processes, the [Serial] ones alone
 	// at the end, as Kubernetes' own jobs run them: most of a test is
