@@ -61,7 +61,7 @@ var peerSkips = []struct{ name, why string }{
 		"the test gives the pool class Immediate binding, its backing class stays WaitForFirstConsumer: a class pool's binding mode must be its backing class's, else its backing claims would never bind (docs/pools.md), and the claim is refused with InvalidStorageClassParameters"},
 	{`volumeMode should not mount / map unused volumes in a pod`,
 		"looks for the pod's volumes under /var/lib/kubelet on the node, through nsenter; the test bed's kubelet keeps its pods in a directory of its own (--root-dir), so that it leaves nothing behind on the machine"},
-	{`\[Driver: reclaimable-(directory|local)\] .*read-write-once-pod should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
+	{`\[Driver: reclaimable-(directory|local)\] .*read-write-once-pod .*should block a second pod from using an in-use ReadWriteOncePod volume on the same node`,
 		"the second pod is given the node by name, past the scheduler, and the test waits for the kubelet to refuse the mount; the kubelet refuses it only through a CSI driver (NodePublish), and directory and local volumes are hostPath and local volumes, which it mounts itself. Through the scheduler the access mode holds: the preemption test of the same suite passes"},
 	{`provisioning should provision storage with any volume data source`,
 		"a pool's volume comes with what its last consumer left, so the provisioner refuses every claim with a data source (UnsupportedDataSource, docs/pools.md) rather than populate over it; the test's populator and validator images are in no registry the test bed reaches either"},
