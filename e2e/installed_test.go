@@ -416,9 +416,7 @@ func (c *installedCycle) newClass(t *testing.T, prefix, base string, realNode bo
 			// The share is a directory of this machine, which the real
 			// node is: the volumes, and so their scrub pods, go there.
 			binding = storagev1.VolumeBindingImmediate
-			sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
-				{Key: cluster.RealNodeLabel, Values: []string{"true"}},
-			}}}
+			sc.AllowedTopologies = realNodeTopology()
 		}
 		sc.ReclaimPolicy, sc.VolumeBindingMode = &retain, &binding
 	}))

@@ -67,6 +67,15 @@ func nodePodSpec(claim string, uid int64, args ...string) corev1.PodSpec {
 	}
 }
 
+// realNodeTopology is a StorageClass's allowedTopologies for a share that
+// is a directory of this machine, which the real node is: its volumes, and
+// their lifecycle pods, go there; the fake nodes do not reach it.
+func realNodeTopology() []corev1.TopologySelectorTerm {
+	return []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+		{Key: cluster.RealNodeLabel, Values: []string{"true"}},
+	}}}
+}
+
 // runToCompletion creates pod, waits until it Succeeded on the real node
 // and returns its log. A pod that fails fails the test with its log.
 func runToCompletion(t *testing.T, ns string, pod *corev1.Pod) string {
@@ -368,9 +377,7 @@ func TestNodeDirectoryDeleteRemovesWhatAConsumerLeft(t *testing.T) {
 		sc.Parameters = map[string]string{"backend": "directory", "source": "hostPath", "baseDir": base, "hostPath": base}
 		// The share is a directory of this machine, which the real node
 		// is; the fake node does not reach it.
-		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
-			{Key: cluster.RealNodeLabel, Values: []string{"true"}},
-		}}}
+		sc.AllowedTopologies = realNodeTopology()
 	}))
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class}})
 	controllers := framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+ns,

@@ -196,9 +196,7 @@ func (c *installedCycle) peerClass(t *testing.T, name string, params map[string]
 		if params["backend"] == "directory" {
 			// The share is a directory of this machine, which the real node
 			// is: its volumes, and their lifecycle pods, go there.
-			sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
-				{Key: cluster.RealNodeLabel, Values: []string{"true"}},
-			}}}
+			sc.AllowedTopologies = realNodeTopology()
 		}
 	}))
 	return filepath.Join(cluster.PeerDir(), "drivers", params["backend"]+".yaml")

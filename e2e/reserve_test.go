@@ -185,7 +185,14 @@ func (r *poolCase) volumes() int {
 // reservedFor waits until volume is reserved for ns/name.
 func (r *poolCase) reservedFor(volume, ns, name string) {
 	r.t.Helper()
-	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+	waitReserved(r.t, volume, ns, name)
+}
+
+// waitReserved waits until volume is reserved for the claim ns/name: its
+// claimRef names that claim, with no UID, until the time it records.
+func waitReserved(t *testing.T, volume, ns, name string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
 		if err != nil {
 			return false, err

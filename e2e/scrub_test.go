@@ -59,9 +59,7 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 			sc.Parameters[k] = v
 		}
 		// The share is a directory of this machine, which the real node is.
-		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
-			{Key: cluster.RealNodeLabel, Values: []string{"true"}},
-		}}}
+		sc.AllowedTopologies = realNodeTopology()
 	}))
 	c.pool = c.createPool(t, onRelease, pool...)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class},

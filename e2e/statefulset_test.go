@@ -66,7 +66,8 @@ func TestNodeStatefulSetReplicasGetTheirOwnVolumesBack(t *testing.T) {
 			_, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, "data-"+pod, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		}, fmt.Sprintf("the claim of %s to be deleted by the StatefulSet controller (whenScaled Delete)", pod))
-		waitReservedFor(t, volumes[pod].Name, c.ns, "data-"+pod)
+		waitInPool(t, volumes[pod].Name)
+		waitReserved(t, volumes[pod].Name, c.ns, "data-"+pod)
 	}
 
 	scale(t, c.ns, "web", 3)
@@ -101,7 +102,8 @@ func TestNodeStatefulSetReplicasGetTheirOwnVolumesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pod := range replicas {
-		waitReservedFor(t, volumes[pod].Name, c.ns, "data-"+pod)
+		waitInPool(t, volumes[pod].Name)
+		waitReserved(t, volumes[pod].Name, c.ns, "data-"+pod)
 		b, err := os.ReadFile(filepath.Join(volumes[pod].Spec.HostPath.Path, "owner"))
 		if err != nil {
 			t.Fatalf("the volume of %s back in the pool: %v", pod, err)
@@ -178,19 +180,4 @@ func scale(t *testing.T, ns, name string, replicas int32) {
 	if _, err := framework.Client().AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// waitReservedFor waits until volume is back in the pool, Available and
-// reserved for the claim ns/name.
-func waitReservedFor(t *testing.T, volume, ns, name string) {
-	t.Helper()
-	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
-		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		ref := pv.Spec.ClaimRef
-		return pv.Status.Phase == corev1.VolumeAvailable && ref != nil && ref.UID == "" && ref.Namespace == ns && ref.Name == name &&
-			pv.Annotations[keys.ReservedUntil] != "", nil
-	}, fmt.Sprintf("volume %s to be back in the pool, reserved for %s/%s", volume, ns, name))
 }
