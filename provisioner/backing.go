@@ -58,7 +58,6 @@ import (
 // backing provisioner deletes the volume so released.
 
 const (
-
 	// indexBackingFor indexes the volumes kept for a claim by its UID.
 	indexBackingFor = "reclaimable-provisioner/backing-for"
 
@@ -457,7 +456,6 @@ func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy
 	if backer == "" && pv.Spec.CSI != nil {
 		backer = pv.Spec.CSI.Driver
 	}
-	// Keys new in this release: under the project's domain alone.
 	member.Annotations[keys.BackingProvisioner] = backer
 	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
 	for _, k := range forClaimKeys {
