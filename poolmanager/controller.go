@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -101,10 +102,48 @@ type Controller struct {
 	classes   storagelisters.StorageClassLister
 }
 
-// New builds the pool manager of the provisioner named provisionerName on
-// shared informers: pools (indexed by controller.PoolsByClass), classes and
-// volumes (indexed by controller.VolumesByClass).
-func New(client versioned.Interface, pools cache.SharedIndexInformer, classes storageinformers.StorageClassInformer, volumes cache.SharedIndexInformer,
+// Config holds the flags of the pool manager.
+type Config struct {
+	// StatusInterval batches the writes of a VolumePool's status: at most
+	// one per pool per interval, however many members change.
+	StatusInterval time.Duration
+}
+
+// AddFlags registers the flags of the pool manager on fs.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.StatusInterval, "pool-status-interval", 5*time.Second,
+		"Longest a VolumePool's status lags behind its members: changes within it are written at once, at most one status write per pool per interval.")
+}
+
+// New builds the pool manager of env's provisioner on env's shared
+// informers. It runs while the provisioner p leads (controller.Together):
+// p knows which volumes form a class's pool and which claims wait.
+func New(env *controller.Env, p Provisioner, cfg Config) (*Controller, error) {
+	if cfg.StatusInterval <= 0 {
+		return nil, fmt.Errorf("--pool-status-interval must be positive, not %s", cfg.StatusInterval)
+	}
+	pools, err := env.Pools()
+	if err != nil {
+		return nil, err
+	}
+	client, err := env.PoolClientFor("poolmanager")
+	if err != nil {
+		return nil, err
+	}
+	factory := env.InformerFactory("", "")
+	volumes := factory.Core().V1().PersistentVolumes().Informer()
+	if err := controller.IndexVolumesByClass(volumes); err != nil {
+		return nil, fmt.Errorf("indexing volumes: %w", err)
+	}
+	return newController(client, pools, factory.Storage().V1().StorageClasses(), volumes,
+		p, env.ProvisionerName, env.Recorder("reclaimable-poolmanager"), env.Registry, cfg.StatusInterval)
+}
+
+// newController builds the pool manager of the provisioner named
+// provisionerName on shared informers: pools (indexed by
+// controller.PoolsByClass), classes and volumes (indexed by
+// controller.VolumesByClass).
+func newController(client versioned.Interface, pools cache.SharedIndexInformer, classes storageinformers.StorageClassInformer, volumes cache.SharedIndexInformer,
 	p Provisioner, provisionerName string, recorder record.EventRecorder, reg prometheus.Registerer, interval time.Duration) (*Controller, error) {
 	if interval <= 0 {
 		return nil, fmt.Errorf("the status interval must be positive, not %s", interval)
@@ -146,11 +185,12 @@ func New(client versioned.Interface, pools cache.SharedIndexInformer, classes st
 func (c *Controller) Name() string { return "poolmanager" }
 
 // Run keeps the pools' status until ctx is done.
-func (c *Controller) Run(ctx context.Context) {
+func (c *Controller) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Managing VolumePools", "statusInterval", c.interval)
 	go controller.Every(ctx, resyncPeriod, func(context.Context) { c.enqueueAll() })
 	go c.ahead.Run(ctx, 1)
 	c.queue.Run(ctx, 1)
+	return nil
 }
 
 // Notify says that something the informers do not show changed for the

@@ -76,7 +76,7 @@ func newTestController(t *testing.T, pool *v1alpha1.VolumePool, sc *storagev1.St
 	if err := classes.Informer().GetIndexer().Add(sc); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(client, pools, classes, factory.Core().V1().PersistentVolumes().Informer(), p, testProvisioner, record.NewFakeRecorder(100), prometheus.NewRegistry(), time.Second)
+	c, err := newController(client, pools, classes, factory.Core().V1().PersistentVolumes().Informer(), p, testProvisioner, record.NewFakeRecorder(100), prometheus.NewRegistry(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,6 @@ type Config struct {
 	LifecycleNamespace string
 	LifecycleImage     string
 	LifecycleTimeout   time.Duration
-	// PoolStatusInterval batches the writes of a VolumePool's status: at
-	// most one per pool per interval, however many members change.
-	PoolStatusInterval time.Duration
 	// BackingClaimNamespace is where the claims through which class pools
 	// grow are made; "" for the installation's namespace.
 	BackingClaimNamespace string
@@ -49,8 +46,6 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
-	fs.DurationVar(&c.PoolStatusInterval, "pool-status-interval", 5*time.Second,
-		"Longest a VolumePool's status lags behind its members: changes within it are written at once, at most one status write per pool per interval.")
 	fs.StringVar(&c.BackingClaimNamespace, "backing-claim-namespace", "",
 		"Namespace of the claims through which a pool of the class backend gets new volumes from its backing class, each deleted once its volume is handed over; the provisioner creates and deletes claims there only. Defaults to the installation's namespace (that of the Leases).")
 	fs.DurationVar(&c.MeasureTimeout, "measure-timeout", 30*time.Second,
@@ -70,9 +65,6 @@ func (c *Config) validate() error {
 	}
 	if c.MeasureTimeout <= 0 {
 		errs = append(errs, errors.New("--measure-timeout must be positive"))
-	}
-	if c.PoolStatusInterval <= 0 {
-		errs = append(errs, errors.New("--pool-status-interval must be positive"))
 	}
 	if msgs := validation.IsDNS1123Label(c.BackingClaimNamespace); c.BackingClaimNamespace != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--backing-claim-namespace %q: %s", c.BackingClaimNamespace, strings.Join(msgs, "; ")))

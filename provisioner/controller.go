@@ -24,7 +24,6 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/poolmanager"
 )
 
 // Controller is the provisioner.
@@ -40,8 +39,6 @@ type Controller struct {
 	// evictor removes the storage of evicted members.
 	evictor *evictor
 	workers int
-	// pools keeps the VolumePools' status; nil without pools.
-	pools *poolmanager.Controller
 }
 
 // New builds the provisioner on env's shared informers.
@@ -63,16 +60,6 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	poolClient, err := env.PoolClientFor("poolmanager")
-	if err != nil {
-		return nil, err
-	}
-	factory := env.InformerFactory("", "")
-	c.pools, err = poolmanager.New(poolClient, pools, factory.Storage().V1().StorageClasses(), factory.Core().V1().PersistentVolumes().Informer(),
-		c.provisioner, env.ProvisionerName, env.Recorder("reclaimable-poolmanager"), env.Registry, cfg.PoolStatusInterval)
-	if err != nil {
-		return nil, err
-	}
 	c.provisioner.controllerID = env.ControllerID
 	ns := cfg.BackingClaimNamespace
 	if ns == "" {
@@ -82,9 +69,16 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err := c.provisioner.useBackingClaims(backing, ns); err != nil {
 		return nil, err
 	}
-	c.provisioner.onWaitingChange = c.pools.Notify
-	c.provisioner.measurer.measured = c.pools.Notify
 	return c, nil
+}
+
+// NotifyPools has notify told of each class whose pool changed in a way
+// the informers do not show: a claim started or stopped waiting for a
+// member, a member was measured. The pool manager listens; call it before
+// Run.
+func (c *Controller) NotifyPools(notify func(class string)) {
+	c.provisioner.onWaitingChange = notify
+	c.provisioner.measurer.measured = notify
 }
 
 // newController wires the provisioner to the library on factory's informers.
@@ -201,14 +195,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.lifecycle.start(ctx); err != nil {
 		return err
 	}
-	// The pool manager, the early hand-off, the scrubber, the evictor and
-	// the measurer run while the provisioner leads: the manager reads the provisioner's
-	// claims in waiting, which only the leader has, and the others act on
-	// what the manager decides.
+	// The early hand-off, the scrubber, the evictor and the measurer run
+	// while the provisioner leads: they act on what the provisioner and
+	// the pool manager, which runs beside it under the same lease, decide.
 	var wg sync.WaitGroup
-	if c.pools != nil {
-		wg.Go(func() { c.pools.Run(ctx) })
-	}
 	wg.Go(func() { c.early.run(ctx, c.workers) })
 	wg.Go(func() { c.scrubber.run(ctx) })
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })

@@ -20,6 +20,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/podwatcher"
+	"github.com/reclaimable/reclaimable/poolmanager"
 	"github.com/reclaimable/reclaimable/provisioner"
 	"github.com/reclaimable/reclaimable/releaser"
 )
@@ -84,10 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage of reclaimable %s:\n%s", cmd, fs.FlagUsages())
 	}
 	var (
-		common      controller.Options
-		pw          podwatcher.Config
-		prov        provisioner.Config
-		rel         releaser.Config
+		cfg         configs
 		showVersion bool
 	)
 	logging := logsapi.NewLoggingConfiguration()
@@ -96,22 +94,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	common.AddFlags(fs)
+	cfg.common.AddFlags(fs)
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	logsapi.AddFlags(logging, fs)
 	logFeatures.AddFlag(fs)
-	switch cmd {
-	case "podwatcher":
-		pw.AddFlags(fs)
-	case "provisioner":
-		prov.AddFlags(fs)
-	case "releaser":
-		rel.AddFlags(fs)
-	case "all":
-		pw.AddFlags(fs)
-		prov.AddFlags(fs)
-		rel.AddFlags(fs)
-	default:
+	if !cfg.addFlags(cmd, fs) {
 		fmt.Fprintf(stderr, "unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
@@ -135,11 +122,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	logger := klog.Background().WithValues("controllerID", common.ControllerID)
+	logger := klog.Background().WithValues("controllerID", cfg.common.ControllerID)
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting", "command", cmd, "version", version)
 
-	env, controllers, err := build(cmd, common, pw, prov, rel)
+	env, controllers, err := build(cmd, cfg)
 	if err != nil {
 		logger.Error(err, "Invalid configuration")
 		return 1
@@ -152,21 +139,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// configs holds the flags of every controller a subcommand may run.
+type configs struct {
+	common controller.Options
+	pw     podwatcher.Config
+	prov   provisioner.Config
+	pools  poolmanager.Config
+	rel    releaser.Config
+}
+
+// addFlags registers on fs the flags of the controllers cmd runs; it
+// reports false for an unknown cmd.
+func (c *configs) addFlags(cmd string, fs *pflag.FlagSet) bool {
+	switch cmd {
+	case "podwatcher":
+		c.pw.AddFlags(fs)
+	case "provisioner":
+		c.prov.AddFlags(fs)
+		c.pools.AddFlags(fs)
+	case "releaser":
+		c.rel.AddFlags(fs)
+	case "all":
+		c.pw.AddFlags(fs)
+		c.prov.AddFlags(fs)
+		c.pools.AddFlags(fs)
+		c.rel.AddFlags(fs)
+	default:
+		return false
+	}
+	return true
+}
+
 // build makes the environment and the controllers of one subcommand; it
 // starts nothing (env.Run does).
-func build(cmd string, common controller.Options, pw podwatcher.Config, prov provisioner.Config, rel releaser.Config) (*controller.Env, []controller.Runnable, error) {
+func build(cmd string, cfg configs) (*controller.Env, []controller.Runnable, error) {
 	// Process-wide settings of client-go, before any client, queue or
 	// informer reads them: building a client reads its feature gates.
 	controller.StreamInitialLists()
-	env, err := controller.NewEnv(common, "reclaimable-"+cmd+"/"+version)
+	env, err := controller.NewEnv(cfg.common, "reclaimable-"+cmd+"/"+version)
 	if err != nil {
 		return nil, nil, err
 	}
 	controller.ExportWorkqueueMetrics(env.Registry)
 	constructors := map[string][]func() (controller.Runnable, error){
-		"podwatcher":  {func() (controller.Runnable, error) { return podwatcher.New(env, pw) }},
-		"provisioner": {func() (controller.Runnable, error) { return provisioner.New(env, prov) }},
-		"releaser":    {func() (controller.Runnable, error) { return releaser.New(env, rel) }},
+		"podwatcher":  {func() (controller.Runnable, error) { return podwatcher.New(env, cfg.pw) }},
+		"provisioner": {func() (controller.Runnable, error) { return newProvisioner(env, cfg.prov, cfg.pools) }},
+		"releaser":    {func() (controller.Runnable, error) { return releaser.New(env, cfg.rel) }},
 	}
 	constructors["all"] = append(append(append([]func() (controller.Runnable, error){},
 		constructors["podwatcher"]...), constructors["provisioner"]...), constructors["releaser"]...)
@@ -179,6 +197,23 @@ func build(cmd string, common controller.Options, pw podwatcher.Config, prov pro
 		controllers = append(controllers, c)
 	}
 	return env, controllers, nil
+}
+
+// newProvisioner builds the provisioner and the pool manager, which run
+// together under the provisioner's Lease: the manager reads the claims that
+// wait, which only the leading provisioner has, and the provisioner's loops
+// carry out what the manager decides (evictions, members made ahead).
+func newProvisioner(env *controller.Env, prov provisioner.Config, pools poolmanager.Config) (controller.Runnable, error) {
+	p, err := provisioner.New(env, prov)
+	if err != nil {
+		return nil, err
+	}
+	m, err := poolmanager.New(env, p, pools)
+	if err != nil {
+		return nil, err
+	}
+	p.NotifyPools(m.Notify)
+	return controller.Together(p, m), nil
 }
 
 // lifecycle makes or removes a local volume's directory under the pod's

@@ -13,11 +13,6 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-
-	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/podwatcher"
-	"github.com/reclaimable/reclaimable/provisioner"
-	"github.com/reclaimable/reclaimable/releaser"
 )
 
 // docs/configuration.md is the reference an administrator trusts: its
@@ -183,21 +178,14 @@ func metricMatches(doc, name string) bool {
 // every metric registered.
 func registeredMetrics(t *testing.T) []string {
 	t.Helper()
-	var (
-		common controller.Options
-		pw     podwatcher.Config
-		prov   provisioner.Config
-		rel    releaser.Config
-	)
+	var cfg configs
 	fs := pflag.NewFlagSet("reclaimable all", pflag.ContinueOnError)
-	common.AddFlags(fs)
-	pw.AddFlags(fs)
-	prov.AddFlags(fs)
-	rel.AddFlags(fs)
+	cfg.common.AddFlags(fs)
+	cfg.addFlags("all", fs)
 	if err := fs.Parse([]string{"--kubeconfig=" + writeKubeconfig(t)}); err != nil {
 		t.Fatal(err)
 	}
-	env, _, err := build("all", common, pw, prov, rel)
+	env, _, err := build("all", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
