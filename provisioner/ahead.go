@@ -42,21 +42,19 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 		return err
 	}
 	maker, advice := params.pool.maker()
-	// A class pool that binds on first consumer makes each member for a
-	// node of one of the template's zones (zones.go).
-	zonal := params.backend == backendClass && bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer
+	placement := params.pool.aheadPlacement()
 	switch {
-	case len(templateZones(pool)) > 0 && !zonal:
-		return fmt.Errorf("the template names zones, which only a class of the %s backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes", backendClass)
-	case zonal && len(templateZones(pool)) == 0:
+	case len(templateZones(pool)) > 0 && placement != placeInZone:
+		return fmt.Errorf("the template names zones, which only a class of the class backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes")
+	case placement == placeInZone && len(templateZones(pool)) == 0:
 		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", bindingMode(class))
-	case zonal && len(p.zoneNodes(pool)) == 0:
+	case placement == placeInZone && len(p.zoneNodes(pool)) == 0:
 		return fmt.Errorf("no Ready, schedulable node of the template's zones %v (label %s) matches its nodeSelector %v", templateZones(pool), corev1.LabelTopologyZone, templateNodes(pool))
-	case params.backend == backendClass:
+	case params.pool.backingClass() != nil:
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
-	case params.backend == backendLocal && len(p.aheadNodes(class, pool)) == 0:
-		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), backendLocal)
+	case placement == placeOnNode && len(p.aheadNodes(class, pool)) == 0:
+		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), params.backend)
 	case class.ReclaimPolicy != nil && *class.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain:
 		return fmt.Errorf("the class's reclaimPolicy is %s: its volumes leave the pool when released, so members made ahead would be used once", *class.ReclaimPolicy)
 	}
@@ -103,8 +101,8 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	if err != nil {
 		return 0, err
 	}
-	if b, ok := params.pool.(*backedClass); ok {
-		return p.askAhead(ctx, class, pool, params, b, n)
+	if backing := params.pool.backingClass(); backing != nil {
+		return p.askAhead(ctx, class, pool, params, backing, n)
 	}
 	maker, _ := params.pool.maker()
 	for made := 0; made < n; made++ {
@@ -244,7 +242,7 @@ const aheadNamespace = metav1.NamespaceSystem
 // the fewest free members of the class that has room (maxVolumesPerNode),
 // which it returns. It reports false when there is no room.
 func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool, name string, params *params) (*corev1.Node, bool) {
-	if params.backend != backendLocal {
+	if params.pool.aheadPlacement() != placeOnNode {
 		_, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, params.maxVolumesPerNode)
 		return nil, ok
 	}

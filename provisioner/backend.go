@@ -2,8 +2,10 @@ package provisioner
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +33,56 @@ type backend interface {
 	// (storageRemoved), or gives the volume to the provisioner that made
 	// its storage, which deletes both (handedBack).
 	delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error)
+	// evicts says how a member the backend made leaves its pool with its
+	// data (a VolumePool's eviction settings, evictForClaims), or why it
+	// cannot: an error an administrator reads on the pool.
+	evicts() (eviction, error)
+	// usage adds up the bytes member pv holds, until deadline; partial says
+	// it stopped there or at what it could not read. A backend that cannot
+	// measure a member cheaply at each return to the pool returns
+	// errNotMeasured, and measures reports false.
+	usage(pv *corev1.PersistentVolume, deadline time.Time) (bytes int64, partial bool, err error)
+	measures() bool
 }
+
+// eviction is how a backend's members are evicted (evict.go).
+type eviction int
+
+const (
+	// evictNever: the backend keeps no storage of its own to remove.
+	evictNever eviction = iota
+	// evictRemoving: fenced, deleted, and the storage removed by the
+	// backend's delete before the fence's finalizer goes.
+	evictRemoving
+	// evictHandingBack: handed back, in one write, to the provisioner that
+	// made the storage, which deletes storage and object.
+	evictHandingBack
+)
+
+// errNotMeasured: the backend does not measure its members.
+var errNotMeasured = errors.New("the backend does not measure its members")
+
+// unmeasured is the usage of a backend that does not measure its members.
+type unmeasured struct{}
+
+func (unmeasured) usage(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+	return 0, false, errNotMeasured
+}
+func (unmeasured) measures() bool { return false }
+
+// placement is where a member made ahead of claims goes.
+type placement int
+
+const (
+	// placeAnywhere: the backend or its driver decides.
+	placeAnywhere placement = iota
+	// placeOnNode: on one node's disk, chosen by the flow among the nodes
+	// the class and the pool's template allow (aheadNodes).
+	placeOnNode
+	// placeInZone: for a node of one of the pool's template zones
+	// (zones.go).
+	placeInZone
+)
 
 // deletion is how a backend ended a volume.
 type deletion int
@@ -54,6 +105,12 @@ type classBackend interface {
 	// maker returns what makes new volumes for the class, or nil and what an
 	// administrator can do to add volumes to a pool that cannot grow.
 	maker() (volumeMaker, string)
+	// backingClass is the StorageClass whose provisioner makes the pool's
+	// new volumes, for a pool that grows through claims of another class
+	// (backing.go) rather than a maker; nil for the others.
+	backingClass() *storagev1.StorageClass
+	// aheadPlacement says where a member made ahead of claims goes.
+	aheadPlacement() placement
 }
 
 // volumeMaker makes the storage of new volumes for one class.
@@ -80,6 +137,22 @@ type newVolume struct {
 	node *corev1.Node
 }
 
+// Errors a backend may return that the flow acts on.
+
+// storageMayRemain says a failed create may have left storage behind that
+// nothing removed yet: the claim's provisioning is not over (Provision says
+// ProvisioningInBackground), so that the library calls it again even once
+// the claim is gone, and deletes the volume it then returns.
+type storageMayRemain struct{ error }
+
+func (e *storageMayRemain) Unwrap() error { return e.error }
+
+// nodeGone says the node that holds a volume's storage (a directory on its
+// disk) no longer exists: no pod can reach it.
+type nodeGone struct{ node, dir, msg string }
+
+func (e *nodeGone) Error() string { return e.msg }
+
 // madeVolume is what a backend made.
 type madeVolume struct {
 	// source points a PersistentVolume at the storage.
@@ -91,21 +164,45 @@ type madeVolume struct {
 	nodeAffinity *corev1.VolumeNodeAffinity
 }
 
-// newBackends registers every backend by the name a class gives it.
+// backendDeps is what a backend is built with.
+type backendDeps struct {
+	// provisioner is the provisioner's own name.
+	provisioner string
+	client      kubernetes.Interface
+	// classes are the StorageClasses, for a backend that reads others.
+	classes storagelisters.StorageClassLister
+	cfg     Config
+	// pods runs lifecycle pods on nodes and shares.
+	pods lifecyclePods
+}
+
+// registered holds what builds each backend, by the name a class gives it.
+// A backend's file adds it (register, from its init): adding a backend is
+// a file of its own and its tests.
+var registered = map[string]func(backendDeps) backend{}
+
+// register adds the backend a class names name; build makes it.
+func register(name string, build func(backendDeps) backend) {
+	if _, dup := registered[name]; dup {
+		panic("backend " + name + " registered twice")
+	}
+	registered[name] = build
+}
+
+// newBackends builds every registered backend by the name a class gives it.
 // provisionerName is the provisioner's own name; client runs the backends'
 // lifecycle pods, events follows them, and lifecycle (if not nil) times
 // them.
 func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
-	pods := newLifecyclePods(client, cfg, events, lifecycle)
 	if classes == nil {
 		classes = storagelisters.NewStorageClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	}
-	return map[string]backend{
-		backendClass:     &classPoolBackend{provisioner: provisionerName, client: client, classes: classes},
-		backendDirectory: &directoryBackend{provisioner: provisionerName, dirs: directories{root: cfg.DirectoryRoot}, pods: pods},
-		backendStatic:    staticBackend{},
-		backendLocal:     &localBackend{provisioner: provisionerName, pods: pods},
+	deps := backendDeps{provisioner: provisionerName, client: client, classes: classes, cfg: cfg, pods: newLifecyclePods(client, cfg, events, lifecycle)}
+	out := make(map[string]backend, len(registered))
+	for name, build := range registered {
+		out[name] = build(deps)
 	}
+	return out
 }
 
 // newLifecyclePods runs lifecycle pods as cfg says, through client; events

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -226,7 +225,7 @@ func (p *provisioner) keptUIDs() []types.UID {
 // growThrough gives claim a new volume of the backing class of b, one step
 // (see the top of this file) per call: the changes of the backing claim and
 // of the volume bring the claim back to the library's queue.
-func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *params, b *backedClass, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if p.backing == nil {
 		return nil, lib.ProvisioningFinished, errors.New("the provisioner does not watch backing claims")
@@ -253,7 +252,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 		}
 		return p.handOver(ctx, claim, class, kept, g) // step 5
 	}
-	backing, asked, err := p.ensureBackingClaim(ctx, opts, b.backing) // step 1
+	backing, asked, err := p.ensureBackingClaim(ctx, opts, backingClass) // step 1
 	if err != nil {
 		return nil, lib.ProvisioningFinished, err
 	}
@@ -266,7 +265,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 		return nil, lib.ProvisioningInBackground, err
 	case pv == nil: // step 2
 		p.relayBackingFailure(ctx, claim, backing)
-		return waiting("waiting for class %s to make a volume for claim %s/%s", b.backing.Name, backing.Namespace, backing.Name)
+		return waiting("waiting for class %s to make a volume for claim %s/%s", backingClass.Name, backing.Namespace, backing.Name)
 	}
 	if err := p.keep(ctx, pv, forClaim(claim, class.Name)); err != nil { // step 3
 		return nil, lib.ProvisioningInBackground, err
@@ -444,32 +443,6 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 		"Volume %s made by class %s issued as a new member of the pool of class %s", pv.Name, pv.Spec.StorageClassName, class.Name)
 	klog.FromContext(ctx).V(2).Info("Issued a volume of the backing class", "pv", pv.Name, "backingClass", pv.Spec.StorageClassName, "volumes", g.count+1)
 	return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s of class %s was issued to the claim; the PV controller binds it", pv.Name, pv.Spec.StorageClassName)}
-}
-
-// memberOf is pv, a volume of a backing class kept for the pool (step 3),
-// made a member of class, with policy and labels: provisioned-by this
-// provisioner, its backing provisioner and class recorded, the marks of
-// the keep gone. Its claimRef is the caller's to set.
-func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
-	member := pv.DeepCopy()
-	backer := pv.Annotations[keys.ProvisionedBy]
-	if backer == "" && pv.Spec.CSI != nil {
-		backer = pv.Spec.CSI.Driver
-	}
-	member.Annotations[keys.BackingProvisioner] = backer
-	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
-	for _, k := range forClaimKeys {
-		delete(member.Annotations, k)
-	}
-	member.Annotations[keys.ProvisionedBy] = p.name
-	member.Annotations[keys.Backend] = backendClass
-	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
-	// The backing provisioner no longer answers for the volume (it drops
-	// its finalizer from a Retain volume, but may not have yet).
-	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == externalFinalizer })
-	member.Spec.StorageClassName = class
-	member.Spec.PersistentVolumeReclaimPolicy = policy
-	return member
 }
 
 func mergeLabels(a, b map[string]string) map[string]string {

@@ -3,6 +3,7 @@ package provisioner
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -37,7 +38,15 @@ const (
 	externalFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
 )
 
+func init() {
+	register(backendClass, func(d backendDeps) backend {
+		return &classPoolBackend{provisioner: d.provisioner, client: d.client, classes: d.classes}
+	})
+}
+
 type classPoolBackend struct {
+	// The storage is the backing driver's, out of the provisioner's reach.
+	unmeasured
 	provisioner string
 	client      kubernetes.Interface
 	classes     storagelisters.StorageClassLister
@@ -104,6 +113,23 @@ func (c *backedClass) isMember(pv *corev1.PersistentVolume) bool {
 }
 
 func (c *backedClass) selectorKeys() []string { return nil }
+
+// backingClass: the pool grows through claims of the backing class.
+func (c *backedClass) backingClass() *storagev1.StorageClass { return c.backing }
+
+// aheadPlacement: a class that binds on first consumer (as its backing
+// class does: backingClassErrors) has each member made for a node, of one
+// of the pool's zones; the driver decides otherwise.
+func (c *backedClass) aheadPlacement() placement {
+	if bindingMode(c.backing) == storagev1.VolumeBindingWaitForFirstConsumer {
+		return placeInZone
+	}
+	return placeAnywhere
+}
+
+// evicts: a member goes back to the provisioner of its storage
+// (evictToBacking).
+func (*classPoolBackend) evicts() (eviction, error) { return evictHandingBack, nil }
 
 // maker is nil: the flow grows a class pool through its backing class
 // (growThrough), not through a volumeMaker.
@@ -184,4 +210,30 @@ func (p *provisioner) evictToBacking(ctx context.Context, pv *corev1.PersistentV
 	p.metrics.evictions.WithLabelValues(pv.Spec.StorageClassName, cause).Inc()
 	logger.Info("Evicted a member of the pool: handed back to the provisioner of its storage", "provisioner", backer)
 	return true, nil
+}
+
+// memberOf is pv, a volume of a backing class kept for the pool (step 3),
+// made a member of class, with policy and labels: provisioned-by this
+// provisioner, its backing provisioner and class recorded, the marks of
+// the keep gone. Its claimRef is the caller's to set.
+func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
+	member := pv.DeepCopy()
+	backer := pv.Annotations[keys.ProvisionedBy]
+	if backer == "" && pv.Spec.CSI != nil {
+		backer = pv.Spec.CSI.Driver
+	}
+	member.Annotations[keys.BackingProvisioner] = backer
+	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
+	for _, k := range forClaimKeys {
+		delete(member.Annotations, k)
+	}
+	member.Annotations[keys.ProvisionedBy] = p.name
+	member.Annotations[keys.Backend] = backendClass
+	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
+	// The backing provisioner no longer answers for the volume (it drops
+	// its finalizer from a Retain volume, but may not have yet).
+	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == externalFinalizer })
+	member.Spec.StorageClassName = class
+	member.Spec.PersistentVolumeReclaimPolicy = policy
+	return member
 }

@@ -24,7 +24,7 @@ import (
 // claims (minAvailable): through backing claims too (backing.go), for a
 // claim that never exists.
 
-// askAhead asks the backing class of b for up to n members of class's pool
+// askAhead asks backing, the backing class of class, for up to n members of class's pool
 // ahead of claims, within its maxVolumes, and returns how many it asked for.
 // Each is a backing claim of the pool's template, for a claim that never
 // exists (keys.BackingForUID a UID of its own, keys.MadeAhead the pool), that
@@ -32,7 +32,7 @@ import (
 // makes the volume a free member. For a class that binds on first consumer,
 // the backing claim names the node it is made for, as the scheduler does
 // for a pod's (leastServedZone).
-func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClass, pool *v1alpha1.VolumePool, params *params, b *backedClass, n int) (int, error) {
+func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClass, pool *v1alpha1.VolumePool, params *params, backing *storagev1.StorageClass, n int) (int, error) {
 	if p.backing == nil {
 		return 0, errors.New("the provisioner does not watch backing claims")
 	}
@@ -69,15 +69,15 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 				Annotations: annotations,
 			},
 			Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: ptr.To(b.backing.Name),
+				StorageClassName: ptr.To(backing.Name),
 				AccessModes:      shape.Spec.AccessModes, VolumeMode: shape.Spec.VolumeMode, Resources: shape.Spec.Resources,
 			},
 		}
 		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Create(ctx, backing, metav1.CreateOptions{}); err != nil {
 			p.pending.unreserve(name)
-			return asked, fmt.Errorf("asking class %s for a member ahead of claims through claim %s/%s: %w", b.backing.Name, p.backing.namespace, name, err)
+			return asked, fmt.Errorf("asking class %s for a member ahead of claims through claim %s/%s: %w", backing.Name, p.backing.namespace, name, err)
 		}
-		klog.FromContext(ctx).V(2).Info("Asked the backing class for a member ahead of claims", "backingClass", b.backing.Name, "claim", klog.KObj(backing), "pool", pool.Name)
+		klog.FromContext(ctx).V(2).Info("Asked the backing class for a member ahead of claims", "backingClass", backing.Name, "claim", klog.KObj(backing), "pool", pool.Name)
 	}
 	return n, nil
 }

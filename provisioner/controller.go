@@ -181,7 +181,7 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err != nil {
 		return nil, fmt.Errorf("watching volumes to evict: %w", err)
 	}
-	if p.measurer, err = newMeasurer(p, volumes, directories{root: cfg.DirectoryRoot}, cfg.MeasureTimeout); err != nil {
+	if p.measurer, err = newMeasurer(p, volumes, cfg.MeasureTimeout); err != nil {
 		return nil, fmt.Errorf("watching volumes to measure: %w", err)
 	}
 	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, early: early, scrubber: s, evictor: e, workers: cfg.Workers}, nil

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -43,6 +42,14 @@ const (
 
 	defaultDirectoryMode fs.FileMode = 0o777
 )
+
+const backendDirectory = "directory"
+
+func init() {
+	register(backendDirectory, func(d backendDeps) backend {
+		return &directoryBackend{provisioner: d.provisioner, dirs: directories{root: d.cfg.DirectoryRoot}, pods: d.pods}
+	})
+}
 
 type directoryBackend struct {
 	provisioner string
@@ -146,6 +153,19 @@ func (c *directoryClass) selectorKeys() []string { return nil }
 
 func (c *directoryClass) maker() (volumeMaker, string) { return c, "" }
 
+func (c *directoryClass) backingClass() *storagev1.StorageClass { return nil }
+func (c *directoryClass) aheadPlacement() placement             { return placeAnywhere }
+
+func (*directoryBackend) evicts() (eviction, error) { return evictRemoving, nil }
+
+// usage walks the member's directory through the share the provisioner has
+// mounted (measure.go).
+func (b *directoryBackend) usage(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
+	return b.dirs.usage(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], deadline)
+}
+
+func (*directoryBackend) measures() bool { return true }
+
 func (c *directoryClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
 	return refuseUnlessDirectory(backendDirectory, claim)
 }
@@ -225,103 +245,6 @@ func (b *directoryBackend) removeThroughPod(ctx context.Context, pv *corev1.Pers
 	return nil
 }
 
-// directories creates and removes the directories of the directory backend.
-// Every path is resolved through an os.Root opened at the root directory, so
-// neither "..", nor an absolute name, nor a symbolic link planted by a
-// consumer inside a volume can lead anywhere outside it.
-type directories struct {
-	root string // --directory-root
-}
-
-// checkDirName accepts the name of a volume's directory. Names are PV names
-// ("pvc-<claim UID>"), never strings a claim chose, and are checked again
-// here: a DNS-1123 subdomain has no "/", no "..", no leading dot and no NUL.
-func checkDirName(name string) error {
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return fmt.Errorf("%q cannot name a volume directory: %s", name, strings.Join(msgs, "; "))
-	}
-	return nil
-}
-
-// openBase opens baseDir (which must lie in the root) as a Root of its own.
-func (d directories) openBase(baseDir string) (*os.Root, error) {
-	if !filepath.IsAbs(d.root) || !isCleanAbs(baseDir, filepath.IsAbs, filepath.Clean) || !within(d.root, baseDir) {
-		return nil, fmt.Errorf("base directory %q is not inside the directory root %q", baseDir, d.root)
-	}
-	root, err := os.OpenRoot(d.root)
-	if err != nil {
-		return nil, fmt.Errorf("opening the directory root: %w", err)
-	}
-	defer root.Close()
-	rel, err := filepath.Rel(d.root, baseDir)
-	if err != nil {
-		return nil, err
-	}
-	base, err := root.OpenRoot(rel)
-	if err != nil {
-		return nil, fmt.Errorf("opening base directory %q: %w", baseDir, err)
-	}
-	return base, nil
-}
-
-// create makes the directory name in baseDir with mode. It is idempotent: a
-// directory left by an earlier attempt for the same volume is reused as it is.
-func (d directories) create(baseDir, name string, mode fs.FileMode) error {
-	if err := checkDirName(name); err != nil {
-		return err
-	}
-	base, err := d.openBase(baseDir)
-	if err != nil {
-		return err
-	}
-	defer base.Close()
-
-	err = base.Mkdir(name, mode.Perm())
-	if errors.Is(err, fs.ErrExist) {
-		fi, err := base.Lstat(name)
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory", filepath.Join(baseDir, name))
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", filepath.Join(baseDir, name), err)
-	}
-	// Mkdir's mode is filtered by the umask and has no setgid or sticky bit;
-	// set the whole mode on the open directory, which cannot be swapped for
-	// a link meanwhile.
-	f, err := base.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Chmod(mode); err != nil {
-		return fmt.Errorf("setting mode of %s: %w", filepath.Join(baseDir, name), err)
-	}
-	return nil
-}
-
-// remove deletes the directory name in baseDir and everything in it. A
-// directory that is already gone is not an error; a base directory that
-// cannot be opened is, since the share may just not be mounted.
-func (d directories) remove(baseDir, name string) error {
-	if err := checkDirName(name); err != nil {
-		return err
-	}
-	base, err := d.openBase(baseDir)
-	if err != nil {
-		return err
-	}
-	defer base.Close()
-	if err := base.RemoveAll(name); err != nil {
-		return fmt.Errorf("removing %s: %w", filepath.Join(baseDir, name), err)
-	}
-	return nil
-}
-
 // volumeSource points a PersistentVolume at the directory name of c.
 func (c *directoryClass) volumeSource(name string) corev1.PersistentVolumeSource {
 	if c.source == sourceNFS {
@@ -365,16 +288,4 @@ func unixModeBits(n uint64) fs.FileMode {
 		m |= fs.ModeSticky
 	}
 	return m
-}
-
-// isCleanAbs reports whether p is absolute and already in the form clean
-// gives, so that what an administrator reads in a class is what is used.
-func isCleanAbs(p string, isAbs func(string) bool, clean func(string) string) bool {
-	return p != "" && isAbs(p) && clean(p) == p && !strings.ContainsRune(p, 0)
-}
-
-// within reports whether the clean absolute path p is dir or lies below it.
-func within(dir, p string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }

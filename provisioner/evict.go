@@ -49,9 +49,6 @@ const (
 	reasonMemberEvicted = "MemberEvicted"
 )
 
-// errCannotEvict says a backend keeps no storage it could remove.
-var errCannotEvict = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
-
 // CheckEvict says why the members of class, as its pool makes it, cannot
 // be evicted, or nil.
 func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
@@ -59,11 +56,8 @@ func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
 	if err != nil {
 		return err
 	}
-	switch params.backend {
-	case backendStatic:
-		return errCannotEvict
-	}
-	return nil
+	_, err = p.backends[params.backend].evicts()
+	return err
 }
 
 // Usage returns what pv, a member of a directory class, held when it last
@@ -105,10 +99,14 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if !evictable(pv) {
 		return false, nil
 	}
-	switch backend := pv.Annotations[keys.Backend]; {
-	case p.backends[backend] == nil || backend == backendStatic:
+	b := p.backends[pv.Annotations[keys.Backend]]
+	if b == nil {
 		return false, nil
-	case backend == backendClass:
+	}
+	switch how, _ := b.evicts(); how {
+	case evictNever:
+		return false, nil
+	case evictHandingBack:
 		return p.evictToBacking(ctx, pv, cause)
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)

@@ -30,10 +30,19 @@ const (
 	paramLifecycleTemplates = "lifecycleTemplates"
 )
 
+func init() {
+	register(backendLocal, func(d backendDeps) backend { return &localBackend{provisioner: d.provisioner, pods: d.pods} })
+}
+
 type localBackend struct {
+	// A directory on a node is measured only through a pod: no cheap
+	// measure at each return.
+	unmeasured
 	provisioner string
 	pods        lifecyclePods
 }
+
+func (*localBackend) evicts() (eviction, error) { return evictRemoving, nil }
 
 func (*localBackend) parameters() []string {
 	return []string{paramNodePath, paramDirectoryMode, paramLifecycleTemplates, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}
@@ -80,6 +89,11 @@ func (c *localClass) isMember(pv *corev1.PersistentVolume) bool {
 func (c *localClass) selectorKeys() []string { return nil }
 
 func (c *localClass) maker() (volumeMaker, string) { return c, "" }
+
+func (c *localClass) backingClass() *storagev1.StorageClass { return nil }
+
+// aheadPlacement: each member on the disk of a node the flow picks.
+func (c *localClass) aheadPlacement() placement { return placeOnNode }
 
 // refuse: a directory on one node serves one node's pods, as a filesystem.
 func (c *localClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
@@ -137,20 +151,6 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 		}}}},
 	}, nil
 }
-
-// storageMayRemain says a failed create may have left storage behind that
-// nothing removed yet: the claim's provisioning is not over (Provision says
-// ProvisioningInBackground), so that the library calls it again even once
-// the claim is gone, and deletes the volume it then returns.
-type storageMayRemain struct{ error }
-
-func (e *storageMayRemain) Unwrap() error { return e.error }
-
-// nodeGone says the node that holds a local volume's directory no longer
-// exists: no pod can reach the directory.
-type nodeGone struct{ node, dir, msg string }
-
-func (e *nodeGone) Error() string { return e.msg }
 
 // delete removes pv's directory through a delete pod on its node, after
 // checking that the annotations and the source agree on which directory

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,17 +17,19 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// The measurer finds out how many bytes each member of a directory class
-// holds when it comes back to the pool, through the share the provisioner
-// has mounted: its data does not change until a claim has it again, so
-// one walk per return is enough. The results live in memory and in the
+// The measurer finds out how many bytes each member of a backend that
+// measures its members (the directory backend, through the share the
+// provisioner has mounted) holds when it comes back to the pool: its data
+// does not change until a claim has it again, so one walk per return is
+// enough. The results live in memory and in the
 // pool's status, which the pool manager writes (a write on the volume per
 // return would cost a request per cycle and race the releaser); a
 // restarted provisioner reads them back from there. Members of the local
 // backend are not measured: their directory is on their node, and a pod
 // per return is no cheap measure.
 
-// measurer measures the members of this provisioner's directory classes.
+// measurer measures the members of this provisioner's pools whose backend
+// measures them.
 type measurer struct {
 	p       *provisioner
 	queue   *controller.Queue[string]
@@ -37,14 +38,16 @@ type measurer struct {
 	// measured.
 	measured func(class string)
 
-	mu       sync.Mutex
-	usage    map[string]v1alpha1.MemberUsage // by volume name
-	walkBase func(baseDir, name string, deadline time.Time) (int64, bool, error)
+	mu    sync.Mutex
+	usage map[string]v1alpha1.MemberUsage // by volume name
+	// walk measures a member through its backend (backend.usage); a test
+	// stands in for it.
+	walk func(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error)
 }
 
-func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, dirs directories, timeout time.Duration) (*measurer, error) {
+func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, timeout time.Duration) (*measurer, error) {
 	m := &measurer{p: p, timeout: timeout, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walkBase = dirs.usage
+	m.walk = p.measure
 	m.queue = controller.NewQueue("measurer", m.sync)
 	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.volumeChanged,
@@ -63,10 +66,11 @@ func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, dirs directo
 	return m, err
 }
 
-// measurable reports whether pv is a member of a directory class back in
-// the pool, and the return its measure would be of.
-func measurable(pv *corev1.PersistentVolume) (string, bool) {
-	if pv.Annotations[keys.Backend] != backendDirectory || pv.Status.Phase != corev1.VolumeAvailable {
+// measurable reports whether pv is a member of a backend that measures its
+// members (backend.measures), back in the pool, and the return its measure
+// would be of.
+func (m *measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
+	if b := m.p.backends[pv.Annotations[keys.Backend]]; b == nil || !b.measures() || pv.Status.Phase != corev1.VolumeAvailable {
 		return "", false
 	}
 	switch controller.StateOf(pv) {
@@ -74,6 +78,15 @@ func measurable(pv *corev1.PersistentVolume) (string, bool) {
 		return pv.Annotations[keys.ReleasedAt], true
 	}
 	return "", false
+}
+
+// measure measures member pv through the backend that made it.
+func (p *provisioner) measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
+	b := p.backends[pv.Annotations[keys.Backend]]
+	if b == nil {
+		return 0, false, errNotMeasured
+	}
+	return b.usage(pv, deadline)
 }
 
 func (m *measurer) volumeChanged(obj any) {
@@ -84,7 +97,7 @@ func (m *measurer) volumeChanged(obj any) {
 		return
 	}
 	if _, known := m.Usage(pv); !known {
-		if _, ok := measurable(pv); ok {
+		if _, ok := m.measurable(pv); ok {
 			m.queue.Add(pv.Name)
 		}
 	}
@@ -93,7 +106,7 @@ func (m *measurer) volumeChanged(obj any) {
 // Usage returns what pv held when it last came back to the pool, if that
 // return was measured.
 func (m *measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
-	returned, ok := measurable(pv)
+	returned, ok := m.measurable(pv)
 	if !ok {
 		return v1alpha1.MemberUsage{}, false
 	}
@@ -111,7 +124,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*corev1.PersistentVolume)
-	returned, ok := measurable(pv)
+	returned, ok := m.measurable(pv)
 	if _, known := m.Usage(pv); !ok || known || pv.Annotations[keys.ProvisionedBy] != m.p.name {
 		return nil
 	}
@@ -126,7 +139,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 		}
 	}
 	start := time.Now()
-	bytes, partial, err := m.walkBase(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], start.Add(m.timeout))
+	bytes, partial, err := m.walk(pv, start.Add(m.timeout))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// Unreadable in part: what was read is a lower bound.
 		klog.FromContext(ctx).V(2).Info("Measuring a member stopped at what it could not read", "pv", name, "err", err)
@@ -142,53 +155,4 @@ func (m *measurer) remember(u v1alpha1.MemberUsage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.usage[u.Volume] = u
-}
-
-// errOutOfTime stops a walk at its deadline.
-var errOutOfTime = errors.New("out of time")
-
-// usage adds up the bytes the files of the directory name in baseDir
-// take (their allocated blocks, as du counts them), never following a
-// link, until deadline; partial says it stopped there or at what it could
-// not read.
-func (d directories) usage(baseDir, name string, deadline time.Time) (int64, bool, error) {
-	if err := checkDirName(name); err != nil {
-		return 0, false, err
-	}
-	base, err := d.openBase(baseDir)
-	if err != nil {
-		return 0, false, err
-	}
-	defer base.Close()
-	dir, err := base.OpenRoot(name)
-	if err != nil {
-		return 0, false, err
-	}
-	defer dir.Close()
-	var total int64
-	partial := false
-	err = fs.WalkDir(dir.FS(), ".", func(_ string, e fs.DirEntry, err error) error {
-		if err != nil {
-			partial = true
-			return nil // an unreadable subtree: count what can be read
-		}
-		if time.Now().After(deadline) {
-			return errOutOfTime
-		}
-		info, err := e.Info()
-		if err != nil {
-			partial = true
-			return nil
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			total += st.Blocks * 512
-		} else {
-			total += info.Size()
-		}
-		return nil
-	})
-	if errors.Is(err, errOutOfTime) {
-		return total, true, nil
-	}
-	return total, partial, err
 }

@@ -52,7 +52,7 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 	at := pv.Annotations[keys.ReleasedAt]
 	walks := 0
 	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walkBase = func(string, string, time.Time) (int64, bool, error) { walks++; return 42, false, nil }
+	m.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil }
 	for range 2 {
 		if err := m.sync(context.Background(), "pv-1"); err != nil {
 			t.Fatal(err)
@@ -76,7 +76,10 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m2.walkBase = func(string, string, time.Time) (int64, bool, error) { t.Error("measured again"); return 0, false, nil }
+	m2.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+		t.Error("measured again")
+		return 0, false, nil
+	}
 	if err := m2.sync(context.Background(), "pv-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +96,10 @@ func TestMeasurerLeavesOtherInstallationsVolumes(t *testing.T) {
 		pv.Annotations[keys.ProvisionedBy] = "other/provisioner"
 	}))
 	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walkBase = func(string, string, time.Time) (int64, bool, error) { t.Error("measured"); return 0, false, nil }
+	m.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+		t.Error("measured")
+		return 0, false, nil
+	}
 	if err := m.sync(context.Background(), pv.Name); err != nil {
 		t.Fatal(err)
 	}

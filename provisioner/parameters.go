@@ -34,12 +34,6 @@ const (
 	paramMaxCapacity       = "maxCapacity"
 )
 
-// Names of the backends.
-const (
-	backendDirectory = "directory"
-	backendStatic    = "static"
-)
-
 // params is a validated StorageClass configuration.
 type params struct {
 	backend string // the backend's name

@@ -251,8 +251,8 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
-	if b, ok := params.pool.(*backedClass); ok {
-		return p.growThrough(ctx, opts, params, b, selector, state)
+	if backing := params.pool.backingClass(); backing != nil {
+		return p.growThrough(ctx, opts, params, backing, selector, state)
 	}
 	maker, advice := params.pool.maker()
 	if maker == nil {
