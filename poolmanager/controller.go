@@ -251,12 +251,12 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		c.queue.AddAfter(name, r.recheck)
 	}
 	for _, e := range r.evict {
-		evicted, err := c.provisioner.Evict(ctx, e.pv, e.cause)
+		evicted, err := c.provisioner.Evict(ctx, e.PV, e.Cause)
 		if err != nil {
 			return err
 		}
 		if evicted {
-			c.recorder.Event(pool, corev1.EventTypeNormal, reasonMemberEvicted, e.message)
+			c.recorder.Event(pool, corev1.EventTypeNormal, reasonMemberEvicted, e.Message)
 		}
 	}
 	// A pool whose members failed to be made is retried by the ahead

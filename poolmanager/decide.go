@@ -15,6 +15,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -119,7 +120,7 @@ type result struct {
 	makeAhead int
 	// evict are the members to remove now, and recheck when to look
 	// again for the next to come due (0: at the next change).
-	evict   []eviction
+	evict   []eviction.Eviction
 	recheck time.Duration
 }
 
@@ -136,12 +137,47 @@ func decide(v view) result {
 		LastReleased:       prev.LastReleased,
 		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
 	}
-	counts := map[controller.MemberState]int{}
-	var events []event
-	makeAhead := 0
-	var evict []eviction
-	var recheck time.Duration
+	r := result{counts: map[controller.MemberState]int{}}
+	ready := readiness(v)
+	exhausted := metav1.Condition{Type: ConditionExhausted, Status: metav1.ConditionFalse, Reason: condNoClaimWaiting,
+		Message: "no claim waits for a member", ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
+	if ready.Status == metav1.ConditionTrue {
+		effective := controller.EffectiveClass(v.class, v.pool)
+		pending := countMembers(v.members, &s, r.counts)
+		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
+		if limit > 0 {
+			s.MaxVolumes = ptr.To(int32(limit))
+		}
+		s.Surplus = int32(eviction.Surplus(v.members, limit))
+		s.Usage, s.UsedBytes = usage(v.members, v.usage, prev.Usage)
+		r.evict, r.recheck = evictions(v, limit, s.Usage, &ready)
+		r.makeAhead = keepMinAvailable(v, r.counts[controller.StateFree], pending, limit, &ready)
+		if v.waiting > 0 {
+			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
+			exhausted.Message = fmt.Sprintf("%d claims of StorageClass %s wait: no free member fits them and the pool cannot grow (%s); their events say what to change",
+				v.waiting, v.pool.Spec.StorageClassName, limitOf(effective))
+			if old := meta.FindStatusCondition(prev.Conditions, ConditionExhausted); old == nil || old.Status != metav1.ConditionTrue {
+				r.events = append(r.events, event{corev1.EventTypeWarning, reasonPoolExhausted, exhausted.Message})
+			}
+		}
+		r.events = append(r.events, settingEvents(v, effective, s.Held)...)
+		s.ReuseScope = reuseScope(effective)
+	}
+	// A pool briefly below its minimum (a claim took a member) is no news:
+	// only the reasons that need an administrator are events.
+	if old := meta.FindStatusCondition(prev.Conditions, ConditionReady); ready.Status == metav1.ConditionFalse && ready.Reason != condBelowMinAvailable &&
+		(old == nil || old.Status != ready.Status || old.Reason != ready.Reason) {
+		r.events = append(r.events, event{corev1.EventTypeWarning, ready.Reason, ready.Message})
+	}
+	meta.SetStatusCondition(&s.Conditions, ready)
+	meta.SetStatusCondition(&s.Conditions, exhausted)
+	r.status = s
+	return r
+}
 
+// readiness is the pool's Ready condition before its members are looked
+// at: True when its settings are in force for its class, else why not.
+func readiness(v view) metav1.Condition {
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
 	className := v.pool.Spec.StorageClassName
 	switch {
@@ -161,122 +197,131 @@ func decide(v view) result {
 		ready.Status, ready.Reason = metav1.ConditionTrue, condReady
 		ready.Message = fmt.Sprintf("the pool's settings are in force for StorageClass %s", className)
 	}
-	exhausted := metav1.Condition{Type: ConditionExhausted, Status: metav1.ConditionFalse, Reason: condNoClaimWaiting,
-		Message: "no claim waits for a member", ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
-	inForce := ready.Status == metav1.ConditionTrue
-	if inForce {
-		effective := controller.EffectiveClass(v.class, v.pool)
-		capacity := resource.Quantity{Format: resource.BinarySI}
-		pending := 0 // members made ahead whose storage is not made yet
-		for _, pv := range v.members {
-			state := controller.StateOf(pv)
-			counts[state]++
-			if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
-				s.ScrubFailed++
-			}
-			if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
-				s.MadeAhead++
-				if controller.StoragePending(pv) {
-					pending++
-				}
-			}
-			if c, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-				capacity.Add(c)
-			}
-			if t := pv.Status.LastPhaseTransitionTime; state == controller.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
-				s.LastIssued = later(s.LastIssued, t.Time)
-			}
-			if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
-				s.LastReleased = later(s.LastReleased, t)
+	return ready
+}
+
+// countMembers counts members by state into counts and into s (and their
+// capacity, the scrubs that failed, those made ahead, the last issue and
+// release), and returns how many made ahead still wait for their storage.
+func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStatus, counts map[controller.MemberState]int) int {
+	capacity := resource.Quantity{Format: resource.BinarySI}
+	pending := 0
+	for _, pv := range members {
+		state := controller.StateOf(pv)
+		counts[state]++
+		if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
+			s.ScrubFailed++
+		}
+		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
+			s.MadeAhead++
+			if controller.StoragePending(pv) {
+				pending++
 			}
 		}
-		s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
-		s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(v.members))
-		s.Capacity = &capacity
-		s.Scrubbing = int32(counts[controller.StateScrubbing])
-		s.Evicting = int32(counts[controller.StateEvicting])
-		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
+		if c, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+			capacity.Add(c)
+		}
+		if t := pv.Status.LastPhaseTransitionTime; state == controller.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
+			s.LastIssued = later(s.LastIssued, t.Time)
+		}
+		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
+			s.LastReleased = later(s.LastReleased, t)
+		}
+	}
+	s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
+	s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(members))
+	s.Capacity = &capacity
+	s.Scrubbing = int32(counts[controller.StateScrubbing])
+	s.Evicting = int32(counts[controller.StateEvicting])
+	return pending
+}
+
+// usage is what the members held when they came back (usageOf) and their
+// sum. Only members of a class whose backend measures them are counted; a
+// pool with none has no usedBytes rather than a false 0.
+func usage(members []*corev1.PersistentVolume, measured map[string]v1alpha1.MemberUsage, prev []v1alpha1.MemberUsage) ([]v1alpha1.MemberUsage, *resource.Quantity) {
+	out := usageOf(members, measured, prev)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	used := resource.NewQuantity(0, resource.BinarySI)
+	for _, u := range out {
+		used.Add(*resource.NewQuantity(u.Bytes, resource.BinarySI))
+	}
+	return out, used
+}
+
+// evictions are the members the pool's eviction settings remove now, and
+// when to look again; or none, with Ready set False, when the settings
+// cannot be kept.
+func evictions(v view, limit int, usage []v1alpha1.MemberUsage, ready *metav1.Condition) ([]eviction.Eviction, time.Duration) {
+	spec := v.pool.Spec
+	rules := eviction.Rules{After: spec.EvictAfter, Shrink: spec.ShrinkToMaximum, Limit: limit, MinAvailable: int(ptr.Deref(spec.MinAvailable, 0)),
+		High: spec.EvictAboveBytes, Low: spec.EvictDownToBytes, Usage: usage}
+	switch {
+	case !rules.Any():
+		return nil, 0
+	case v.evictErr != nil:
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
+		ready.Message = fmt.Sprintf("evictAfter, shrinkToMaximum and the byte watermarks cannot be kept for StorageClass %s: %v", spec.StorageClassName, v.evictErr)
+		return nil, 0
+	case rules.High != nil && rules.Low != nil && rules.Low.Cmp(*rules.High) > 0:
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonInvalidSettings
+		ready.Message = fmt.Sprintf("evictDownToBytes %s is above evictAboveBytes %s: the low watermark must be at most the high one", rules.Low.String(), rules.High.String())
+		return nil, 0
+	}
+	return eviction.Plan(v.members, rules, v.now.Time)
+}
+
+// keepMinAvailable returns how many members to make ahead of claims now
+// for the pool's minAvailable, given free members, pending ones made ahead
+// still waiting for their storage and the maximum (0: none); Ready turns
+// False while the pool is below its minimum or cannot keep it.
+func keepMinAvailable(v view, free, pending, limit int, ready *metav1.Condition) int {
+	want := int(ptr.Deref(v.pool.Spec.MinAvailable, 0))
+	if want == 0 {
+		return 0
+	}
+	className := v.pool.Spec.StorageClassName
+	switch {
+	case v.aheadErr != nil:
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonMinAvailableRefused
+		ready.Message = fmt.Sprintf("minAvailable %d cannot be kept for StorageClass %s: %v", want, className, v.aheadErr)
+	case v.aheadFailed != nil:
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonMembersNotMade
+		ready.Message = fmt.Sprintf("members of StorageClass %s made ahead of claims (minAvailable %d) cannot be made: %v; retried with back-off, and a member whose storage is not made within three times --lifecycle-timeout, or whose node is gone, is removed (MemberNotMade)",
+			className, want, v.aheadFailed)
+	case free < want:
+		makeAhead := max(0, want-free-pending-v.making)
 		if limit > 0 {
-			s.MaxVolumes = ptr.To(int32(limit))
+			// At the maximum nothing can be made until a member goes:
+			// asking would only be refused again.
+			makeAhead = min(makeAhead, max(0, limit-len(v.members)-v.making))
 		}
-		s.Surplus = int32(surplus(v.members, limit))
-		// Only members of a class whose backend measures them are counted;
-		// a pool with none has no usedBytes rather than a false 0.
-		if s.Usage = usageOf(v.members, v.usage, prev.Usage); len(s.Usage) > 0 {
-			used := resource.NewQuantity(0, resource.BinarySI)
-			for _, u := range s.Usage {
-				used.Add(*resource.NewQuantity(u.Bytes, resource.BinarySI))
-			}
-			s.UsedBytes = used
-		}
-		spec := v.pool.Spec
-		rules := evictRules{after: spec.EvictAfter, shrink: spec.ShrinkToMaximum, limit: limit, minAvailable: int(ptr.Deref(spec.MinAvailable, 0)),
-			high: spec.EvictAboveBytes, low: spec.EvictDownToBytes, usage: s.Usage}
-		switch {
-		case rules.any() && v.evictErr != nil:
-			ready.Status, ready.Reason = metav1.ConditionFalse, reasonEvictionRefused
-			ready.Message = fmt.Sprintf("evictAfter, shrinkToMaximum and the byte watermarks cannot be kept for StorageClass %s: %v", className, v.evictErr)
-		case rules.high != nil && rules.low != nil && rules.low.Cmp(*rules.high) > 0:
-			ready.Status, ready.Reason = metav1.ConditionFalse, reasonInvalidSettings
-			ready.Message = fmt.Sprintf("evictDownToBytes %s is above evictAboveBytes %s: the low watermark must be at most the high one", rules.low.String(), rules.high.String())
-		case rules.any():
-			evict, recheck = evictions(v.members, rules, v.now.Time)
-		}
-		if min := int(ptr.Deref(v.pool.Spec.MinAvailable, 0)); min > 0 {
-			free := counts[controller.StateFree]
-			switch {
-			case v.aheadErr != nil:
-				ready.Status, ready.Reason = metav1.ConditionFalse, reasonMinAvailableRefused
-				ready.Message = fmt.Sprintf("minAvailable %d cannot be kept for StorageClass %s: %v", min, className, v.aheadErr)
-			case v.aheadFailed != nil:
-				ready.Status, ready.Reason = metav1.ConditionFalse, reasonMembersNotMade
-				ready.Message = fmt.Sprintf("members of StorageClass %s made ahead of claims (minAvailable %d) cannot be made: %v; retried with back-off, and a member whose storage is not made within three times --lifecycle-timeout, or whose node is gone, is removed (MemberNotMade)",
-					className, min, v.aheadFailed)
-			case free < min:
-				makeAhead = max(0, min-free-pending-v.making)
-				if limit > 0 {
-					// At the maximum nothing can be made until a member goes:
-					// asking would only be refused again.
-					if room := max(0, limit-len(v.members)-v.making); makeAhead > room {
-						makeAhead = room
-					}
-				}
-				ready.Status, ready.Reason = metav1.ConditionFalse, condBelowMinAvailable
-				ready.Message = fmt.Sprintf("StorageClass %s has %d free members of at least %d (minAvailable); %d being made, within maxVolumes", className, free, min, pending+v.making+makeAhead)
-			}
-		}
+		ready.Status, ready.Reason = metav1.ConditionFalse, condBelowMinAvailable
+		ready.Message = fmt.Sprintf("StorageClass %s has %d free members of at least %d (minAvailable); %d being made, within maxVolumes", className, free, want, pending+v.making+makeAhead)
+		return makeAhead
+	}
+	return 0
+}
 
-		if v.waiting > 0 {
-			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
-			exhausted.Message = fmt.Sprintf("%d claims of StorageClass %s wait: no free member fits them and the pool cannot grow (%s); their events say what to change",
-				v.waiting, className, limitOf(effective))
-			if old := meta.FindStatusCondition(prev.Conditions, ConditionExhausted); old == nil || old.Status != metav1.ConditionTrue {
-				events = append(events, event{corev1.EventTypeWarning, reasonPoolExhausted, exhausted.Message})
-			}
-		}
-
-		scope := reuseScope(effective)
-		if prev.ReuseScope == keys.ReuseScopeNamespace && scope == keys.ReuseScopeCluster {
-			events = append(events, event{corev1.EventTypeWarning, reasonReuseScopeWidened, fmt.Sprintf(
-				"%s is now %s: the volumes held for a namespace (%d now) go to claims of any namespace, data included", keys.ReuseScope, scope, s.Held)})
-		}
-		s.ReuseScope = scope
-		if prev.ObservedGeneration != v.pool.Generation {
-			if o := overrides(v.pool, v.class); len(o) > 0 {
-				events = append(events, event{corev1.EventTypeNormal, reasonSettingsOverrideClass, fmt.Sprintf(
-					"StorageClass %s sets these parameters too; the pool's values count: %s", className, strings.Join(o, ", "))})
-			}
+// settingEvents report a change of the pool's settings: reuseScope widened
+// from namespace to cluster (held members counts those it frees), and, at
+// a new generation, the class parameters the pool overrides.
+func settingEvents(v view, effective *storagev1.StorageClass, held int32) []event {
+	var events []event
+	prev := v.pool.Status
+	if scope := reuseScope(effective); prev.ReuseScope == keys.ReuseScopeNamespace && scope == keys.ReuseScopeCluster {
+		events = append(events, event{corev1.EventTypeWarning, reasonReuseScopeWidened, fmt.Sprintf(
+			"%s is now %s: the volumes held for a namespace (%d now) go to claims of any namespace, data included", keys.ReuseScope, scope, held)})
+	}
+	if prev.ObservedGeneration != v.pool.Generation {
+		if o := overrides(v.pool, v.class); len(o) > 0 {
+			events = append(events, event{corev1.EventTypeNormal, reasonSettingsOverrideClass, fmt.Sprintf(
+				"StorageClass %s sets these parameters too; the pool's values count: %s", v.pool.Spec.StorageClassName, strings.Join(o, ", "))})
 		}
 	}
-	// A pool briefly below its minimum (a claim took a member) is no news:
-	// only the reasons that need an administrator are events.
-	if old := meta.FindStatusCondition(prev.Conditions, ConditionReady); ready.Status == metav1.ConditionFalse && ready.Reason != condBelowMinAvailable &&
-		(old == nil || old.Status != ready.Status || old.Reason != ready.Reason) {
-		events = append(events, event{corev1.EventTypeWarning, ready.Reason, ready.Message})
-	}
-	meta.SetStatusCondition(&s.Conditions, ready)
-	meta.SetStatusCondition(&s.Conditions, exhausted)
-	return result{status: s, events: events, counts: counts, makeAhead: makeAhead, evict: evict, recheck: recheck}
+	return events
 }
 
 // manages reports whether the pool manager of provisioner keeps the status

@@ -36,7 +36,7 @@ type backend interface {
 	// evicts says how a member the backend made leaves its pool with its
 	// data (a VolumePool's eviction settings, evictForClaims), or why it
 	// cannot: an error an administrator reads on the pool.
-	evicts() (eviction, error)
+	evicts() (evictionKind, error)
 	// usage adds up the bytes member pv holds, until deadline; partial says
 	// it stopped there or at what it could not read. A backend that cannot
 	// measure a member cheaply at each return to the pool returns
@@ -45,12 +45,12 @@ type backend interface {
 	measures() bool
 }
 
-// eviction is how a backend's members are evicted (evict.go).
-type eviction int
+// evictionKind is how a backend's members are evicted (evict.go).
+type evictionKind int
 
 const (
 	// evictNever: the backend keeps no storage of its own to remove.
-	evictNever eviction = iota
+	evictNever evictionKind = iota
 	// evictRemoving: fenced, deleted, and the storage removed by the
 	// backend's delete before the fence's finalizer goes.
 	evictRemoving

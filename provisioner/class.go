@@ -129,7 +129,7 @@ func (c *backedClass) aheadPlacement() placement {
 
 // evicts: a member goes back to the provisioner of its storage
 // (evictToBacking).
-func (*classPoolBackend) evicts() (eviction, error) { return evictHandingBack, nil }
+func (*classPoolBackend) evicts() (evictionKind, error) { return evictHandingBack, nil }
 
 // maker is nil: the flow grows a class pool through its backing class
 // (growThrough), not through a volumeMaker.

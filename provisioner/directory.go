@@ -156,7 +156,7 @@ func (c *directoryClass) maker() (volumeMaker, string) { return c, "" }
 func (c *directoryClass) backingClass() *storagev1.StorageClass { return nil }
 func (c *directoryClass) aheadPlacement() placement             { return placeAnywhere }
 
-func (*directoryBackend) evicts() (eviction, error) { return evictRemoving, nil }
+func (*directoryBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
 
 // usage walks the member's directory through the share the provisioner has
 // mounted (measure.go).

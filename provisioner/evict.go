@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -69,21 +70,6 @@ func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, 
 	return p.measurer.Usage(pv)
 }
 
-// evictable reports whether pv may be fenced for eviction: a member no
-// claim has or is being given, not pre-bound by an administrator, not
-// scrubbing, not being made, not being deleted, Available.
-func evictable(pv *corev1.PersistentVolume) bool {
-	return pv.DeletionTimestamp == nil && unclaimed(pv) && !controller.PreBound(pv) &&
-		!controller.Scrubbing(pv) && !controller.StoragePending(pv) && !controller.Evicting(pv)
-}
-
-// unclaimed reports whether no claim has pv or is being given it: it is
-// Available, and its claimRef names no claim's UID.
-func unclaimed(pv *corev1.PersistentVolume) bool {
-	ref := pv.Spec.ClaimRef
-	return pv.Status.Phase == corev1.VolumeAvailable && (ref == nil || ref.UID == "")
-}
-
 // withoutEvictFinalizer is a copy of pv without the eviction finalizer.
 func withoutEvictFinalizer(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	updated := pv.DeepCopy()
@@ -96,7 +82,7 @@ func withoutEvictFinalizer(pv *corev1.PersistentVolume) *corev1.PersistentVolume
 // removed next, in the background. It reports whether it did; a member
 // that changed since (issued, say) is left alone.
 func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
-	if !evictable(pv) {
+	if !eviction.Evictable(pv) {
 		return false, nil
 	}
 	b := p.backends[pv.Annotations[keys.Backend]]
@@ -147,7 +133,7 @@ func (p *provisioner) deleteFenced(ctx context.Context, pv *corev1.PersistentVol
 
 // evictForClaim makes room, at the maximum of class, for claim, which no
 // free member fits: it evicts the pool's least recently used member
-// (evictionVictim) and the claim waits, woken when the member is gone. A
+// (eviction.Victim) and the claim waits, woken when the member is gone. A
 // member already being evicted for each claim that waits is room enough:
 // a claim retried meanwhile evicts no second one.
 func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *params, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
@@ -159,7 +145,7 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 		}
 	}
 	if evicting < p.Waiting(class.Name) {
-		victim := evictionVictim(members)
+		victim := eviction.Victim(members)
 		if victim == nil {
 			return p.exhausted(ctx, claim, class, state, msg+"; no member may be evicted for it (evictForClaims): every one is bound, released or scrubbing")
 		}
@@ -273,7 +259,7 @@ func (e *evictor) sync(ctx context.Context, name string) error {
 		// Fenced, not deleted: a crash, or a write that came between: a
 		// claim's, or an administrator's pre-bind, which no eviction
 		// may delete either.
-		if unclaimed(pv) && !controller.PreBound(pv) && controller.Evicting(pv) {
+		if eviction.Unclaimed(pv) && !controller.PreBound(pv) && controller.Evicting(pv) {
 			return e.p.deleteFenced(ctx, pv)
 		}
 		return e.unfence(ctx, pv)

@@ -210,50 +210,6 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 	}
 }
 
-func TestEvictionVictim(t *testing.T) {
-	free := func(name string, at time.Time) *corev1.PersistentVolume {
-		return volume(name, "1Gi", returned("ns/old", at))
-	}
-	held := func(name string, at time.Time) *corev1.PersistentVolume {
-		return volume(name, "1Gi", returned("ns/old", at), heldFor("other"))
-	}
-	for _, tt := range []struct {
-		name    string
-		members []*corev1.PersistentVolume
-		want    string
-	}{
-		{"the least recently used free member", []*corev1.PersistentVolume{free("new", t0().Add(time.Hour)), free("old", t0()), held("held", t0().Add(-time.Hour))}, "old"},
-		{"held or reserved only when no free member can go", []*corev1.PersistentVolume{
-			held("held-new", t0().Add(time.Hour)), held("held-old", t0()), volume("bound", "1Gi", bound("ns", "a", "u1")),
-		}, "held-old"},
-		{"a reservation of the releaser's may go", []*corev1.PersistentVolume{
-			volume("reserved", "1Gi", returned("ns/old", t0()), reservedFor("ns", "old", t0().Add(time.Hour))),
-		}, "reserved"},
-		// Kubernetes never deletes a volume an administrator pre-bound (a
-		// claimRef by name, without the releaser's marks): neither may a pool.
-		{"never an administrator's pre-bind", []*corev1.PersistentVolume{
-			volume("prebound", "1Gi", returned("ns/old", t0().Add(-time.Hour)), preBound("ns", "coming")),
-			volume("prebound-new", "1Gi", preBound("ns", "later")),
-		}, ""},
-		{"never a bound, released, scrubbing or evicting one", []*corev1.PersistentVolume{
-			volume("bound", "1Gi", bound("ns", "a", "u1")),
-			volume("released", "1Gi", released("ns", "b", "u2", t0())),
-			volume("scrubbing", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }),
-			volume("evicting", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }),
-		}, ""},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got := ""
-			if pv := evictionVictim(tt.members); pv != nil {
-				got = pv.Name
-			}
-			if got != tt.want {
-				t.Errorf("evictionVictim = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // preBound makes pv pre-bound by an administrator to the claim ns/name, to
 // come: a claimRef by name only.
 func preBound(ns, name string) func(*corev1.PersistentVolume) {

@@ -52,7 +52,7 @@ func (b *fakeBackend) delete(_ context.Context, pv *corev1.PersistentVolume) (de
 	return storageRemoved, nil
 }
 
-func (*fakeBackend) evicts() (eviction, error) { return evictRemoving, nil }
+func (*fakeBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
 
 func (*fakeBackend) usage(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 	return 42, false, nil

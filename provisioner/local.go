@@ -42,7 +42,7 @@ type localBackend struct {
 	pods        lifecyclePods
 }
 
-func (*localBackend) evicts() (eviction, error) { return evictRemoving, nil }
+func (*localBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
 
 func (*localBackend) parameters() []string {
 	return []string{paramNodePath, paramDirectoryMode, paramLifecycleTemplates, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}

@@ -453,39 +453,3 @@ func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolum
 	}
 	return best
 }
-
-// evictionVictim returns the member of members to evict so that a claim
-// that no free member fits gets a new volume at the pool's maximum: the
-// least recently used free member (it fits no claim waiting, or it would
-// have been taken), else the least recently used one held for another
-// namespace or reserved by the releaser for another claim's name, never
-// one an administrator pre-bound; nil when none may go.
-func evictionVictim(members []*corev1.PersistentVolume) *corev1.PersistentVolume {
-	var best *corev1.PersistentVolume
-	tier := func(pv *corev1.PersistentVolume) int {
-		if controller.StateOf(pv) == controller.StateFree {
-			return 0
-		}
-		return 1
-	}
-	for _, pv := range members {
-		switch controller.StateOf(pv) {
-		case controller.StateFree, controller.StateHeld, controller.StateReserved:
-		default:
-			continue
-		}
-		// An administrator's pre-bind is no reservation of ours to end.
-		if pv.Status.Phase != corev1.VolumeAvailable || controller.StoragePending(pv) || controller.PreBound(pv) {
-			continue
-		}
-		if best == nil {
-			best = pv
-			continue
-		}
-		if c := cmp.Compare(tier(pv), tier(best)); c < 0 ||
-			c == 0 && (releasedAt(pv).Before(releasedAt(best)) || releasedAt(pv).Equal(releasedAt(best)) && pv.Name < best.Name) {
-			best = pv
-		}
-	}
-	return best
-}

@@ -25,7 +25,7 @@ func init() {
 // errCannotEvict says the static backend keeps no storage it could remove.
 var errCannotEvict = errors.New("the static backend removes no storage: label volumes out of the pool by hand")
 
-func (staticBackend) evicts() (eviction, error) { return evictNever, errCannotEvict }
+func (staticBackend) evicts() (evictionKind, error) { return evictNever, errCannotEvict }
 
 func (staticBackend) parameters() []string { return nil }
 
