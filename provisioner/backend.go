@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/kubernetes"
@@ -173,7 +174,7 @@ type backendDeps struct {
 	classes storagelisters.StorageClassLister
 	cfg     Config
 	// pods runs lifecycle pods on nodes and shares.
-	pods lifecyclePods
+	pods lifecycle.Pods
 }
 
 // registered holds what builds each backend, by the name a class gives it.
@@ -193,7 +194,7 @@ func register(name string, build func(backendDeps) backend) {
 // provisionerName is the provisioner's own name; client runs the backends'
 // lifecycle pods, events follows them, and lifecycle (if not nil) times
 // them.
-func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycleEvents, lifecycle *prometheus.HistogramVec) map[string]backend {
+func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycle.Events, lifecycle *prometheus.HistogramVec) map[string]backend {
 	if classes == nil {
 		classes = storagelisters.NewStorageClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	}
@@ -207,11 +208,8 @@ func newBackends(provisionerName string, client kubernetes.Interface, classes st
 
 // newLifecyclePods runs lifecycle pods as cfg says, through client; events
 // follows them and durations (if not nil) times them.
-func newLifecyclePods(client kubernetes.Interface, cfg Config, events *lifecycleEvents, durations *prometheus.HistogramVec) lifecyclePods {
-	return lifecyclePods{
-		client: client, namespace: cfg.LifecycleNamespace, image: cfg.LifecycleImage,
-		timeout: cfg.LifecycleTimeout, events: events, durations: durations,
-	}
+func newLifecyclePods(client kubernetes.Interface, cfg Config, events *lifecycle.Events, durations *prometheus.HistogramVec) lifecycle.Pods {
+	return lifecycle.NewPods(client, cfg.LifecycleNamespace, cfg.LifecycleImage, cfg.LifecycleTimeout, events, durations)
 }
 
 // backendNames lists the registered backends for a message, sorted: `"a",

@@ -24,12 +24,13 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // Controller is the provisioner.
 type Controller struct {
 	lib       *lib.ProvisionController
-	lifecycle *lifecycleEvents
+	lifecycle *lifecycle.Events
 	// provisioner decides; the pool manager asks it about pools.
 	provisioner *provisioner
 	// early issues pool members to claims as they are created.
@@ -192,7 +193,7 @@ func (c *Controller) Name() string { return "provisioner" }
 
 // Run provisions and deletes until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
-	if err := c.lifecycle.start(ctx); err != nil {
+	if err := c.lifecycle.Start(ctx); err != nil {
 		return err
 	}
 	// The early hand-off, the scrubber, the evictor and the measurer run

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // The directory backend makes each volume a directory in the class's baseDir
@@ -33,29 +33,27 @@ const (
 	paramHostPath      = "hostPath"
 	paramNFSServer     = "nfsServer"
 	paramNFSPath       = "nfsPath"
-	paramDirectoryMode = "directoryMode"
+	paramDirectoryMode = lifecycle.ModeParameter
 )
 
 const (
 	sourceHostPath = "hostPath"
 	sourceNFS      = "nfs"
-
-	defaultDirectoryMode fs.FileMode = 0o777
 )
 
 const backendDirectory = "directory"
 
 func init() {
 	register(backendDirectory, func(d backendDeps) backend {
-		return &directoryBackend{provisioner: d.provisioner, dirs: directories{root: d.cfg.DirectoryRoot}, pods: d.pods}
+		return &directoryBackend{provisioner: d.provisioner, dirs: lifecycle.Dirs{Root: d.cfg.DirectoryRoot}, pods: d.pods}
 	})
 }
 
 type directoryBackend struct {
 	provisioner string
-	dirs        directories
+	dirs        lifecycle.Dirs
 	// pods remove what the provisioner's own user may not.
-	pods lifecyclePods
+	pods lifecycle.Pods
 	// remove is dirs.remove; a test stands in for a user who may not.
 	remove func(baseDir, name string) error
 }
@@ -67,7 +65,7 @@ func (*directoryBackend) parameters() []string {
 // directoryClass is a validated directory-backend class.
 type directoryClass struct {
 	provisioner   string
-	dirs          directories
+	dirs          lifecycle.Dirs
 	baseDir       string // where the volumes' directories are, as the provisioner sees it
 	source        string // sourceHostPath or sourceNFS
 	hostPath      string // baseDir as nodes see it
@@ -83,23 +81,23 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 	var errs []error
 	c.baseDir = in[paramBaseDir]
 	var err error
-	if c.templates, err = lifecycleTemplates(in); err != nil {
+	if c.templates, err = lifecycle.Templates(in); err != nil {
 		errs = append(errs, err)
 	}
 	switch {
 	case c.baseDir == "":
 		errs = append(errs, fmt.Errorf("parameter %q is required", paramBaseDir))
-	case !isCleanAbs(c.baseDir, filepath.IsAbs, filepath.Clean):
+	case !lifecycle.IsCleanAbs(c.baseDir, filepath.IsAbs, filepath.Clean):
 		errs = append(errs, fmt.Errorf("%s %q must be an absolute path in clean form", paramBaseDir, c.baseDir))
-	case !within(b.dirs.root, c.baseDir):
-		errs = append(errs, fmt.Errorf("%s %q is outside the provisioner's --directory-root %q", paramBaseDir, c.baseDir, b.dirs.root))
+	case !lifecycle.Within(b.dirs.Root, c.baseDir):
+		errs = append(errs, fmt.Errorf("%s %q is outside the provisioner's --directory-root %q", paramBaseDir, c.baseDir, b.dirs.Root))
 	}
 
 	c.source = in[paramSource]
 	switch c.source {
 	case sourceHostPath:
 		c.hostPath = in[paramHostPath]
-		if !isCleanAbs(c.hostPath, path.IsAbs, path.Clean) {
+		if !lifecycle.IsCleanAbs(c.hostPath, path.IsAbs, path.Clean) {
 			errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form with source %q, not %q", paramHostPath, sourceHostPath, c.hostPath))
 		}
 		for _, name := range []string{paramNFSServer, paramNFSPath} {
@@ -112,7 +110,7 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 		if c.nfsServer == "" || strings.ContainsAny(c.nfsServer, "/ \t\n") {
 			errs = append(errs, fmt.Errorf("parameter %q must be a host name or IP address with source %q, not %q", paramNFSServer, sourceNFS, c.nfsServer))
 		}
-		if !isCleanAbs(c.nfsPath, path.IsAbs, path.Clean) {
+		if !lifecycle.IsCleanAbs(c.nfsPath, path.IsAbs, path.Clean) {
 			errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form with source %q, not %q", paramNFSPath, sourceNFS, c.nfsPath))
 		}
 		if _, ok := in[paramHostPath]; ok {
@@ -122,26 +120,12 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 		errs = append(errs, fmt.Errorf("parameter %q must be %q or %q, not %q", paramSource, sourceHostPath, sourceNFS, c.source))
 	}
 
-	mode, err := directoryMode(in)
+	mode, err := lifecycle.Mode(in)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	c.directoryMode = mode
 	return c, errs
-}
-
-// directoryMode is the mode of new volume directories that in (a class's
-// parameters) sets, or the default.
-func directoryMode(in map[string]string) (fs.FileMode, error) {
-	s, ok := in[paramDirectoryMode]
-	if !ok {
-		return defaultDirectoryMode, nil
-	}
-	n, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || n > 0o7777 {
-		return defaultDirectoryMode, fmt.Errorf("parameter %q must be an octal mode such as 0775, not %q", paramDirectoryMode, s)
-	}
-	return fs.FileMode(n&0o777) | unixModeBits(n), nil
 }
 
 // isMember: a directory pool is what this provisioner created for the class.
@@ -161,7 +145,7 @@ func (*directoryBackend) evicts() (evictionKind, error) { return evictRemoving, 
 // usage walks the member's directory through the share the provisioner has
 // mounted (measure.go).
 func (b *directoryBackend) usage(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
-	return b.dirs.usage(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], deadline)
+	return b.dirs.Usage(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], deadline)
 }
 
 func (*directoryBackend) measures() bool { return true }
@@ -183,7 +167,7 @@ func refuseUnlessDirectory(backend string, claim *corev1.PersistentVolumeClaim) 
 }
 
 func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, error) {
-	if err := c.dirs.create(c.baseDir, v.name, c.directoryMode); err != nil {
+	if err := c.dirs.Create(c.baseDir, v.name, c.directoryMode); err != nil {
 		return madeVolume{}, err
 	}
 	return c.plan(v)
@@ -202,7 +186,7 @@ func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 	}
 	remove := b.remove
 	if remove == nil {
-		remove = b.dirs.remove
+		remove = b.dirs.Remove
 	}
 	err := remove(baseDir, name)
 	if errors.Is(err, fs.ErrPermission) {
@@ -222,21 +206,21 @@ func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 // pod, as root, may. Its success is checked, not believed: the provisioner
 // removes the directory again, which must then succeed.
 func (b *directoryBackend) removeThroughPod(ctx context.Context, pv *corev1.PersistentVolume, baseDir, name string, remove func(string, string) error, denied error) error {
-	if b.pods.image == "" {
+	if b.pods.Image() == "" {
 		return fmt.Errorf("%w: a consumer left files the provisioner's user may not remove, and without --lifecycle-image it starts no pod that may", denied)
 	}
-	job := lifecycleJob{op: LifecycleDelete, volume: name}
+	job := lifecycle.Job{Op: lifecycle.Delete, Volume: name}
 	switch {
 	case pv.Spec.HostPath != nil:
-		job.dir = path.Dir(pv.Spec.HostPath.Path)
+		job.Dir = path.Dir(pv.Spec.HostPath.Path)
 	case pv.Spec.NFS != nil:
-		job.dir, job.nfsServer = path.Dir(pv.Spec.NFS.Path), pv.Spec.NFS.Server
+		job.Dir, job.NFSServer = path.Dir(pv.Spec.NFS.Path), pv.Spec.NFS.Server
 	}
 	if pv.Spec.NodeAffinity != nil {
-		job.affinity = pv.Spec.NodeAffinity.Required
+		job.Affinity = pv.Spec.NodeAffinity.Required
 	}
 	klog.FromContext(ctx).V(2).Info("Removing a volume's directory through a lifecycle pod", "pv", pv.Name, "err", denied)
-	if err := b.pods.run(ctx, job); err != nil {
+	if err := b.pods.Run(ctx, job); err != nil {
 		return fmt.Errorf("%w; removing it through a lifecycle pod: %w", denied, err)
 	}
 	if err := remove(baseDir, name); err != nil {
@@ -272,20 +256,4 @@ func sourceDirName(pv *corev1.PersistentVolume) string {
 		return path.Base(pv.Spec.NFS.Path)
 	}
 	return ""
-}
-
-// unixModeBits turns the setuid, setgid and sticky bits of an octal mode into
-// their fs.FileMode flags.
-func unixModeBits(n uint64) fs.FileMode {
-	var m fs.FileMode
-	if n&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if n&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if n&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m
 }

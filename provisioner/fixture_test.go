@@ -13,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -23,6 +24,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 type fixture struct {
@@ -71,7 +73,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 		t.Fatal(err)
 	}
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, m, Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
-	if err := f.p.lifecycle.start(t.Context()); err != nil {
+	if err := f.p.lifecycle.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	f.p.requeue = func(c *corev1.PersistentVolumeClaim) {
@@ -164,4 +166,15 @@ func reservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
 		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
 	}
+}
+
+// startedEvents is a cache of the lifecycle pods on client, running until
+// the test ends.
+func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycle.Events {
+	t.Helper()
+	e := lifecycle.NewEvents(client, "lifecycle")
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

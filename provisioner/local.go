@@ -11,9 +11,11 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // The local backend makes each volume a directory on the disk of the node
@@ -31,7 +33,9 @@ const (
 )
 
 func init() {
-	register(backendLocal, func(d backendDeps) backend { return &localBackend{provisioner: d.provisioner, pods: d.pods} })
+	register(backendLocal, func(d backendDeps) backend {
+		return &localBackend{provisioner: d.provisioner, client: d.client, pods: d.pods}
+	})
 }
 
 type localBackend struct {
@@ -39,7 +43,8 @@ type localBackend struct {
 	// measure at each return.
 	unmeasured
 	provisioner string
-	pods        lifecyclePods
+	client      kubernetes.Interface
+	pods        lifecycle.Pods
 }
 
 func (*localBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
@@ -59,15 +64,15 @@ type localClass struct {
 func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
 	c := &localClass{localBackend: b, nodePath: class.Parameters[paramNodePath]}
 	var errs []error
-	if !isCleanAbs(c.nodePath, path.IsAbs, path.Clean) || c.nodePath == "/" {
+	if !lifecycle.IsCleanAbs(c.nodePath, path.IsAbs, path.Clean) || c.nodePath == "/" {
 		errs = append(errs, fmt.Errorf("parameter %q must be an absolute path in clean form below /, not %q", paramNodePath, c.nodePath))
 	}
-	mode, err := directoryMode(class.Parameters)
+	mode, err := lifecycle.Mode(class.Parameters)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	c.directoryMode = mode
-	if c.templates, err = lifecycleTemplates(class.Parameters); err != nil {
+	if c.templates, err = lifecycle.Templates(class.Parameters); err != nil {
 		errs = append(errs, err)
 	}
 	// A volume is made on the node its first consumer runs on: the node
@@ -75,7 +80,7 @@ func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []
 	if class.VolumeBindingMode == nil || *class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 		errs = append(errs, fmt.Errorf("the %s backend needs volumeBindingMode %s: a volume is made on the node of its first consumer", backendLocal, storagev1.VolumeBindingWaitForFirstConsumer))
 	}
-	if b.pods.image == "" {
+	if b.pods.Image() == "" {
 		errs = append(errs, fmt.Errorf("the %s backend runs lifecycle pods, and the provisioner was started without --lifecycle-image", backendLocal))
 	}
 	return c, errs
@@ -109,19 +114,19 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 	if v.node == nil {
 		return madeVolume{}, fmt.Errorf("claim %s has no node selected: the %s backend makes a volume on the node of its first consumer", claimKey(v.claim), backendLocal)
 	}
-	if err := checkDirName(v.name); err != nil {
+	if err := lifecycle.CheckDirName(v.name); err != nil {
 		return madeVolume{}, err
 	}
 	size := v.claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	job := lifecycleJob{op: LifecycleCreate, node: v.node.Name, dir: c.nodePath, volume: v.name, mode: c.directoryMode, size: size.String(), templates: c.templates}
-	if err := c.pods.run(ctx, job); err != nil {
+	job := lifecycle.Job{Op: lifecycle.Create, Node: v.node.Name, Dir: c.nodePath, Volume: v.name, Mode: c.directoryMode, Size: size.String(), Templates: c.templates}
+	if err := c.pods.Run(ctx, job); err != nil {
 		// Whatever the create pod made before it failed goes.
-		job.op = LifecycleDelete
-		if derr := c.pods.run(ctx, job); derr != nil {
+		job.Op = lifecycle.Delete
+		if derr := c.pods.Run(ctx, job); derr != nil {
 			err = errors.Join(err, fmt.Errorf("and removing what it may have made: %w", derr))
 			// A pod past its deadline may still make the directory; one
 			// on a node that is gone makes nothing more.
-			if _, gerr := c.pods.client.CoreV1().Nodes().Get(ctx, v.node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
+			if _, gerr := c.client.CoreV1().Nodes().Get(ctx, v.node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
 				return madeVolume{}, &storageMayRemain{err}
 			}
 		}
@@ -163,11 +168,11 @@ func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) 
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
 		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
 	}
-	if _, err := b.pods.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, err := b.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return storageRemoved, &nodeGone{node: node, dir: pv.Spec.HostPath.Path,
 			msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
-	if err := b.pods.run(ctx, lifecycleJob{op: LifecycleDelete, node: node, dir: nodePath, volume: name, templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
+	if err := b.pods.Run(ctx, lifecycle.Job{Op: lifecycle.Delete, Node: node, Dir: nodePath, Volume: name, Templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
 		return storageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

@@ -15,6 +15,8 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
 )
 
 func localStorageClass(params map[string]string) *storagev1.StorageClass {
@@ -60,7 +62,7 @@ func TestProvisionLocalPerNode(t *testing.T) {
 		t.Errorf("a lifecycle pod was started on a full node: %v", pods.Items)
 	}
 
-	finish(t, f.client, "create-pvc-"+string(b.UID), corev1.PodSucceeded, "")
+	lifecycletest.Finish(t, f.client, "create-pvc-"+string(b.UID), corev1.PodSucceeded, "")
 	pv, err := provisionOn(b, "n2")
 	if err != nil {
 		t.Fatal(err)
@@ -105,12 +107,11 @@ func TestLocalDelete(t *testing.T) {
 	}
 	newBackend := func(objs ...runtime.Object) (*localBackend, *fake.Clientset) {
 		client := fake.NewClientset(objs...)
-		return &localBackend{provisioner: testProvisioner, pods: lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test",
-			timeout: time.Minute, events: startedEvents(t, client)}}, client
+		return &localBackend{provisioner: testProvisioner, client: client, pods: lifecycle.NewPods(client, "lifecycle", "reclaimable:test", time.Minute, startedEvents(t, client), nil)}, client
 	}
 
 	b, client := newBackend(node("n1"))
-	finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
+	lifecycletest.Finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
 	if _, err := b.delete(context.Background(), pv()); err != nil {
 		t.Fatalf("delete on a live node: %v", err)
 	}
@@ -154,10 +155,10 @@ func TestProvisionLocalLeavesNoDirectoryBehindALatePod(t *testing.T) {
 				}
 			}
 			local := f.p.backends[backendLocal].(*localBackend)
-			local.pods.timeout = 100 * time.Millisecond
+			local.pods = local.pods.WithTimeout(100 * time.Millisecond)
 			if tt.phase != "" {
-				finish(t, f.client, "create-pvc-"+string(a.UID), tt.phase, "mkdir: permission denied")
-				finish(t, f.client, "delete-pvc-"+string(a.UID), corev1.PodSucceeded, "")
+				lifecycletest.Finish(t, f.client, "create-pvc-"+string(a.UID), tt.phase, "mkdir: permission denied")
+				lifecycletest.Finish(t, f.client, "delete-pvc-"+string(a.UID), corev1.PodSucceeded, "")
 			}
 			_, state, err := f.p.Provision(context.Background(), lib.ProvisionOptions{
 				StorageClass: localStorageClass(nil), PVName: "pvc-" + string(a.UID), PVC: a, SelectedNode: node("n1"),

@@ -2,8 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,37 +10,6 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
-
-// A member's directory is measured by the blocks its files take, links
-// not followed; a walk out of time is partial.
-func TestDirectoryUsage(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "pv-1")
-	if err := os.MkdirAll(filepath.Join(dir, "objects"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "objects", "blob"), make([]byte, 1<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	outside := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(outside, make([]byte, 4<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	d := directories{root: root}
-	bytes, partial, err := d.usage(root, "pv-1", time.Now().Add(time.Minute))
-	if err != nil || partial || bytes < 1<<20 || bytes >= 2<<20 {
-		t.Errorf("usage = %d, partial %v, %v; want about 1 MiB, complete, the link not followed", bytes, partial, err)
-	}
-	if _, partial, err := d.usage(root, "pv-1", time.Now().Add(-time.Second)); err != nil || !partial {
-		t.Errorf("usage out of time: partial %v, %v; want partial", partial, err)
-	}
-	if _, _, err := d.usage(root, "../escape", time.Now().Add(time.Minute)); err == nil {
-		t.Error("usage of a name outside the base: no error")
-	}
-}
 
 // The measurer measures a member back in the pool once per return, and
 // takes a measure of the same return from the pool's status instead.

@@ -5,6 +5,7 @@ import (
 	libmetrics "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller/metrics"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 const subsystem = "provisioner"
@@ -59,10 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		issues: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "issues_total",
 			Help: "Volumes given to claims, by class and kind: same-claim (the claim that used it last came back), other-member (a warm volume of the pool), new-volume."},
 			[]string{"class", "kind"}),
-		lifecycle: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "lifecycle_pod_duration_seconds",
-			Help:    "Lifecycle pods of the local backend, from creation to their end, by operation (create, delete) and result (succeeded, failed, deadline).",
-			Buckets: []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300}},
-			[]string{"op", "result"}),
+		lifecycle: lifecycle.NewDurations(subsystem),
 		madeAhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "made_ahead_duration_seconds",
 			Help:    "Members made ahead of claims for a VolumePool's minAvailable, by class: the time to make one, from its volume object to its storage ready.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	storagev1 "k8s.io/api/storage/v1"
 )
 
@@ -70,7 +71,7 @@ func FuzzParseParameters(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !filepath.IsAbs(d.baseDir) || filepath.Clean(d.baseDir) != d.baseDir || !within(root, d.baseDir) {
+		if !filepath.IsAbs(d.baseDir) || filepath.Clean(d.baseDir) != d.baseDir || !lifecycle.Within(root, d.baseDir) {
 			t.Fatalf("accepted baseDir %q outside %s", d.baseDir, root)
 		}
 		if d.directoryMode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // Event reasons, on the claim unless said otherwise.
@@ -84,7 +85,7 @@ type provisioner struct {
 
 	// lifecycle follows the local backend's lifecycle pods; it runs while
 	// the provisioner does.
-	lifecycle *lifecycleEvents
+	lifecycle *lifecycle.Events
 
 	// requeue hands a claim back to the library's work queue.
 	requeue func(*corev1.PersistentVolumeClaim)
@@ -115,7 +116,7 @@ type provisioner struct {
 
 func newProvisioner(name string, client kubernetes.Interface, volumes cache.Indexer, claims corelisters.PersistentVolumeClaimLister,
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
-	lifecycle := newLifecycleEvents(client, cfg.LifecycleNamespace)
+	lifecycle := lifecycle.NewEvents(client, cfg.LifecycleNamespace)
 	p := &provisioner{
 		pools: controller.NoPools(),
 		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,

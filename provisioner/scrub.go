@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // The scrubber empties the volumes handed to it (keys.Scrub) before any
@@ -47,14 +48,14 @@ const (
 
 type scrubber struct {
 	p        *provisioner
-	pods     lifecyclePods
+	pods     lifecycle.Pods
 	classes  storagelisters.StorageClassLister
 	recorder record.EventRecorder
 	queue    *controller.Queue[string]
 	workers  int
 }
 
-func newScrubber(p *provisioner, pods lifecyclePods, classes storagelisters.StorageClassLister, volumes cache.SharedIndexInformer, workers int) (*scrubber, error) {
+func newScrubber(p *provisioner, pods lifecycle.Pods, classes storagelisters.StorageClassLister, volumes cache.SharedIndexInformer, workers int) (*scrubber, error) {
 	s := &scrubber{p: p, pods: pods, classes: classes, recorder: p.recorder, workers: workers}
 	s.queue = controller.NewQueue("scrubber", s.sync)
 	// Only a change of what the scrub goes by queues a volume: the
@@ -127,7 +128,7 @@ func (s *scrubber) sync(ctx context.Context, name string) error {
 // scrubClaimRef reports whether pv's claimRef names its scrub claim.
 func (s *scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.Namespace == s.pods.namespace && ref.Name == keys.ScrubClaim(pv.Name)
+	return ref != nil && ref.Namespace == s.pods.Namespace() && ref.Name == keys.ScrubClaim(pv.Name)
 }
 
 // take pre-binds pv to its scrub claim, once no claim has it: one write,
@@ -144,7 +145,7 @@ func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 		return s.failed(ctx, pv, fmt.Errorf("a block volume is not scrubbed: it has no files to remove, and overwriting a device is not done here; delete the volume, or remove %s by hand to return it with its data", keys.Scrub), false)
 	}
 	updated := pv.DeepCopy()
-	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.namespace, Name: keys.ScrubClaim(pv.Name)}
+	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.Namespace(), Name: keys.ScrubClaim(pv.Name)}
 	updated.Annotations[keys.Scrub] = keys.ScrubRunning
 	// A newer version may differ only where the scrub does not look,
 	// which queues nothing: updateVolume has it looked at again.
@@ -155,7 +156,7 @@ func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 // scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
 // and marks the volume done once the pod succeeded.
 func (s *scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if s.pods.image == "" {
+	if s.pods.Image() == "" {
 		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image, and a scrub pod runs the reclaimable image"), true)
 	}
 	if err := s.ensureClaim(ctx, pv); err != nil {
@@ -165,10 +166,10 @@ func (s *scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error
 	if err != nil {
 		return err
 	}
-	job := lifecycleJob{op: LifecycleScrub, volume: pv.Name, claim: keys.ScrubClaim(pv.Name)}
-	job.templates, _ = lifecycleTemplates(class.Parameters)
+	job := lifecycle.Job{Op: lifecycle.Scrub, Volume: pv.Name, Claim: keys.ScrubClaim(pv.Name)}
+	job.Templates, _ = lifecycle.Templates(class.Parameters)
 	klog.FromContext(ctx).V(2).Info("Scrubbing a volume")
-	if err := s.pods.run(ctx, job); err != nil {
+	if err := s.pods.Run(ctx, job); err != nil {
 		return s.failed(ctx, pv, err, true)
 	}
 	updated := pv.DeepCopy()
@@ -191,14 +192,14 @@ func (s *scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 		modes = modes[:1]
 	}
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.pods.namespace,
-			Labels: keys.Map(keys.Lifecycle, LifecycleScrub, "app.kubernetes.io/managed-by", "reclaimable")},
+		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.pods.Namespace(),
+			Labels: keys.Map(keys.Lifecycle, lifecycle.Scrub, "app.kubernetes.io/managed-by", "reclaimable")},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			VolumeName: pv.Name, StorageClassName: &class, AccessModes: modes, VolumeMode: &mode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},
 		},
 	}
-	_, err := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.namespace).Create(ctx, claim, metav1.CreateOptions{})
+	_, err := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace()).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the scrub claim of volume %s: %w", pv.Name, err)
 	}
@@ -212,7 +213,7 @@ func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
 // finish deletes pv's scrub claim and, once it is gone, returns the volume
 // to the pool: free for any claim, empty.
 func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
-	claims := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.namespace)
+	claims := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace())
 	name := keys.ScrubClaim(pv.Name)
 	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -224,7 +225,7 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 		}
 		// Still there: its protection finalizer goes once no pod uses
 		// it, which no event of the volume tells.
-		return controller.Wait("scrub claim %s/%s is being deleted", s.pods.namespace, name)
+		return controller.Wait("scrub claim %s/%s is being deleted", s.pods.Namespace(), name)
 	}
 	updated := pv.DeepCopy()
 	if s.scrubClaimRef(pv) {

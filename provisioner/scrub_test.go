@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 func heldFor(ns string) func(*corev1.PersistentVolume) {
@@ -117,7 +118,7 @@ func scrubberFor(f *fixture, class *storagev1.StorageClass) *scrubber {
 	if err := classes.Add(class); err != nil {
 		f.t.Fatal(err)
 	}
-	s := &scrubber{p: f.p, pods: lifecyclePods{client: f.client, namespace: "lifecycle", image: "reclaimable:test"},
+	s := &scrubber{p: f.p, pods: lifecycle.NewPods(f.client, "lifecycle", "reclaimable:test", 0, nil, nil),
 		classes: storagelisters.NewStorageClassLister(classes), recorder: f.recorder}
 	s.queue = controller.NewQueue("scrubber-test", s.sync)
 	return s

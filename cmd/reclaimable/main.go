@@ -22,6 +22,7 @@ import (
 	"github.com/reclaimable/reclaimable/podwatcher"
 	"github.com/reclaimable/reclaimable/poolmanager"
 	"github.com/reclaimable/reclaimable/provisioner"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/releaser"
 )
 
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if args[0] == "lifecycle" {
-		return lifecycle(args[1:], stdout, stderr)
+		return runLifecycle(args[1:], stdout, stderr)
 	}
 
 	cmd, args := args[0], args[1:]
@@ -216,17 +217,17 @@ func newProvisioner(env *controller.Env, prov provisioner.Config, pools poolmana
 	return controller.Together(p, m), nil
 }
 
-// lifecycle makes or removes a local volume's directory under the pod's
+// runLifecycle makes or removes a local volume's directory under the pod's
 // mount of its node's directory of volumes; the pod's environment names it.
-func lifecycle(args []string, stdout, stderr io.Writer) int {
+func runLifecycle(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
-		fmt.Fprintf(stderr, "usage: reclaimable lifecycle %s|%s (with %s and %s set)\n", provisioner.LifecycleCreate, provisioner.LifecycleDelete, provisioner.EnvVolumeName, provisioner.EnvVolumeMode)
+		fmt.Fprintf(stderr, "usage: reclaimable lifecycle %s|%s (with %s and %s set)\n", lifecycle.Create, lifecycle.Delete, lifecycle.EnvVolumeName, lifecycle.EnvVolumeMode)
 		return 2
 	}
-	if err := provisioner.RunLifecycle(args[0], provisioner.LifecycleMount, os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "lifecycle %s of %s: %v\n", args[0], os.Getenv(provisioner.EnvVolumePath), err)
+	if err := lifecycle.Run(args[0], lifecycle.Mount, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "lifecycle %s of %s: %v\n", args[0], os.Getenv(lifecycle.EnvVolumePath), err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "lifecycle %s of %s: done\n", args[0], os.Getenv(provisioner.EnvVolumePath))
+	fmt.Fprintf(stdout, "lifecycle %s of %s: done\n", args[0], os.Getenv(lifecycle.EnvVolumePath))
 	return 0
 }

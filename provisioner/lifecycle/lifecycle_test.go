@@ -1,4 +1,4 @@
-package provisioner
+package lifecycle
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
 )
 
 func TestRunLifecycle(t *testing.T) {
@@ -26,7 +27,7 @@ func TestRunLifecycle(t *testing.T) {
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
 	create := env(map[string]string{EnvVolumeName: "pvc-1", EnvVolumeMode: "2775"})
 	for range 2 { // a second create, after a retry, reuses the directory
-		if err := RunLifecycle(LifecycleCreate, base, create); err != nil {
+		if err := Run(Create, base, create); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +43,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	remove := env(map[string]string{EnvVolumeName: "pvc-1"})
 	for range 2 { // a directory already gone is no error
-		if err := RunLifecycle(LifecycleDelete, base, remove); err != nil {
+		if err := Run(Delete, base, remove); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,13 +56,13 @@ func TestRunLifecycle(t *testing.T) {
 		vars     map[string]string
 		want     string
 	}{
-		{"name climbs out", LifecycleCreate, map[string]string{EnvVolumeName: "../etc", EnvVolumeMode: "0777"}, "cannot name a volume directory"},
-		{"name empty", LifecycleDelete, map[string]string{}, "cannot name a volume directory"},
-		{"mode not octal", LifecycleCreate, map[string]string{EnvVolumeName: "pvc-2", EnvVolumeMode: "rwx"}, EnvVolumeMode},
+		{"name climbs out", Create, map[string]string{EnvVolumeName: "../etc", EnvVolumeMode: "0777"}, "cannot name a volume directory"},
+		{"name empty", Delete, map[string]string{}, "cannot name a volume directory"},
+		{"mode not octal", Create, map[string]string{EnvVolumeName: "pvc-2", EnvVolumeMode: "rwx"}, EnvVolumeMode},
 		{"unknown operation", "resize", map[string]string{EnvVolumeName: "pvc-2"}, "unknown lifecycle operation"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := RunLifecycle(tt.op, base, env(tt.vars))
+			err := Run(tt.op, base, env(tt.vars))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want one containing %q", err, tt.want)
 			}
@@ -71,68 +72,46 @@ func TestRunLifecycle(t *testing.T) {
 
 func TestOctalMode(t *testing.T) {
 	for _, s := range []string{"0777", "0775", "02775", "01777", "04755", "0700"} {
-		m, err := directoryMode(map[string]string{paramDirectoryMode: s})
+		m, err := Mode(map[string]string{ModeParameter: s})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := octalMode(m); got != s {
-			t.Errorf("octalMode(directoryMode(%s)) = %s", s, got)
+			t.Errorf("octalMode(Mode(%s)) = %s", s, got)
 		}
 	}
 }
 
-// lifecycleDurations is the provisioner's histogram of lifecycle pods.
+// lifecycleDurations is a histogram of lifecycle pods, registered.
 func lifecycleDurations(t *testing.T) *prometheus.HistogramVec {
 	t.Helper()
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
+	h := NewDurations("provisioner")
+	if err := prometheus.NewRegistry().Register(h); err != nil {
 		t.Fatal(err)
 	}
-	return m.lifecycle
+	return h
 }
 
 // startedEvents is a cache of the lifecycle pods on client, running until
 // the test ends.
-func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycleEvents {
+func startedEvents(t *testing.T, client kubernetes.Interface) *Events {
 	t.Helper()
-	e := newLifecycleEvents(client, "lifecycle")
-	if err := e.start(t.Context()); err != nil {
+	e := NewEvents(client, "lifecycle")
+	if err := e.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-// finish plays the kubelet: once the lifecycle pod exists, it ends it in
-// phase with message.
-func finish(t *testing.T, client *fake.Clientset, name string, phase corev1.PodPhase, message string) {
-	t.Helper()
-	go func() {
-		ctx := context.Background()
-		for {
-			p, err := client.CoreV1().Pods("lifecycle").Get(ctx, name, metav1.GetOptions{})
-			if err == nil {
-				p.Status.Phase = phase
-				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "lifecycle", State: corev1.ContainerState{
-					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: message},
-				}}}
-				if _, err := client.CoreV1().Pods("lifecycle").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err == nil {
-					return
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-}
-
 func TestLifecyclePodsRun(t *testing.T) {
-	job := lifecycleJob{op: LifecycleCreate, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi"}
-	newPods := func(t *testing.T, timeout time.Duration) (lifecyclePods, *fake.Clientset) {
+	job := Job{Op: Create, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1", Mode: 0o775, Size: "1Gi"}
+	newPods := func(t *testing.T, timeout time.Duration) (Pods, *fake.Clientset) {
 		client := fake.NewClientset()
-		return lifecyclePods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, events: startedEvents(t, client),
+		return Pods{client: client, namespace: "lifecycle", image: "reclaimable:test", timeout: timeout, events: startedEvents(t, client),
 			durations: lifecycleDurations(t)}, client
 	}
 	// timed checks that the pod's run was timed once, with result.
-	timed := func(t *testing.T, l lifecyclePods, result string) {
+	timed := func(t *testing.T, l Pods, result string) {
 		t.Helper()
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(l.durations)
@@ -164,8 +143,8 @@ func TestLifecyclePodsRun(t *testing.T) {
 
 	t.Run("succeeds", func(t *testing.T) {
 		l, client := newPods(t, time.Minute)
-		finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
-		if err := l.run(context.Background(), job); err != nil {
+		lifecycletest.Finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
+		if err := l.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
 		}
 		noPodLeft(t, client)
@@ -188,7 +167,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 			p.Status.Phase = corev1.PodSucceeded
 			_, _ = client.CoreV1().Pods("lifecycle").UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
 		}()
-		if err := l.run(context.Background(), job); err != nil {
+		if err := l.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
 		}
 		gets := 0
@@ -205,8 +184,8 @@ func TestLifecyclePodsRun(t *testing.T) {
 	})
 	t.Run("fails with the pod's message", func(t *testing.T) {
 		l, client := newPods(t, time.Minute)
-		finish(t, client, "create-pvc-1", corev1.PodFailed, "no space left on device")
-		err := l.run(context.Background(), job)
+		lifecycletest.Finish(t, client, "create-pvc-1", corev1.PodFailed, "no space left on device")
+		err := l.Run(context.Background(), job)
 		if err == nil || !strings.Contains(err.Error(), "failed: no space left on device") || !strings.Contains(err.Error(), "node n1") {
 			t.Fatalf("error %v, want the pod's termination message and node", err)
 		}
@@ -215,7 +194,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 	})
 	t.Run("deadline", func(t *testing.T) {
 		l, client := newPods(t, 50*time.Millisecond)
-		err := l.run(context.Background(), job)
+		err := l.Run(context.Background(), job)
 		if err == nil || !strings.Contains(err.Error(), "did not finish within 50ms") {
 			t.Fatalf("error %v, want the deadline", err)
 		}
@@ -232,7 +211,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 		}()
-		err := l.run(context.Background(), job)
+		err := l.Run(context.Background(), job)
 		if err == nil || !strings.Contains(err.Error(), "was deleted before it finished") {
 			t.Fatalf("error %v, want the pod's deletion", err)
 		}
@@ -243,8 +222,8 @@ func TestLifecyclePodsRun(t *testing.T) {
 		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
-		if err := l.run(context.Background(), job); err != nil {
+		lifecycletest.Finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
+		if err := l.Run(context.Background(), job); err != nil {
 			t.Fatal(err)
 		}
 		noPodLeft(t, client)
@@ -252,8 +231,8 @@ func TestLifecyclePodsRun(t *testing.T) {
 }
 
 func TestLifecyclePod(t *testing.T) {
-	l := lifecyclePods{namespace: "lifecycle", image: "reclaimable:test"}
-	p := l.pod(lifecycleJob{op: LifecycleDelete, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775 | fs.ModeSetgid, size: "1Gi"})
+	l := Pods{namespace: "lifecycle", image: "reclaimable:test"}
+	p := l.pod(Job{Op: Delete, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1", Mode: 0o775 | fs.ModeSetgid, Size: "1Gi"})
 	if p.Spec.NodeName != "n1" || p.Namespace != "lifecycle" || p.Name != "delete-pvc-1" {
 		t.Errorf("pod %s/%s on %q", p.Namespace, p.Name, p.Spec.NodeName)
 	}
@@ -295,8 +274,8 @@ spec:
 		},
 	}
 	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "bad"}, Data: map[string]string{"create": "spec: {containerz: []}"}}
-	l := lifecyclePods{client: fake.NewClientset(cm, bad), namespace: "lifecycle", image: "reclaimable:test"}
-	job := lifecycleJob{op: LifecycleCreate, node: "n1", dir: "/var/lib/caches", volume: "pvc-1", mode: 0o775, size: "1Gi", templates: "quota"}
+	l := Pods{client: fake.NewClientset(cm, bad), namespace: "lifecycle", image: "reclaimable:test"}
+	job := Job{Op: Create, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1", Mode: 0o775, Size: "1Gi", Templates: "quota"}
 
 	p, err := l.podFor(context.Background(), job)
 	if err != nil {
@@ -305,7 +284,7 @@ spec:
 	if p.Name != "create-pvc-1" || p.Namespace != "lifecycle" || p.Spec.NodeName != "n1" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pod %s/%s on %q restart %s: the job's binding lost", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.RestartPolicy)
 	}
-	if p.Labels["team"] != "storage" || p.Labels[keys.Lifecycle] != LifecycleCreate {
+	if p.Labels["team"] != "storage" || p.Labels[keys.Lifecycle] != Create {
 		t.Errorf("labels %v", p.Labels)
 	}
 	if c := p.Spec.Containers[0]; c.Image != "example.com/quota:1" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
@@ -324,12 +303,12 @@ spec:
 
 	for _, tt := range []struct {
 		name string
-		job  lifecycleJob
+		job  Job
 		want string
 	}{
-		{"a template without containers", lifecycleJob{op: LifecycleDelete, volume: "pvc-1", templates: "quota"}, "has no container"},
-		{"not a pod template", lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "bad"}, "is not a pod template"},
-		{"no such ConfigMap", lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "gone"}, "reading the lifecycle templates lifecycle/gone"},
+		{"a template without containers", Job{Op: Delete, Volume: "pvc-1", Templates: "quota"}, "has no container"},
+		{"not a pod template", Job{Op: Create, Volume: "pvc-1", Templates: "bad"}, "is not a pod template"},
+		{"no such ConfigMap", Job{Op: Create, Volume: "pvc-1", Templates: "gone"}, "reading the lifecycle templates lifecycle/gone"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := l.podFor(context.Background(), tt.job); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -342,7 +321,7 @@ spec:
 	if _, err := l.client.CoreV1().ConfigMaps("lifecycle").Update(context.Background(), bad, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p, err = l.podFor(context.Background(), lifecycleJob{op: LifecycleCreate, volume: "pvc-1", templates: "bad"})
+	p, err = l.podFor(context.Background(), Job{Op: Create, Volume: "pvc-1", Templates: "bad"})
 	if err != nil || p.Spec.Containers[0].Image != "reclaimable:test" {
 		t.Errorf("pod %v, %v: want the built-in one", p, err)
 	}

@@ -1,4 +1,4 @@
-package provisioner
+package lifecycle
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// lifecycleEvents follows the lifecycle pods, so that a wait for one reads
+// Events follows the lifecycle pods, so that a wait for one reads
 // a cache and wakes on its changes instead of asking the API server again
 // and again. The informer is its own, not the process's shared pod
 // informer: that one trims pods to what the podwatcher reads, and a failed
 // lifecycle pod's termination message is in the container statuses it
 // drops. It runs only while the provisioner leads.
-type lifecycleEvents struct {
+type Events struct {
 	informer cache.SharedIndexInformer
 	pods     corelisters.PodNamespaceLister
 
@@ -29,7 +29,7 @@ type lifecycleEvents struct {
 	changed chan struct{}
 }
 
-func newLifecycleEvents(client kubernetes.Interface, namespace string) *lifecycleEvents {
+func NewEvents(client kubernetes.Interface, namespace string) *Events {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = keys.Lifecycle }),
@@ -40,7 +40,7 @@ func newLifecycleEvents(client kubernetes.Interface, namespace string) *lifecycl
 			return obj, nil
 		}))
 	pods := f.Core().V1().Pods()
-	e := &lifecycleEvents{informer: pods.Informer(), pods: pods.Lister().Pods(namespace), changed: make(chan struct{})}
+	e := &Events{informer: pods.Informer(), pods: pods.Lister().Pods(namespace), changed: make(chan struct{})}
 	notify := func(any) { e.notify() }
 	_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    notify,
@@ -51,7 +51,7 @@ func newLifecycleEvents(client kubernetes.Interface, namespace string) *lifecycl
 }
 
 // start runs the informer until ctx is done and waits for its first list.
-func (e *lifecycleEvents) start(ctx context.Context) error {
+func (e *Events) Start(ctx context.Context) error {
 	go e.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), e.informer.HasSynced) {
 		return fmt.Errorf("syncing the lifecycle pods' cache: %w", ctx.Err())
@@ -61,13 +61,13 @@ func (e *lifecycleEvents) start(ctx context.Context) error {
 
 // next returns a channel that is closed at the next change of any lifecycle
 // pod. Take it before reading the cache, so that no change is missed.
-func (e *lifecycleEvents) next() <-chan struct{} {
+func (e *Events) next() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.changed
 }
 
-func (e *lifecycleEvents) notify() {
+func (e *Events) notify() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	close(e.changed)

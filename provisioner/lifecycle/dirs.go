@@ -1,4 +1,7 @@
-package provisioner
+// Package lifecycle makes, removes and empties volume directories: in a
+// pod on the node or share that holds them (Pods, and Run, the command the
+// pods run), or in the provisioner's own process (Dirs).
+package lifecycle
 
 import (
 	"errors"
@@ -6,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -13,19 +17,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// directories creates, removes and measures volume directories: the
+// Dirs creates, removes and measures volume Dirs: the
 // directory backend's in its shares, the lifecycle pods' on a node's disk.
 // Every path is resolved through an os.Root opened at the root directory, so
 // neither "..", nor an absolute name, nor a symbolic link planted by a
 // consumer inside a volume can lead anywhere outside it.
-type directories struct {
-	root string // --directory-root
+type Dirs struct {
+	Root string // --directory-root
 }
 
-// checkDirName accepts the name of a volume's directory. Names are PV names
+// CheckDirName accepts the name of a volume's directory. Names are PV names
 // ("pvc-<claim UID>"), never strings a claim chose, and are checked again
 // here: a DNS-1123 subdomain has no "/", no "..", no leading dot and no NUL.
-func checkDirName(name string) error {
+func CheckDirName(name string) error {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 		return fmt.Errorf("%q cannot name a volume directory: %s", name, strings.Join(msgs, "; "))
 	}
@@ -33,16 +37,16 @@ func checkDirName(name string) error {
 }
 
 // openBase opens baseDir (which must lie in the root) as a Root of its own.
-func (d directories) openBase(baseDir string) (*os.Root, error) {
-	if !filepath.IsAbs(d.root) || !isCleanAbs(baseDir, filepath.IsAbs, filepath.Clean) || !within(d.root, baseDir) {
-		return nil, fmt.Errorf("base directory %q is not inside the directory root %q", baseDir, d.root)
+func (d Dirs) openBase(baseDir string) (*os.Root, error) {
+	if !filepath.IsAbs(d.Root) || !IsCleanAbs(baseDir, filepath.IsAbs, filepath.Clean) || !Within(d.Root, baseDir) {
+		return nil, fmt.Errorf("base directory %q is not inside the directory root %q", baseDir, d.Root)
 	}
-	root, err := os.OpenRoot(d.root)
+	root, err := os.OpenRoot(d.Root)
 	if err != nil {
 		return nil, fmt.Errorf("opening the directory root: %w", err)
 	}
 	defer root.Close()
-	rel, err := filepath.Rel(d.root, baseDir)
+	rel, err := filepath.Rel(d.Root, baseDir)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +59,8 @@ func (d directories) openBase(baseDir string) (*os.Root, error) {
 
 // create makes the directory name in baseDir with mode. It is idempotent: a
 // directory left by an earlier attempt for the same volume is reused as it is.
-func (d directories) create(baseDir, name string, mode fs.FileMode) error {
-	if err := checkDirName(name); err != nil {
+func (d Dirs) Create(baseDir, name string, mode fs.FileMode) error {
+	if err := CheckDirName(name); err != nil {
 		return err
 	}
 	base, err := d.openBase(baseDir)
@@ -96,8 +100,8 @@ func (d directories) create(baseDir, name string, mode fs.FileMode) error {
 // remove deletes the directory name in baseDir and everything in it. A
 // directory that is already gone is not an error; a base directory that
 // cannot be opened is, since the share may just not be mounted.
-func (d directories) remove(baseDir, name string) error {
-	if err := checkDirName(name); err != nil {
+func (d Dirs) Remove(baseDir, name string) error {
+	if err := CheckDirName(name); err != nil {
 		return err
 	}
 	base, err := d.openBase(baseDir)
@@ -118,8 +122,8 @@ var errOutOfTime = errors.New("out of time")
 // take (their allocated blocks, as du counts them), never following a
 // link, until deadline; partial says it stopped there or at what it could
 // not read.
-func (d directories) usage(baseDir, name string, deadline time.Time) (int64, bool, error) {
-	if err := checkDirName(name); err != nil {
+func (d Dirs) Usage(baseDir, name string, deadline time.Time) (int64, bool, error) {
+	if err := CheckDirName(name); err != nil {
 		return 0, false, err
 	}
 	base, err := d.openBase(baseDir)
@@ -160,14 +164,51 @@ func (d directories) usage(baseDir, name string, deadline time.Time) (int64, boo
 	return total, partial, err
 }
 
-// isCleanAbs reports whether p is absolute and already in the form clean
+// IsCleanAbs reports whether p is absolute and already in the form clean
 // gives, so that what an administrator reads in a class is what is used.
-func isCleanAbs(p string, isAbs func(string) bool, clean func(string) string) bool {
+func IsCleanAbs(p string, isAbs func(string) bool, clean func(string) string) bool {
 	return p != "" && isAbs(p) && clean(p) == p && !strings.ContainsRune(p, 0)
 }
 
 // within reports whether the clean absolute path p is dir or lies below it.
-func within(dir, p string) bool {
+func Within(dir, p string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
+// ModeParameter is the class parameter of the mode of new volume
+// Dirs (the directory and local backends').
+const ModeParameter = "directoryMode"
+
+// DefaultMode is the mode of a new volume directory unless a class says.
+const DefaultMode fs.FileMode = 0o777
+
+// Mode is the mode of new volume Dirs that in (a class's
+// parameters) sets, or the default.
+func Mode(in map[string]string) (fs.FileMode, error) {
+	s, ok := in[ModeParameter]
+	if !ok {
+		return DefaultMode, nil
+	}
+	n, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || n > 0o7777 {
+		return DefaultMode, fmt.Errorf("parameter %q must be an octal mode such as 0775, not %q", ModeParameter, s)
+	}
+	return fs.FileMode(n&0o777) | unixModeBits(n), nil
+}
+
+// unixModeBits turns the setuid, setgid and sticky bits of an octal mode into
+// their fs.FileMode flags.
+func unixModeBits(n uint64) fs.FileMode {
+	var m fs.FileMode
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
 }

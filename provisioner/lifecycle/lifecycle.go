@@ -1,4 +1,4 @@
-package provisioner
+package lifecycle
 
 import (
 	"context"
@@ -23,33 +23,34 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// Lifecycle pods make and remove volume directories where the provisioner
+// Lifecycle pods make and remove volume Dirs where the provisioner
 // cannot: on a node's disk, which it does not reach (the local backend),
 // and in a share whose files a consumer wrote as its own user, in
-// directories of its own mode, which the provisioner's user may not remove
+// Dirs of its own mode, which the provisioner's user may not remove
 // (the directory backend). A pod runs the reclaimable image's "lifecycle"
 // command as root, with the directory that holds the volume's directory
-// mounted at LifecycleMount; what it works on comes from its environment,
+// mounted at Mount; what it works on comes from its environment,
 // never from a claim unchecked. It runs in a namespace of its own, whose
 // Pod Security level admits it; the provisioner's pod stays "restricted".
 
 // The lifecycle operations.
 const (
-	LifecycleCreate = "create"
-	LifecycleDelete = "delete"
-	// LifecycleScrub empties a volume, mounted through a claim of its own
-	// at LifecycleMount, whatever its backend.
-	LifecycleScrub = "scrub"
+	Create = "create"
+	Delete = "delete"
+	// Scrub empties a volume, mounted through a claim of its own
+	// at Mount, whatever its backend.
+	Scrub = "scrub"
 )
 
-// LifecycleMount is where a lifecycle pod sees the directory that holds
+// Mount is where a lifecycle pod sees the directory that holds
 // the volume's directory (a local class's nodePath, a directory class's
 // share), the pod's volume lifecycleVolume.
 const (
-	LifecycleMount  = "/pool"
+	Mount           = "/pool"
 	lifecycleVolume = "pool"
 )
 
@@ -61,26 +62,26 @@ const (
 	EnvVolumeSize = "RECLAIMABLE_VOLUME_SIZE" // the claim's request, a quantity
 )
 
-// RunLifecycle carries out op on the volume directory that env names, in
+// Run carries out op on the volume directory that env names, in
 // base (the pod's mount of the node's directory of volumes). Both are
 // idempotent: create reuses a directory an earlier pod made, delete of a
 // directory that is gone succeeds.
-func RunLifecycle(op, base string, env func(string) string) error {
+func Run(op, base string, env func(string) string) error {
 	name := env(EnvVolumeName)
-	dirs := directories{root: base}
+	dirs := Dirs{Root: base}
 	switch op {
-	case LifecycleCreate:
-		mode, err := directoryMode(map[string]string{paramDirectoryMode: env(EnvVolumeMode)})
+	case Create:
+		mode, err := Mode(map[string]string{ModeParameter: env(EnvVolumeMode)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", EnvVolumeMode, err)
 		}
-		return dirs.create(base, name, mode)
-	case LifecycleDelete:
-		return dirs.remove(base, name)
-	case LifecycleScrub:
+		return dirs.Create(base, name, mode)
+	case Delete:
+		return dirs.Remove(base, name)
+	case Scrub:
 		return scrub(base)
 	}
-	return fmt.Errorf("unknown lifecycle operation %q: %q, %q or %q", op, LifecycleCreate, LifecycleDelete, LifecycleScrub)
+	return fmt.Errorf("unknown lifecycle operation %q: %q, %q or %q", op, Create, Delete, Scrub)
 }
 
 // scrub empties base, the mount of a volume: every entry, hidden ones,
@@ -108,101 +109,134 @@ func scrub(base string) error {
 	return nil
 }
 
-// lifecycleTemplates reads a class's lifecycleTemplates parameter: the
-// ConfigMap whose keys replace the built-in lifecycle pods, "" for none.
-func lifecycleTemplates(in map[string]string) (string, error) {
-	t, ok := in[paramLifecycleTemplates]
+// TemplatesParameter names a ConfigMap in the lifecycle namespace whose
+// keys "create", "delete" and "scrub" replace a class's built-in lifecycle
+// pods.
+const TemplatesParameter = "lifecycleTemplates"
+
+// Templates reads a class's lifecycleTemplates parameter: the ConfigMap
+// whose keys replace the built-in lifecycle pods, "" for none.
+func Templates(in map[string]string) (string, error) {
+	t, ok := in[TemplatesParameter]
 	if !ok {
 		return "", nil
 	}
 	if msgs := validation.IsDNS1123Subdomain(t); len(msgs) > 0 {
-		return t, fmt.Errorf("parameter %q must name a ConfigMap, not %q: %s", paramLifecycleTemplates, t, strings.Join(msgs, "; "))
+		return t, fmt.Errorf("parameter %q must name a ConfigMap, not %q: %s", TemplatesParameter, t, strings.Join(msgs, "; "))
 	}
 	return t, nil
 }
 
-// lifecyclePods runs lifecycle pods in a namespace of their own.
-type lifecyclePods struct {
+// Pods runs lifecycle pods in a namespace of their own.
+type Pods struct {
 	client    kubernetes.Interface
 	namespace string
 	image     string
 	// timeout bounds how long one pod may take, from creation to its end.
 	timeout time.Duration
 	// events is the cache of lifecycle pods that waits read.
-	events *lifecycleEvents
+	events *Events
 	// durations, if not nil, times each pod by operation and result.
 	durations *prometheus.HistogramVec
 }
 
-// lifecycleJob is one operation on one volume's directory.
-type lifecycleJob struct {
-	op, volume string
-	// node pins the pod to the node that holds the directory; "" leaves
-	// the choice to the scheduler, among the nodes affinity admits (all,
+// NewDurations is the histogram of lifecycle pods' durations, under the
+// subsystem of the controller that runs them.
+func NewDurations(subsystem string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "lifecycle_pod_duration_seconds",
+		Help:    "Lifecycle pods of the local backend, from creation to their end, by operation (create, delete) and result (succeeded, failed, deadline).",
+		Buckets: []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300}},
+		[]string{"op", "result"})
+}
+
+// NewPods runs lifecycle pods of image in namespace through client, each
+// for timeout at most; events is the cache their waits read, durations
+// (if not nil) times them by operation and result.
+func NewPods(client kubernetes.Interface, namespace, image string, timeout time.Duration, events *Events, durations *prometheus.HistogramVec) Pods {
+	return Pods{client: client, namespace: namespace, image: image, timeout: timeout, events: events, durations: durations}
+}
+
+// Image is the image of the pods, "" when none was given: no pod can run.
+func (l Pods) Image() string { return l.image }
+
+// WithTimeout is l with each pod given d at most.
+func (l Pods) WithTimeout(d time.Duration) Pods {
+	l.timeout = d
+	return l
+}
+
+// Namespace is where the pods run.
+func (l Pods) Namespace() string { return l.namespace }
+
+// Job is one operation on one volume's directory.
+type Job struct {
+	Op, Volume string
+	// Node pins the pod to the node that holds the directory; "" leaves
+	// the choice to the scheduler, among the nodes Affinity admits (all,
 	// if nil): any of them reaches the share.
-	node     string
-	affinity *corev1.NodeSelector
-	// dir holds the volume's directory, as the node (a host path) or the
-	// NFS server nfsServer shows it; the pod mounts it.
-	dir, nfsServer string
-	mode           fs.FileMode
-	size           string
-	// templates names the class's ConfigMap of pod templates, "" for none.
-	templates string
-	// claim, for a scrub, names the claim in the pod's namespace through
-	// which the pod mounts the volume itself, instead of dir.
-	claim string
+	Node     string
+	Affinity *corev1.NodeSelector
+	// Dir holds the volume's directory, as the node (a host path) or the
+	// NFS server NFSServer shows it; the pod mounts it.
+	Dir, NFSServer string
+	Mode           fs.FileMode
+	Size           string
+	// Templates names the class's ConfigMap of pod templates, "" for none.
+	Templates string
+	// Claim, for a scrub, names the claim in the pod's namespace through
+	// which the pod mounts the volume itself, instead of Dir.
+	Claim string
 }
 
 // where names the node a job's pod runs on, for messages.
-func (j lifecycleJob) where() string {
-	if j.claim != "" {
+func (j Job) where() string {
+	if j.Claim != "" {
 		return "a node that mounts it"
 	}
-	if j.node == "" {
+	if j.Node == "" {
 		return "a node that reaches the share"
 	}
-	return "node " + j.node
+	return "node " + j.Node
 }
 
 // mount is the pod's volume of the directory that holds the volume's.
-func (j lifecycleJob) mount() corev1.VolumeSource {
-	if j.claim != "" {
-		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.claim}}
+func (j Job) mount() corev1.VolumeSource {
+	if j.Claim != "" {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: j.Claim}}
 	}
-	if j.nfsServer != "" {
-		return corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: j.nfsServer, Path: j.dir}}
+	if j.NFSServer != "" {
+		return corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: j.NFSServer, Path: j.Dir}}
 	}
 	typ := corev1.HostPathDirectory
-	return corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: j.dir, Type: &typ}}
+	return corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: j.Dir, Type: &typ}}
 }
 
 // podName names the pod of job after its operation and volume, so that a
 // retry, or a provisioner restarted meanwhile, finds the pod an earlier
 // attempt started instead of starting a second one.
-func (j lifecycleJob) podName() string { return j.op + "-" + j.volume }
+func (j Job) podName() string { return j.Op + "-" + j.Volume }
 
 // pod is the built-in lifecycle pod of job.
-func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
+func (l Pods) pod(j Job) *corev1.Pod {
 	// A pod bound to its node runs there whatever the node's taints: the
 	// directory is there. One the scheduler places tolerates the taints
 	// that only keep other pods away, not those of a node that is gone.
 	tolerations := []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	var affinity *corev1.Affinity
-	if j.node == "" {
+	if j.Node == "" {
 		tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-		if j.affinity != nil {
-			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: j.affinity.DeepCopy()}}
+		if j.Affinity != nil {
+			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: j.Affinity.DeepCopy()}}
 		}
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      j.podName(),
 			Namespace: l.namespace,
-			Labels:    keys.Map(keys.Lifecycle, j.op, "app.kubernetes.io/managed-by", "reclaimable"),
+			Labels:    keys.Map(keys.Lifecycle, j.Op, "app.kubernetes.io/managed-by", "reclaimable"),
 		},
 		Spec: corev1.PodSpec{
-			NodeName:      j.node,
+			NodeName:      j.Node,
 			Affinity:      affinity,
 			RestartPolicy: corev1.RestartPolicyNever,
 			Tolerations:   tolerations,
@@ -210,14 +244,14 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 				Name:            "lifecycle",
 				Image:           l.image,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Args:            []string{"lifecycle", j.op},
+				Args:            []string{"lifecycle", j.Op},
 				Env: []corev1.EnvVar{
-					{Name: EnvVolumeName, Value: j.volume},
-					{Name: EnvVolumePath, Value: path.Join(j.dir, j.volume)},
-					{Name: EnvVolumeMode, Value: octalMode(j.mode)},
-					{Name: EnvVolumeSize, Value: j.size},
+					{Name: EnvVolumeName, Value: j.Volume},
+					{Name: EnvVolumePath, Value: path.Join(j.Dir, j.Volume)},
+					{Name: EnvVolumeMode, Value: octalMode(j.Mode)},
+					{Name: EnvVolumeSize, Value: j.Size},
 				},
-				VolumeMounts:             []corev1.VolumeMount{{Name: lifecycleVolume, MountPath: LifecycleMount}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: lifecycleVolume, MountPath: Mount}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				SecurityContext: &corev1.SecurityContext{
 					RunAsUser:                ptr.To[int64](0),
@@ -232,25 +266,25 @@ func (l lifecyclePods) pod(j lifecycleJob) *corev1.Pod {
 
 // podFor is job's pod: the class's template for the operation if it has
 // one, else the built-in pod.
-func (l lifecyclePods) podFor(ctx context.Context, j lifecycleJob) (*corev1.Pod, error) {
+func (l Pods) podFor(ctx context.Context, j Job) (*corev1.Pod, error) {
 	builtin := l.pod(j)
-	if j.templates == "" {
+	if j.Templates == "" {
 		return builtin, nil
 	}
-	cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, j.templates, metav1.GetOptions{})
+	cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, j.Templates, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading the lifecycle templates %s/%s (parameter %s): %w", l.namespace, j.templates, paramLifecycleTemplates, err)
+		return nil, fmt.Errorf("reading the lifecycle templates %s/%s (parameter %s): %w", l.namespace, j.Templates, TemplatesParameter, err)
 	}
-	text, ok := cm.Data[j.op]
+	text, ok := cm.Data[j.Op]
 	if !ok {
 		return builtin, nil
 	}
 	var tmpl corev1.PodTemplateSpec
 	if err := yaml.UnmarshalStrict([]byte(text), &tmpl); err != nil {
-		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s is not a pod template: %w", j.op, l.namespace, j.templates, err)
+		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s is not a pod template: %w", j.Op, l.namespace, j.Templates, err)
 	}
 	if len(tmpl.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s has no container", j.op, l.namespace, j.templates)
+		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s has no container", j.Op, l.namespace, j.Templates)
 	}
 	return fromTemplate(tmpl, builtin), nil
 }
@@ -289,8 +323,8 @@ func fromTemplate(tmpl corev1.PodTemplateSpec, builtin *corev1.Pod) *corev1.Pod 
 // run runs job's pod to its end and removes it, whatever the end: success,
 // failure (the error carries the pod's termination message) or the
 // deadline.
-func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
-	logger := klog.FromContext(ctx).WithValues("op", j.op, "node", j.node, "pv", j.volume)
+func (l Pods) Run(ctx context.Context, j Job) error {
+	logger := klog.FromContext(ctx).WithValues("op", j.Op, "node", j.Node, "pv", j.Volume)
 	pods := l.client.CoreV1().Pods(l.namespace)
 	want, err := l.podFor(ctx, j)
 	if err != nil {
@@ -302,7 +336,7 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 		pod, err = pods.Get(ctx, j.podName(), metav1.GetOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("starting the %s pod %s/%s on %s: %w", j.op, l.namespace, j.podName(), j.where(), err)
+		return fmt.Errorf("starting the %s pod %s/%s on %s: %w", j.Op, l.namespace, j.podName(), j.where(), err)
 	}
 	defer l.remove(ctx, pod)
 
@@ -321,17 +355,17 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 			return ctx.Err()
 		}
 		if errors.Is(err, errGone) {
-			l.observe(j.op, "failed", started)
-			return fmt.Errorf("the %s pod %s/%s on %s was deleted before it finished", j.op, l.namespace, pod.Name, j.where())
+			l.observe(j.Op, "failed", started)
+			return fmt.Errorf("the %s pod %s/%s on %s was deleted before it finished", j.Op, l.namespace, pod.Name, j.where())
 		}
-		l.observe(j.op, "deadline", started)
-		return fmt.Errorf("the %s pod %s/%s on %s did not finish within %s (%s)", j.op, l.namespace, pod.Name, j.where(), l.timeout, podState(last))
+		l.observe(j.Op, "deadline", started)
+		return fmt.Errorf("the %s pod %s/%s on %s did not finish within %s (%s)", j.Op, l.namespace, pod.Name, j.where(), l.timeout, podState(last))
 	}
 	if last.Status.Phase == corev1.PodFailed {
-		l.observe(j.op, "failed", started)
-		return fmt.Errorf("the %s pod %s/%s on %s failed: %s", j.op, l.namespace, pod.Name, j.where(), terminationMessage(last))
+		l.observe(j.Op, "failed", started)
+		return fmt.Errorf("the %s pod %s/%s on %s failed: %s", j.Op, l.namespace, pod.Name, j.where(), terminationMessage(last))
 	}
-	l.observe(j.op, "succeeded", started)
+	l.observe(j.Op, "succeeded", started)
 	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))
 	return nil
 }
@@ -341,7 +375,7 @@ func (l lifecyclePods) run(ctx context.Context, j lifecycleJob) error {
 // lifecycle pods and wakes on its changes; only while the cache does not
 // hold the pod (just created, or deleted) does it ask the API server,
 // which alone can say that the pod is gone.
-func (l lifecyclePods) wait(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+func (l Pods) wait(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	var last *corev1.Pod
 	for {
 		changed := l.events.next()
@@ -372,7 +406,7 @@ func (l lifecyclePods) wait(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	}
 }
 
-func (l lifecyclePods) observe(op, result string, started time.Time) {
+func (l Pods) observe(op, result string, started time.Time) {
 	if l.durations != nil {
 		l.durations.WithLabelValues(op, result).Observe(time.Since(started).Seconds())
 	}
@@ -380,7 +414,7 @@ func (l lifecyclePods) observe(op, result string, started time.Time) {
 
 // remove deletes the pod, precondition on its UID so that a pod of the same
 // name started since is left alone; it outlives ctx's cancellation.
-func (l lifecyclePods) remove(ctx context.Context, pod *corev1.Pod) {
+func (l Pods) remove(ctx context.Context, pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := l.client.CoreV1().Pods(l.namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
