@@ -25,6 +25,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/scrub"
 )
 
 // Controller is the provisioner.
@@ -36,7 +37,7 @@ type Controller struct {
 	// early issues pool members to claims as they are created.
 	early *earlyHandOff
 	// scrubber empties the volumes of onRelease Scrub pools.
-	scrubber *scrubber
+	scrubber *scrub.Scrubber
 	// evictor removes the storage of evicted members.
 	evictor *evictor
 	workers int
@@ -174,8 +175,11 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		lib.MetricsPort(0),
 	}
 	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
-	s, err := newScrubber(p, newLifecyclePods(client, cfg, p.lifecycle, m.lifecycle), factory.Storage().V1().StorageClasses().Lister(), volumes, cfg.Workers)
-	if err != nil {
+	s := scrub.New(p, scrub.Config{
+		Provisioner: name, Client: client, Volumes: volumes.GetIndexer(), Classes: factory.Storage().V1().StorageClasses().Lister(),
+		Pods: newLifecyclePods(client, cfg, p.lifecycle, m.lifecycle), Recorder: recorder, Clock: p.clock, Failures: m.scrubFailures, Workers: cfg.Workers,
+	})
+	if err := s.Watch(volumes); err != nil {
 		return nil, fmt.Errorf("watching volumes to scrub: %w", err)
 	}
 	e, err := newEvictor(p, volumes)
@@ -201,7 +205,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// the pool manager, which runs beside it under the same lease, decide.
 	var wg sync.WaitGroup
 	wg.Go(func() { c.early.run(ctx, c.workers) })
-	wg.Go(func() { c.scrubber.run(ctx) })
+	wg.Go(func() { c.scrubber.Run(ctx) })
 	wg.Go(func() { c.evictor.run(ctx, c.workers) })
 	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })
 	if b := c.provisioner.backing; b != nil {

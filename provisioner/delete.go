@@ -25,7 +25,7 @@ func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 	// Released is the PV controller's word, and may be stale: a volume
 	// handed to a claim (the class backend's, a taken member) is Released
 	// until the PV controller binds it.
-	if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
+	if gone, err := p.ClaimGone(ctx, pv); err != nil || !gone {
 		if err != nil {
 			return err
 		}

@@ -227,7 +227,7 @@ func (e *evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 	fenced := pv.DeepCopy()
 	fenced.Annotations[keys.Evicting] = keys.EvictNotMade
 	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
-	res, err := e.p.updateVolume(ctx, fenced, "fencing volume "+pv.Name+", whose storage was not made, for removal")
+	res, err := e.p.UpdateVolume(ctx, fenced, "fencing volume "+pv.Name+", whose storage was not made, for removal")
 	if res == nil {
 		return err
 	}

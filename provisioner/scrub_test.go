@@ -18,6 +18,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/scrub"
 )
 
 func heldFor(ns string) func(*corev1.PersistentVolume) {
@@ -112,16 +113,17 @@ func TestExhaustedPoolScrubsAVolumeOfAnotherNamespaceForTheClaim(t *testing.T) {
 }
 
 // scrubberFor returns the scrubber of f's provisioner for class, with a
-// queue that nothing runs: a test calls sync itself.
-func scrubberFor(f *fixture, class *storagev1.StorageClass) *scrubber {
+// queue that nothing runs: a test calls Sync itself.
+func scrubberFor(f *fixture, class *storagev1.StorageClass) *scrub.Scrubber {
 	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	if err := classes.Add(class); err != nil {
 		f.t.Fatal(err)
 	}
-	s := &scrubber{p: f.p, pods: lifecycle.NewPods(f.client, "lifecycle", "reclaimable:test", 0, nil, nil),
-		classes: storagelisters.NewStorageClassLister(classes), recorder: f.recorder}
-	s.queue = controller.NewQueue("scrubber-test", s.sync)
-	return s
+	return scrub.New(f.p, scrub.Config{
+		Provisioner: testProvisioner, Client: f.client, Volumes: f.volumes, Classes: storagelisters.NewStorageClassLister(classes),
+		Pods: lifecycle.NewPods(f.client, "lifecycle", "reclaimable:test", 0, nil, nil), Recorder: f.recorder, Clock: f.p.clock,
+		Failures: f.p.metrics.scrubFailures, Workers: 1,
+	})
 }
 
 // A volume that changed between the cache's version and the write that
@@ -142,14 +144,14 @@ func TestScrubTakeLooksAgainAfterAConflict(t *testing.T) {
 	}
 	s := scrubberFor(f, f.directoryClass(nil))
 
-	err := s.sync(t.Context(), "a")
+	err := s.Sync(t.Context(), "a")
 	if !controller.IsWait(err) {
 		t.Fatalf("sync from a stale version returned %v, want a wait the queue retries with back-off", err)
 	}
 	if err := f.volumes.Update(f.server("a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.sync(t.Context(), "a"); err != nil {
+	if err := s.Sync(t.Context(), "a"); err != nil {
 		t.Fatalf("sync from the newer version: %v", err)
 	}
 	if ref := f.server("a").Spec.ClaimRef; ref == nil || ref.Name != keys.ScrubClaim("a") {
@@ -176,11 +178,11 @@ func TestScrubFinishWaitsForTheScrubClaimWithBackOff(t *testing.T) {
 	})
 	s := scrubberFor(f, f.directoryClass(nil))
 
-	if err := s.sync(t.Context(), "a"); !controller.IsWait(err) {
+	if err := s.Sync(t.Context(), "a"); !controller.IsWait(err) {
 		t.Fatalf("sync while the scrub claim is still there returned %v, want a wait the queue retries with back-off", err)
 	}
 	protected = false
-	if err := s.sync(t.Context(), "a"); err != nil {
+	if err := s.Sync(t.Context(), "a"); err != nil {
 		t.Fatalf("sync once the claim can go: %v", err)
 	}
 	if got := f.server("a"); got.Spec.ClaimRef != nil || got.Annotations[keys.Scrub] != "" {

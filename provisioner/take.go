@@ -74,7 +74,7 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
 	logger := klog.FromContext(ctx)
 	for retried := false; ; retried = true {
-		if gone, err := p.claimGone(ctx, pv); err != nil || !gone {
+		if gone, err := p.ClaimGone(ctx, pv); err != nil || !gone {
 			return lost, err
 		}
 		// Bind as the PV controller would, including its bound-by-controller
@@ -132,9 +132,9 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 	}
 }
 
-// claimGone reports whether the claim a Released volume names is gone, which
+// ClaimGone reports whether the claim a Released volume names is gone, which
 // only the API server can say for sure; the cache can only say it is not.
-func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
+func (p *provisioner) ClaimGone(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
 	ref := pv.Spec.ClaimRef
 	if ref == nil || ref.UID == "" {
 		return true, nil
@@ -153,12 +153,12 @@ func (p *provisioner) claimGone(ctx context.Context, pv *corev1.PersistentVolume
 	return gone, nil
 }
 
-// updateVolume writes updated, guarded by the resourceVersion the cache
+// UpdateVolume writes updated, guarded by the resourceVersion the cache
 // showed, and returns what the API server stored. what says the write in
 // an error. A volume changed meanwhile is looked at again with the queue's
 // back-off (controller.Wait): its newer version may differ only where no
 // event queues it again. A volume gone needs nothing: nil, nil.
-func (p *provisioner) updateVolume(ctx context.Context, updated *corev1.PersistentVolume, what string) (*corev1.PersistentVolume, error) {
+func (p *provisioner) UpdateVolume(ctx context.Context, updated *corev1.PersistentVolume, what string) (*corev1.PersistentVolume, error) {
 	res, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err):

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -259,15 +260,25 @@ func TestReferenceEventTablesMatchTheCode(t *testing.T) {
 	// Its Provisioning notice is never written (provisioner/libevents.go).
 	lib = slices.DeleteFunc(lib, func(r string) bool { return r == "Provisioning" })
 	recorded["provisioner"] = append(recorded["provisioner"], lib...)
-	// The pool manager runs in the provisioner's process.
-	pools, problems, err := recordedReasons("../../poolmanager")
+	// The pool manager runs in the provisioner's process, and the
+	// provisioner's loops live in packages below it.
+	loops, err := filepath.Glob("../../provisioner/*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range problems {
-		t.Errorf("poolmanager: %s", p)
+	for _, dir := range append([]string{"../../poolmanager"}, loops...) {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || !hasGoFiles(t, dir) {
+			continue
+		}
+		reasons, problems, err := recordedReasons(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range problems {
+			t.Errorf("%s: %s", dir, p)
+		}
+		recorded["provisioner"] = append(recorded["provisioner"], reasons...)
 	}
-	recorded["provisioner"] = append(recorded["provisioner"], pools...)
 
 	documented := map[string][]string{}
 	for heading, reasons := range tables {
@@ -289,6 +300,18 @@ func TestReferenceEventTablesMatchTheCode(t *testing.T) {
 			t.Errorf("the %s events table of %s lists %s, which the %s never records", c, referencePath, r, c)
 		}
 	}
+}
+
+// hasGoFiles reports whether dir holds Go files other than tests.
+func hasGoFiles(t *testing.T, dir string) bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+		return strings.HasSuffix(e.Name(), ".go") && !strings.HasSuffix(e.Name(), "_test.go")
+	})
 }
 
 // Each check fails on a table that lacks a name or lists one too many.

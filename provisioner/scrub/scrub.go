@@ -1,19 +1,25 @@
-package provisioner
+// Package scrub is the scrubber: it empties the volumes handed to it
+// (onRelease Scrub) before any claim may have them, and returns them to the
+// pool.
+package scrub
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -46,18 +52,57 @@ const (
 	reasonScrubbed    = "Scrubbed"
 )
 
-type scrubber struct {
-	p        *provisioner
-	pods     lifecycle.Pods
+// Provisioner is what the scrubber asks of the provisioner it runs in.
+type Provisioner interface {
+	// ClaimGone reports whether the claim pv's claimRef names is gone, as
+	// the API server confirms.
+	ClaimGone(ctx context.Context, pv *corev1.PersistentVolume) (bool, error)
+	// UpdateVolume writes pv guarded by the resourceVersion the cache
+	// showed: nil, nil once the volume is gone, and a controller.Wait when
+	// it changed meanwhile. what says the write in an error.
+	UpdateVolume(ctx context.Context, pv *corev1.PersistentVolume, what string) (*corev1.PersistentVolume, error)
+}
+
+// Config is what the scrubber works with.
+type Config struct {
+	// Provisioner is the provisioner's name: only the volumes of its
+	// classes are scrubbed here.
+	Provisioner string
+	Client      kubernetes.Interface
+	// Volumes is the shared volume informer's cache.
+	Volumes  cache.Indexer
+	Classes  storagelisters.StorageClassLister
+	Pods     lifecycle.Pods
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+	// Failures counts failed scrubs by class.
+	Failures *prometheus.CounterVec
+	Workers  int
+}
+
+// Scrubber empties the volumes handed to it.
+type Scrubber struct {
+	p    Provisioner
+	cfg  Config
+	pods lifecycle.Pods
+	// the Config's, under shorter names
+	client   kubernetes.Interface
+	volumes  cache.Indexer
 	classes  storagelisters.StorageClassLister
 	recorder record.EventRecorder
 	queue    *controller.Queue[string]
-	workers  int
 }
 
-func newScrubber(p *provisioner, pods lifecycle.Pods, classes storagelisters.StorageClassLister, volumes cache.SharedIndexInformer, workers int) (*scrubber, error) {
-	s := &scrubber{p: p, pods: pods, classes: classes, recorder: p.recorder, workers: workers}
-	s.queue = controller.NewQueue("scrubber", s.sync)
+// New builds the scrubber of p; Watch has it follow the volumes.
+func New(p Provisioner, cfg Config) *Scrubber {
+	s := &Scrubber{p: p, cfg: cfg, pods: cfg.Pods, client: cfg.Client, volumes: cfg.Volumes, classes: cfg.Classes, recorder: cfg.Recorder}
+	s.queue = controller.NewQueue("scrubber", s.Sync)
+	return s
+}
+
+// Watch queues the volumes of the shared informer volumes as their scrub
+// needs a step.
+func (s *Scrubber) Watch(volumes cache.SharedIndexInformer) error {
 	// Only a change of what the scrub goes by queues a volume: the
 	// failure it records itself must not bring a retry before its
 	// back-off.
@@ -75,7 +120,7 @@ func newScrubber(p *provisioner, pods lifecycle.Pods, classes storagelisters.Sto
 			}
 		},
 	})
-	return s, err
+	return err
 }
 
 // scrubStep is what the scrubber's next step depends on.
@@ -87,22 +132,23 @@ func scrubStep(pv *corev1.PersistentVolume) string {
 	return pv.Annotations[keys.Scrub] + " " + ref + " " + string(pv.Status.Phase)
 }
 
-// run scrubs until ctx is done, and looks at every volume to scrub now
+// Run scrubs until ctx is done, and looks at every volume to scrub now
 // and then: a step that failed is retried by the queue, one a restart
 // interrupted by this sweep.
-func (s *scrubber) run(ctx context.Context) {
+func (s *Scrubber) Run(ctx context.Context) {
 	go controller.Every(ctx, time.Minute, func(context.Context) {
-		for _, o := range s.p.volumes.List() {
+		for _, o := range s.volumes.List() {
 			if pv, ok := o.(*corev1.PersistentVolume); ok && controller.Scrubbing(pv) {
 				s.queue.Add(pv.Name)
 			}
 		}
 	})
-	s.queue.Run(ctx, s.workers)
+	s.queue.Run(ctx, s.cfg.Workers)
 }
 
-func (s *scrubber) sync(ctx context.Context, name string) error {
-	obj, exists, err := s.p.volumes.GetByKey(name)
+// Sync takes the volume called name one step of its scrub further.
+func (s *Scrubber) Sync(ctx context.Context, name string) error {
+	obj, exists, err := s.volumes.GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}
@@ -112,7 +158,7 @@ func (s *scrubber) sync(ctx context.Context, name string) error {
 	}
 	// Only the volumes of this provisioner's classes: another
 	// installation scrubs its own.
-	if class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv)); err != nil || class.Provisioner != s.p.name {
+	if class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv)); err != nil || class.Provisioner != s.cfg.Provisioner {
 		return nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pv", name))
@@ -126,7 +172,7 @@ func (s *scrubber) sync(ctx context.Context, name string) error {
 }
 
 // scrubClaimRef reports whether pv's claimRef names its scrub claim.
-func (s *scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
+func (s *Scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
 	return ref != nil && ref.Namespace == s.pods.Namespace() && ref.Name == keys.ScrubClaim(pv.Name)
 }
@@ -134,11 +180,11 @@ func (s *scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
 // take pre-binds pv to its scrub claim, once no claim has it: one write,
 // guarded by the resourceVersion, after which the PV controller binds it to
 // no other claim.
-func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (s *Scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if pv.Status.Phase == corev1.VolumeBound {
 		return nil // marked by hand while in use: scrubbed once its claim goes
 	}
-	if gone, err := s.p.claimGone(ctx, pv); err != nil || !gone {
+	if gone, err := s.p.ClaimGone(ctx, pv); err != nil || !gone {
 		return err
 	}
 	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
@@ -148,14 +194,14 @@ func (s *scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.Namespace(), Name: keys.ScrubClaim(pv.Name)}
 	updated.Annotations[keys.Scrub] = keys.ScrubRunning
 	// A newer version may differ only where the scrub does not look,
-	// which queues nothing: updateVolume has it looked at again.
-	_, err := s.p.updateVolume(ctx, updated, "setting the claimRef of volume "+pv.Name+" to its scrub claim")
+	// which queues nothing: UpdateVolume has it looked at again.
+	_, err := s.p.UpdateVolume(ctx, updated, "setting the claimRef of volume "+pv.Name+" to its scrub claim")
 	return err
 }
 
 // scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
 // and marks the volume done once the pod succeeded.
-func (s *scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (s *Scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
 	if s.pods.Image() == "" {
 		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image, and a scrub pod runs the reclaimable image"), true)
 	}
@@ -177,14 +223,14 @@ func (s *scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error
 	delete(updated.Annotations, keys.ScrubFailed)
 	// A conflict: the volume changed meanwhile, and the next sync scrubs
 	// it again, which finds it empty.
-	if _, err := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := s.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking volume %s scrubbed: %w", pv.Name, err)
 	}
 	return nil
 }
 
 // ensureClaim creates pv's scrub claim, which asks for pv by name.
-func (s *scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume) error {
+func (s *Scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume) error {
 	class := volumehelpers.GetPersistentVolumeClass(pv)
 	mode := corev1.PersistentVolumeFilesystem
 	modes := pv.Spec.AccessModes
@@ -199,7 +245,7 @@ func (s *scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},
 		},
 	}
-	_, err := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace()).Create(ctx, claim, metav1.CreateOptions{})
+	_, err := s.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace()).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the scrub claim of volume %s: %w", pv.Name, err)
 	}
@@ -212,8 +258,8 @@ func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
 
 // finish deletes pv's scrub claim and, once it is gone, returns the volume
 // to the pool: free for any claim, empty.
-func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
-	claims := s.p.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace())
+func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
+	claims := s.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace())
 	name := keys.ScrubClaim(pv.Name)
 	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -237,8 +283,8 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	delete(updated.Annotations, keys.LastClaim)
 	delete(updated.Annotations, keys.HeldForNamespace)
 	delete(updated.Annotations, keys.ReservedUntil)
-	updated.Annotations[keys.ReleasedAt] = s.p.clock.Now().UTC().Format(time.RFC3339)
-	res, err := s.p.updateVolume(ctx, updated, "returning scrubbed volume "+pv.Name+" to the pool")
+	updated.Annotations[keys.ReleasedAt] = s.cfg.Clock.Now().UTC().Format(time.RFC3339)
+	res, err := s.p.UpdateVolume(ctx, updated, "returning scrubbed volume "+pv.Name+" to the pool")
 	if res == nil {
 		return err
 	}
@@ -250,8 +296,8 @@ func (s *scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 // failed records why pv's scrub failed, on the volume (kept until a scrub
 // succeeds) and as a Warning, and returns it for the queue's back-off when
 // retry.
-func (s *scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err error, retry bool) error {
-	s.p.metrics.scrubFailures.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
+func (s *Scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err error, retry bool) error {
+	s.cfg.Failures.WithLabelValues(volumehelpers.GetPersistentVolumeClass(pv)).Inc()
 	msg := err.Error()
 	if len(msg) > 1024 {
 		msg = msg[:1024]
@@ -260,7 +306,7 @@ func (s *scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err 
 	if pv.Annotations[keys.ScrubFailed] != msg {
 		updated := pv.DeepCopy()
 		updated.Annotations[keys.ScrubFailed] = msg
-		if _, uerr := s.p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
+		if _, uerr := s.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
 			klog.FromContext(ctx).Error(uerr, "Recording a failed scrub")
 		}
 	}
