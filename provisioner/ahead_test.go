@@ -225,12 +225,11 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 				pv.Spec.ClaimRef = aheadClaimRef("pvc-half")
 				pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-half"}
 			}))
-			e := &evictor{p: f.p, queue: controller.NewQueue("evictor-test", func(context.Context, string) error { return nil })}
-			e.enqueueIfFenced(pending)
-			if e.queue.Len() != 1 {
+			e := evictorFor(f)
+			if !e.Wants(pending) {
 				t.Fatalf("a storage-pending member is not queued for the evictor")
 			}
-			if err := e.sync(context.Background(), "pvc-half"); err != nil {
+			if err := e.Sync(context.Background(), "pvc-half"); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
 			_, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pvc-half", metav1.GetOptions{})

@@ -148,12 +148,6 @@ type storageMayRemain struct{ error }
 
 func (e *storageMayRemain) Unwrap() error { return e.error }
 
-// nodeGone says the node that holds a volume's storage (a directory on its
-// disk) no longer exists: no pod can reach it.
-type nodeGone struct{ node, dir, msg string }
-
-func (e *nodeGone) Error() string { return e.msg }
-
 // madeVolume is what a backend made.
 type madeVolume struct {
 	// source points a PersistentVolume at the storage.

@@ -24,6 +24,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
 )
@@ -39,7 +40,7 @@ type Controller struct {
 	// scrubber empties the volumes of onRelease Scrub pools.
 	scrubber *scrub.Scrubber
 	// evictor removes the storage of evicted members.
-	evictor *evictor
+	evictor *evict.Evictor
 	workers int
 }
 
@@ -80,7 +81,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 // Run.
 func (c *Controller) NotifyPools(notify func(class string)) {
 	c.provisioner.onWaitingChange = notify
-	c.provisioner.measurer.measured = notify
+	c.provisioner.measurer.OnMeasured(notify)
 }
 
 // newController wires the provisioner to the library on factory's informers.
@@ -182,11 +183,15 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	if err := s.Watch(volumes); err != nil {
 		return nil, fmt.Errorf("watching volumes to scrub: %w", err)
 	}
-	e, err := newEvictor(p, volumes)
-	if err != nil {
+	e := evict.NewEvictor(p, evict.Config{
+		Provisioner: name, Client: client, Volumes: volumes.GetIndexer(), Pools: p.pools, Nodes: p.nodes,
+		Recorder: recorder, Clock: p.clock, AheadBound: p.aheadBound, Evictions: m.evictions, Workers: cfg.Workers,
+	})
+	if err := e.Watch(volumes); err != nil {
 		return nil, fmt.Errorf("watching volumes to evict: %w", err)
 	}
-	if p.measurer, err = newMeasurer(p, volumes, cfg.MeasureTimeout); err != nil {
+	p.measurer = evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: name, Volumes: volumes.GetIndexer(), Pools: p.pools, Timeout: cfg.MeasureTimeout})
+	if err := p.measurer.Watch(volumes); err != nil {
 		return nil, fmt.Errorf("watching volumes to measure: %w", err)
 	}
 	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, early: early, scrubber: s, evictor: e, workers: cfg.Workers}, nil
@@ -206,8 +211,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.early.run(ctx, c.workers) })
 	wg.Go(func() { c.scrubber.Run(ctx) })
-	wg.Go(func() { c.evictor.run(ctx, c.workers) })
-	wg.Go(func() { c.provisioner.measurer.run(ctx, 1) })
+	wg.Go(func() { c.evictor.Run(ctx) })
+	wg.Go(func() { c.provisioner.measurer.Run(ctx) })
 	if b := c.provisioner.backing; b != nil {
 		wg.Go(func() { controller.Every(ctx, backingSweep, c.provisioner.sweepBacking) })
 		wg.Go(func() { b.queue.Run(ctx, 1) })

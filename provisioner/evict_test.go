@@ -147,8 +147,8 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			f.add(directoryMember(t, f.root, "pv-1", tt.mods...))
-			e := &evictor{p: f.p}
-			if err := e.sync(context.Background(), "pv-1"); err != nil {
+			e := evictorFor(f)
+			if err := e.Sync(context.Background(), "pv-1"); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
 			got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
@@ -190,8 +190,8 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 		pv.Finalizers = []string{keys.EvictFinalizer}
 		pv.DeletionTimestamp = &now
 	}))
-	e := &evictor{p: f.p}
-	if err := e.sync(context.Background(), "pv-1"); err != nil {
+	e := evictorFor(f)
+	if err := e.Sync(context.Background(), "pv-1"); err != nil {
 		t.Fatalf("sync: %v, want the member let go", err)
 	}
 	got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})

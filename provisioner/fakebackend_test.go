@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -107,8 +106,8 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 	pv.Status.Phase = corev1.VolumeAvailable
 	returned("ns/c", t0())(pv)
 	f.add(pv)
-	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}, walk: f.p.measure}
-	if err := m.sync(context.Background(), pv.Name); err != nil {
+	m := measurerFor(f, nil)
+	if err := m.Sync(context.Background(), pv.Name); err != nil {
 		t.Fatal(err)
 	}
 	if u, ok := m.Usage(pv); !ok || u.Bytes != 42 {
@@ -140,7 +139,7 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 	if err := f.client.Tracker().Add(deleting); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&evictor{p: f.p}).sync(context.Background(), pv.Name); err != nil {
+	if err := evictorFor(f).Sync(context.Background(), pv.Name); err != nil {
 		t.Fatalf("evictor: %v", err)
 	}
 	if len(fake.deleted) != 1 || fake.deleted[0] != pv.Name {

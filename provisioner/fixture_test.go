@@ -24,6 +24,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -177,4 +178,33 @@ func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycle.Events 
 		t.Fatal(err)
 	}
 	return e
+}
+
+// evictorFor is the evictor of f's provisioner, with a queue that nothing
+// runs: a test calls Sync itself.
+func evictorFor(f *fixture) *evict.Evictor {
+	return evict.NewEvictor(f.p, evict.Config{
+		Provisioner: testProvisioner, Client: f.client, Volumes: f.volumes, Pools: f.p.pools, Nodes: f.p.nodes,
+		Recorder: f.recorder, Clock: f.p.clock, AheadBound: f.p.aheadBound, Evictions: f.p.metrics.evictions, Workers: 1,
+	})
+}
+
+// measuring is f's provisioner with its walk of a member replaced.
+type measuring struct {
+	*provisioner
+	walk func(*corev1.PersistentVolume, time.Time) (int64, bool, error)
+}
+
+func (m measuring) Measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
+	return m.walk(pv, deadline)
+}
+
+// measurerFor is the measurer of f's provisioner, walking members with walk
+// (nil: through their backend), with a queue that nothing runs.
+func measurerFor(f *fixture, walk func(*corev1.PersistentVolume, time.Time) (int64, bool, error)) *evict.Measurer {
+	var p evict.Provisioner = f.p
+	if walk != nil {
+		p = measuring{provisioner: f.p, walk: walk}
+	}
+	return evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: testProvisioner, Volumes: f.volumes, Pools: f.p.pools, Timeout: time.Minute})
 }

@@ -159,7 +159,7 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 
 // delete removes pv's directory through a delete pod on its node, after
 // checking that the annotations and the source agree on which directory
-// that is. A node that is gone cannot run the pod (nodeGone): a volume
+// that is. A node that is gone cannot run the pod (lifecycle.NodeGoneError): a volume
 // the library deletes stays, with the error as a Warning, for an
 // administrator to clean the disk and delete the object; the evictor lets
 // its member go.
@@ -169,8 +169,8 @@ func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) 
 		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
 	}
 	if _, err := b.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return storageRemoved, &nodeGone{node: node, dir: pv.Spec.HostPath.Path,
-			msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
+		return storageRemoved, &lifecycle.NodeGoneError{Node: node, Dir: pv.Spec.HostPath.Path,
+			Msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
 	if err := b.pods.Run(ctx, lifecycle.Job{Op: lifecycle.Delete, Node: node, Dir: nodePath, Volume: name, Templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
 		return storageRemoved, err

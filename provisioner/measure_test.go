@@ -18,10 +18,9 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0())))
 	at := pv.Annotations[keys.ReleasedAt]
 	walks := 0
-	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil }
+	m := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil })
 	for range 2 {
-		if err := m.sync(context.Background(), "pv-1"); err != nil {
+		if err := m.Sync(context.Background(), "pv-1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,12 +41,11 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 	if err := f.p.pools.Add(pool); err != nil {
 		t.Fatal(err)
 	}
-	m2 := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m2.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+	m2 := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 		t.Error("measured again")
 		return 0, false, nil
-	}
-	if err := m2.sync(context.Background(), "pv-1"); err != nil {
+	})
+	if err := m2.Sync(context.Background(), "pv-1"); err != nil {
 		t.Fatal(err)
 	}
 	if u, ok := m2.Usage(pv); !ok || u.Bytes != 7 {
@@ -62,12 +60,11 @@ func TestMeasurerLeavesOtherInstallationsVolumes(t *testing.T) {
 	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0()), func(pv *corev1.PersistentVolume) {
 		pv.Annotations[keys.ProvisionedBy] = "other/provisioner"
 	}))
-	m := &measurer{p: f.p, timeout: time.Minute, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walk = func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+	m := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 		t.Error("measured")
 		return 0, false, nil
-	}
-	if err := m.sync(context.Background(), pv.Name); err != nil {
+	})
+	if err := m.Sync(context.Background(), pv.Name); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -95,7 +96,7 @@ type provisioner struct {
 
 	// measurer knows what members of directory classes held when they came
 	// back to the pool; nil until the controller is built.
-	measurer *measurer
+	measurer *evict.Measurer
 
 	// What the provisioner remembers between calls (memory.go).
 	takes   *takes

@@ -140,6 +140,12 @@ type Pods struct {
 	durations *prometheus.HistogramVec
 }
 
+// NodeGoneError says the node that holds a volume's directory no longer
+// exists: no pod can reach the directory.
+type NodeGoneError struct{ Node, Dir, Msg string }
+
+func (e *NodeGoneError) Error() string { return e.Msg }
+
 // NewDurations is the histogram of lifecycle pods' durations, under the
 // subsystem of the controller that runs them.
 func NewDurations(subsystem string) *prometheus.HistogramVec {

@@ -1,4 +1,4 @@
-package provisioner
+package evict
 
 import (
 	"context"
@@ -28,27 +28,47 @@ import (
 // backend are not measured: their directory is on their node, and a pod
 // per return is no cheap measure.
 
-// measurer measures the members of this provisioner's pools whose backend
+// MeasurerConfig is what the measurer works with.
+type MeasurerConfig struct {
+	// Provisioner is the provisioner's name: another installation's
+	// volumes are its own to measure (their share may not be mounted
+	// here).
+	Provisioner string
+	// Volumes and Pools are the shared informers' caches.
+	Volumes cache.Indexer
+	Pools   cache.Indexer
+	// Timeout bounds one walk.
+	Timeout time.Duration
+}
+
+// Measurer measures the members of the provisioner's pools whose backend
 // measures them.
-type measurer struct {
-	p       *provisioner
-	queue   *controller.Queue[string]
-	timeout time.Duration
+type Measurer struct {
+	p     Provisioner
+	cfg   MeasurerConfig
+	queue *controller.Queue[string]
 	// measured notifies the pool manager that a member of class was
 	// measured.
 	measured func(class string)
 
 	mu    sync.Mutex
 	usage map[string]v1alpha1.MemberUsage // by volume name
-	// walk measures a member through its backend (backend.usage); a test
-	// stands in for it.
-	walk func(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error)
 }
 
-func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, timeout time.Duration) (*measurer, error) {
-	m := &measurer{p: p, timeout: timeout, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.walk = p.measure
-	m.queue = controller.NewQueue("measurer", m.sync)
+// NewMeasurer builds the measurer of p; Watch has it follow the volumes.
+func NewMeasurer(p Provisioner, cfg MeasurerConfig) *Measurer {
+	m := &Measurer{p: p, cfg: cfg, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
+	m.queue = controller.NewQueue("measurer", m.Sync)
+	return m
+}
+
+// OnMeasured has notify told of the class of each member measured; call it
+// before Run.
+func (m *Measurer) OnMeasured(notify func(class string)) { m.measured = notify }
+
+// Watch queues the members of the shared informer volumes back in the
+// pool, and forgets those deleted.
+func (m *Measurer) Watch(volumes cache.SharedIndexInformer) error {
 	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.volumeChanged,
 		UpdateFunc: func(_, cur any) { m.volumeChanged(cur) },
@@ -63,14 +83,14 @@ func newMeasurer(p *provisioner, volumes cache.SharedIndexInformer, timeout time
 			}
 		},
 	})
-	return m, err
+	return err
 }
 
 // measurable reports whether pv is a member of a backend that measures its
-// members (backend.measures), back in the pool, and the return its measure
+// members (Provisioner.Measures), back in the pool, and the return its measure
 // would be of.
-func (m *measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
-	if b := m.p.backends[pv.Annotations[keys.Backend]]; b == nil || !b.measures() || pv.Status.Phase != corev1.VolumeAvailable {
+func (m *Measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
+	if !m.p.Measures(pv) || pv.Status.Phase != corev1.VolumeAvailable {
 		return "", false
 	}
 	switch controller.StateOf(pv) {
@@ -80,20 +100,11 @@ func (m *measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
 	return "", false
 }
 
-// measure measures member pv through the backend that made it.
-func (p *provisioner) measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
-	b := p.backends[pv.Annotations[keys.Backend]]
-	if b == nil {
-		return 0, false, errNotMeasured
-	}
-	return b.usage(pv, deadline)
-}
-
-func (m *measurer) volumeChanged(obj any) {
+func (m *Measurer) volumeChanged(obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
 	// Another installation's volumes are its own to measure: their share
 	// may not even be mounted here.
-	if !ok || pv.Annotations[keys.ProvisionedBy] != m.p.name {
+	if !ok || pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
 		return
 	}
 	if _, known := m.Usage(pv); !known {
@@ -105,7 +116,7 @@ func (m *measurer) volumeChanged(obj any) {
 
 // Usage returns what pv held when it last came back to the pool, if that
 // return was measured.
-func (m *measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
+func (m *Measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
 	returned, ok := m.measurable(pv)
 	if !ok {
 		return v1alpha1.MemberUsage{}, false
@@ -116,21 +127,24 @@ func (m *measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, boo
 	return u, known && u.Returned == returned
 }
 
-func (m *measurer) run(ctx context.Context, workers int) { m.queue.Run(ctx, workers) }
+// Run measures until ctx is done, one member at a time.
+func (m *Measurer) Run(ctx context.Context) { m.queue.Run(ctx, 1) }
 
-func (m *measurer) sync(ctx context.Context, name string) error {
-	obj, exists, err := m.p.volumes.GetByKey(name)
+// Sync measures the volume called name, if it is a member back in the pool
+// whose return is not measured yet.
+func (m *Measurer) Sync(ctx context.Context, name string) error {
+	obj, exists, err := m.cfg.Volumes.GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}
 	pv := obj.(*corev1.PersistentVolume)
 	returned, ok := m.measurable(pv)
-	if _, known := m.Usage(pv); !ok || known || pv.Annotations[keys.ProvisionedBy] != m.p.name {
+	if _, known := m.Usage(pv); !ok || known || pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
 		return nil
 	}
 	class := volumehelpers.GetPersistentVolumeClass(pv)
 	// Measured before a restart: the pool's status has it.
-	if pool := controller.PoolOf(m.p.pools, class); pool != nil {
+	if pool := controller.PoolOf(m.cfg.Pools, class); pool != nil {
 		for _, u := range pool.Status.Usage {
 			if u.Volume == name && u.Returned == returned {
 				m.remember(u)
@@ -139,7 +153,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 		}
 	}
 	start := time.Now()
-	bytes, partial, err := m.walk(pv, start.Add(m.timeout))
+	bytes, partial, err := m.p.Measure(pv, start.Add(m.cfg.Timeout))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		// Unreadable in part: what was read is a lower bound.
 		klog.FromContext(ctx).V(2).Info("Measuring a member stopped at what it could not read", "pv", name, "err", err)
@@ -151,7 +165,7 @@ func (m *measurer) sync(ctx context.Context, name string) error {
 	return nil
 }
 
-func (m *measurer) remember(u v1alpha1.MemberUsage) {
+func (m *Measurer) remember(u v1alpha1.MemberUsage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.usage[u.Volume] = u
