@@ -22,8 +22,8 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // newAheadCase is a directory class with its controllers running and a
@@ -192,7 +192,7 @@ func TestVolumePoolMakeAheadSurvivesAKill(t *testing.T) {
 
 	framework.WaitEvent(t, 60*time.Second, framework.EventQuery{Namespace: "default", Kind: "VolumePool", Name: r.pool, Reason: "MakeAheadFailed", Message: "permission denied"})
 	half := r.classVolumes()
-	if len(half) == 0 || !controller.StoragePending(half[0]) || controller.StateOf(half[0]) != controller.StateOther {
+	if len(half) == 0 || !pools.StoragePending(half[0]) || pools.StateOf(half[0]) != pools.StateOther {
 		t.Fatalf("after a failed make: %d volumes, want one waiting for its storage", len(half))
 	}
 	r.create(ns, "early")
@@ -213,7 +213,7 @@ func TestVolumePoolMakeAheadSurvivesAKill(t *testing.T) {
 	}
 	names := map[string]bool{}
 	for _, pv := range pvs {
-		if controller.StoragePending(pv) {
+		if pools.StoragePending(pv) {
 			t.Errorf("volume %s still waits for its storage", pv.Name)
 		}
 		if _, err := os.Stat(filepath.Join(r.base, pv.Name)); err != nil {
@@ -292,7 +292,7 @@ func waitMadeAhead(t *testing.T, class string, n int) []*corev1.PersistentVolume
 		ready = nil
 		for i := range list.Items {
 			pv := &list.Items[i]
-			if pv.Spec.StorageClassName == class && controller.MadeAhead(pv) && !controller.StoragePending(pv) {
+			if pv.Spec.StorageClassName == class && pools.MadeAhead(pv) && !pools.StoragePending(pv) {
 				ready = append(ready, pv)
 			}
 		}

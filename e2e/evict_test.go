@@ -19,8 +19,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // evictAfter removes the members no claim has had for that long, with
@@ -76,7 +76,7 @@ func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 	watch := time.Until(released[survivor.Name].Add(evictAfter + 3*time.Second))
 	framework.Consistently(t, max(watch, time.Second), func(ctx context.Context) (bool, error) {
 		got, err := client.CoreV1().PersistentVolumes().Get(ctx, survivor.Name, metav1.GetOptions{})
-		return err == nil && !controller.Evicting(got) && got.DeletionTimestamp == nil, err
+		return err == nil && !pools.Evicting(got) && got.DeletionTimestamp == nil, err
 	}, fmt.Sprintf("the last free member %s to stay: minAvailable 1", survivor.Name))
 	if names := entryNames(t, survivor.Spec.HostPath.Path); strings.Join(names, ",") != "objects,readonly,top.txt" {
 		t.Errorf("the member that stays holds %v, want its consumer's data", names)
@@ -325,7 +325,7 @@ func TestNodeEvictAboveBytes(t *testing.T) {
 			if pv.Name == lru.Name {
 				continue
 			}
-			if got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{}); err != nil || controller.Evicting(got) {
+			if got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{}); err != nil || pools.Evicting(got) {
 				return false, fmt.Errorf("member %s went too: %v", pv.Name, err)
 			}
 		}

@@ -33,8 +33,8 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // renamedSettings are those of the renamed installations: every name that
@@ -451,7 +451,7 @@ func (c *installedCycle) keepsNamespacesApartAndScrubs(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		held, ok := controller.HeldFor(pv)
+		held, ok := pools.HeldFor(pv)
 		return pv.Status.Phase == corev1.VolumeAvailable && ok && held == a, nil
 	}, "namespace "+a+"'s volume "+first.Name+" to be back in the pool, held for "+a)
 	// The consumer's write fails if the file is there: b never sees a's.
@@ -572,7 +572,7 @@ spec:
 	// The class has the default reuseScope, namespace: back in the pool,
 	// the volume names its last claim without UID and is held for ns.
 	phases := framework.VolumePhases(t, versions, 60*time.Second, func(cur *corev1.PersistentVolume) bool {
-		held, ok := controller.HeldFor(cur)
+		held, ok := pools.HeldFor(cur)
 		return cur.Status.Phase == corev1.VolumeAvailable && ok && held == c.ns && cur.Spec.ClaimRef.Name == cycleClaim
 	})
 	t.Logf("volume %s (%s): %v", pv.Name, pv.Spec.HostPath.Path, phases)

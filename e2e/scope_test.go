@@ -15,8 +15,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // fill writes a file into volume's directory, as a consumer would, and
@@ -75,7 +75,7 @@ func (r *poolCase) heldFor(volume, ns string) {
 		if err != nil {
 			return false, err
 		}
-		held, ok := controller.HeldFor(pv)
+		held, ok := pools.HeldFor(pv)
 		return pv.Status.Phase == corev1.VolumeAvailable && ok && held == ns && pv.Spec.ClaimRef.Namespace == ns, nil
 	}, fmt.Sprintf("volume %s to be held for namespace %s", volume, ns))
 }
@@ -184,7 +184,7 @@ func clusterScopeShares(t *testing.T, r *poolCase, a, b string) {
 	r.reservedFor(filled, a, "cache")
 	if pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), filled, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
-	} else if _, held := controller.HeldFor(pv); held {
+	} else if _, held := pools.HeldFor(pv); held {
 		t.Errorf("volume %s is held for a namespace under reuseScope cluster: %v", filled, pv.Annotations)
 	}
 

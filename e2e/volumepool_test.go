@@ -25,9 +25,9 @@ import (
 	reclaimablev1alpha1 "github.com/reclaimable/reclaimable/client/clientset/versioned/typed/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/docsyaml"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // volumePools is an administrator's client of VolumePools.
@@ -231,12 +231,12 @@ func countsOf(s v1alpha1.VolumePoolStatus) poolCounts {
 // status must say it.
 func (r *poolCase) waitPoolStatus(step string, want poolCounts) *v1alpha1.VolumePool {
 	r.t.Helper()
-	pools := volumePools(r.t)
+	client := volumePools(r.t)
 	var pool *v1alpha1.VolumePool
 	var live poolCounts
 	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		var err error
-		if pool, err = pools.Get(ctx, r.pool, metav1.GetOptions{}); err != nil {
+		if pool, err = client.Get(ctx, r.pool, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		pvs, err := framework.Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
@@ -249,16 +249,16 @@ func (r *poolCase) waitPoolStatus(step string, want poolCounts) *v1alpha1.Volume
 				continue
 			}
 			live.total++
-			switch controller.StateOf(&pvs.Items[i]) {
-			case controller.StateFree:
+			switch pools.StateOf(&pvs.Items[i]) {
+			case pools.StateFree:
 				live.free++
-			case controller.StateHeld:
+			case pools.StateHeld:
 				live.held++
-			case controller.StateReserved:
+			case pools.StateReserved:
 				live.reserved++
-			case controller.StateBound:
+			case pools.StateBound:
 				live.bound++
-			case controller.StateReleased:
+			case pools.StateReleased:
 				live.released++
 			}
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	poollisters "github.com/reclaimable/reclaimable/client/listers/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // resyncPeriod is how often every pool is looked at without an event: a
@@ -122,28 +123,28 @@ func New(env *controller.Env, p Provisioner, cfg Config) (*Controller, error) {
 	if cfg.StatusInterval <= 0 {
 		return nil, fmt.Errorf("--pool-status-interval must be positive, not %s", cfg.StatusInterval)
 	}
-	pools, err := env.Pools()
+	poolInformer, err := pools.Informer(env)
 	if err != nil {
 		return nil, err
 	}
-	client, err := env.PoolClientFor("poolmanager")
+	client, err := pools.ClientFor(env, "poolmanager")
 	if err != nil {
 		return nil, err
 	}
 	factory := env.InformerFactory("", "")
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
-	if err := controller.IndexVolumesByClass(volumes); err != nil {
+	if err := pools.IndexVolumesByClass(volumes); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
-	return newController(client, pools, factory.Storage().V1().StorageClasses(), volumes,
+	return newController(client, poolInformer, factory.Storage().V1().StorageClasses(), volumes,
 		p, env.ProvisionerName, env.Recorder("reclaimable-poolmanager"), env.Registry, cfg.StatusInterval)
 }
 
 // newController builds the pool manager of the provisioner named
 // provisionerName on shared informers: pools (indexed by
-// controller.PoolsByClass), classes and volumes (indexed by
-// controller.VolumesByClass).
-func newController(client versioned.Interface, pools cache.SharedIndexInformer, classes storageinformers.StorageClassInformer, volumes cache.SharedIndexInformer,
+// pools.PoolsByClass), classes and volumes (indexed by
+// pools.VolumesByClass).
+func newController(client versioned.Interface, poolInformer cache.SharedIndexInformer, classes storageinformers.StorageClassInformer, volumes cache.SharedIndexInformer,
 	p Provisioner, provisionerName string, recorder record.EventRecorder, reg prometheus.Registerer, interval time.Duration) (*Controller, error) {
 	if interval <= 0 {
 		return nil, fmt.Errorf("the status interval must be positive, not %s", interval)
@@ -155,13 +156,13 @@ func newController(client versioned.Interface, pools cache.SharedIndexInformer, 
 	c := &Controller{
 		client: client, provisioner: p, name: provisionerName, recorder: recorder, metrics: m,
 		clock: clock.RealClock{}, interval: interval, aheadFailed: map[string]error{},
-		pools:     poollisters.NewVolumePoolLister(pools.GetIndexer()),
-		poolIndex: pools.GetIndexer(),
+		pools:     poollisters.NewVolumePoolLister(poolInformer.GetIndexer()),
+		poolIndex: poolInformer.GetIndexer(),
 		classes:   classes.Lister(),
 	}
 	c.queue = controller.NewQueue("poolmanager", c.sync)
 	c.ahead = controller.NewQueue("poolmanager-ahead", c.syncAhead)
-	if err := controller.OnPoolChange(pools, c.enqueueClass); err != nil {
+	if err := pools.OnPoolChange(poolInformer, c.enqueueClass); err != nil {
 		return nil, err
 	}
 	if _, err := classes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -203,7 +204,7 @@ func (c *Controller) enqueueClass(class string) {
 	if class == "" {
 		return
 	}
-	objs, err := c.poolIndex.ByIndex(controller.PoolsByClass, class)
+	objs, err := c.poolIndex.ByIndex(pools.PoolsByClass, class)
 	if err != nil {
 		return // only an unknown index fails, and the informer has it
 	}
@@ -215,11 +216,11 @@ func (c *Controller) enqueueClass(class string) {
 }
 
 func (c *Controller) enqueueAll() {
-	pools, err := c.pools.List(labels.Everything())
+	all, err := c.pools.List(labels.Everything())
 	if err != nil {
 		return
 	}
-	for _, pool := range pools {
+	for _, pool := range all {
 		c.queue.AddAfter(pool.Name, c.interval)
 	}
 }
@@ -273,7 +274,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 // the pool is in force for a class of this provisioner.
 func (c *Controller) look(pool *v1alpha1.VolumePool) (view, *storagev1.StorageClass, bool) {
 	v := view{pool: pool, provisioner: c.name, now: metav1.NewTime(c.clock.Now())}
-	v.owner = controller.PoolOf(c.poolIndex, pool.Spec.StorageClassName)
+	v.owner = pools.PoolOf(c.poolIndex, pool.Spec.StorageClassName)
 	if class, err := c.classes.Get(pool.Spec.StorageClassName); err == nil {
 		v.class = class
 	}
@@ -283,7 +284,7 @@ func (c *Controller) look(pool *v1alpha1.VolumePool) (view, *storagev1.StorageCl
 	if v.class == nil || v.class.Provisioner != c.name || v.owner == nil || v.owner.Name != pool.Name {
 		return v, nil, true
 	}
-	effective := controller.EffectiveClass(v.class, pool)
+	effective := pools.EffectiveClass(v.class, pool)
 	if ptr.Deref(pool.Spec.MinAvailable, 0) > 0 {
 		v.aheadErr = c.provisioner.CheckAhead(effective, pool)
 		v.making = c.provisioner.AheadInFlight(v.class.Name)
@@ -369,7 +370,7 @@ func (c *Controller) setAheadFailure(pool string, err error) {
 
 // storagePending reports whether a member still waits for its storage.
 func storagePending(members []*corev1.PersistentVolume) bool {
-	return slices.ContainsFunc(members, controller.StoragePending)
+	return slices.ContainsFunc(members, pools.StoragePending)
 }
 
 // writeStatus writes the status r decided for pool, if it changed, and

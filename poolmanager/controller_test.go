@@ -21,8 +21,8 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned/fake"
 	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // fakeProvisioner serves members and records what is asked of it.
@@ -62,13 +62,13 @@ func (f *fakeProvisioner) Usage(*corev1.PersistentVolume) (v1alpha1.MemberUsage,
 func newTestController(t *testing.T, pool *v1alpha1.VolumePool, sc *storagev1.StorageClass, p Provisioner) (*Controller, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewSimpleClientset(pool)
-	pools := poolinformers.NewSharedInformerFactory(client, 0).Reclaimable().V1alpha1().VolumePools().Informer()
-	if err := pools.AddIndexers(cache.Indexers{controller.PoolsByClass: func(obj any) ([]string, error) {
+	poolInformer := poolinformers.NewSharedInformerFactory(client, 0).Reclaimable().V1alpha1().VolumePools().Informer()
+	if err := poolInformer.AddIndexers(cache.Indexers{pools.PoolsByClass: func(obj any) ([]string, error) {
 		return []string{obj.(*v1alpha1.VolumePool).Spec.StorageClassName}, nil
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pools.GetIndexer().Add(pool); err != nil {
+	if err := poolInformer.GetIndexer().Add(pool); err != nil {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
@@ -76,7 +76,7 @@ func newTestController(t *testing.T, pool *v1alpha1.VolumePool, sc *storagev1.St
 	if err := classes.Informer().GetIndexer().Add(sc); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newController(client, pools, classes, factory.Core().V1().PersistentVolumes().Informer(), p, testProvisioner, record.NewFakeRecorder(100), prometheus.NewRegistry(), time.Second)
+	c, err := newController(client, poolInformer, classes, factory.Core().V1().PersistentVolumes().Informer(), p, testProvisioner, record.NewFakeRecorder(100), prometheus.NewRegistry(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

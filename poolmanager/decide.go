@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // The decisions of the pool manager, kept free of clients and caches: from
@@ -76,7 +76,7 @@ const (
 // view is what the status of one pool is decided from.
 type view struct {
 	pool *v1alpha1.VolumePool
-	// owner is the pool of the class (controller.PoolOf): the oldest of
+	// owner is the pool of the class (pools.PoolOf): the oldest of
 	// those naming it.
 	owner *v1alpha1.VolumePool
 	// class is the pool's StorageClass, nil when there is none.
@@ -115,7 +115,7 @@ type event struct {
 type result struct {
 	status v1alpha1.VolumePoolStatus
 	events []event
-	counts map[controller.MemberState]int
+	counts map[pools.MemberState]int
 	// makeAhead is how many members to make ahead of claims now.
 	makeAhead int
 	// evict are the members to remove now, and recheck when to look
@@ -137,12 +137,12 @@ func decide(v view) result {
 		LastReleased:       prev.LastReleased,
 		Conditions:         append([]metav1.Condition(nil), prev.Conditions...),
 	}
-	r := result{counts: map[controller.MemberState]int{}}
+	r := result{counts: map[pools.MemberState]int{}}
 	ready := readiness(v)
 	exhausted := metav1.Condition{Type: ConditionExhausted, Status: metav1.ConditionFalse, Reason: condNoClaimWaiting,
 		Message: "no claim waits for a member", ObservedGeneration: v.pool.Generation, LastTransitionTime: v.now}
 	if ready.Status == metav1.ConditionTrue {
-		effective := controller.EffectiveClass(v.class, v.pool)
+		effective := pools.EffectiveClass(v.class, v.pool)
 		pending := countMembers(v.members, &s, r.counts)
 		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
 		if limit > 0 {
@@ -151,7 +151,7 @@ func decide(v view) result {
 		s.Surplus = int32(eviction.Surplus(v.members, limit))
 		s.Usage, s.UsedBytes = usage(v.members, v.usage, prev.Usage)
 		r.evict, r.recheck = evictions(v, limit, s.Usage, &ready)
-		r.makeAhead = keepMinAvailable(v, r.counts[controller.StateFree], pending, limit, &ready)
+		r.makeAhead = keepMinAvailable(v, r.counts[pools.StateFree], pending, limit, &ready)
 		if v.waiting > 0 {
 			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
 			exhausted.Message = fmt.Sprintf("%d claims of StorageClass %s wait: no free member fits them and the pool cannot grow (%s); their events say what to change",
@@ -203,36 +203,36 @@ func readiness(v view) metav1.Condition {
 // countMembers counts members by state into counts and into s (and their
 // capacity, the scrubs that failed, those made ahead, the last issue and
 // release), and returns how many made ahead still wait for their storage.
-func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStatus, counts map[controller.MemberState]int) int {
+func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStatus, counts map[pools.MemberState]int) int {
 	capacity := resource.Quantity{Format: resource.BinarySI}
 	pending := 0
 	for _, pv := range members {
-		state := controller.StateOf(pv)
+		state := pools.StateOf(pv)
 		counts[state]++
-		if _, failed := pv.Annotations[keys.ScrubFailed]; failed && controller.Scrubbing(pv) {
+		if _, failed := pv.Annotations[keys.ScrubFailed]; failed && pools.Scrubbing(pv) {
 			s.ScrubFailed++
 		}
-		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (controller.MadeAhead(pv) || controller.StoragePending(pv)) {
+		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (pools.MadeAhead(pv) || pools.StoragePending(pv)) {
 			s.MadeAhead++
-			if controller.StoragePending(pv) {
+			if pools.StoragePending(pv) {
 				pending++
 			}
 		}
 		if c, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 			capacity.Add(c)
 		}
-		if t := pv.Status.LastPhaseTransitionTime; state == controller.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
+		if t := pv.Status.LastPhaseTransitionTime; state == pools.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
 			s.LastIssued = later(s.LastIssued, t.Time)
 		}
 		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
 			s.LastReleased = later(s.LastReleased, t)
 		}
 	}
-	s.Free, s.Held, s.Reserved = int32(counts[controller.StateFree]), int32(counts[controller.StateHeld]), int32(counts[controller.StateReserved])
-	s.Bound, s.Released, s.Total = int32(counts[controller.StateBound]), int32(counts[controller.StateReleased]), int32(len(members))
+	s.Free, s.Held, s.Reserved = int32(counts[pools.StateFree]), int32(counts[pools.StateHeld]), int32(counts[pools.StateReserved])
+	s.Bound, s.Released, s.Total = int32(counts[pools.StateBound]), int32(counts[pools.StateReleased]), int32(len(members))
 	s.Capacity = &capacity
-	s.Scrubbing = int32(counts[controller.StateScrubbing])
-	s.Evicting = int32(counts[controller.StateEvicting])
+	s.Scrubbing = int32(counts[pools.StateScrubbing])
+	s.Evicting = int32(counts[pools.StateEvicting])
 	return pending
 }
 
@@ -374,7 +374,7 @@ func limitOf(class *storagev1.StorageClass) string {
 // overrides lists the settings pool and class both set, as "name: pool's
 // value (class: class's value)".
 func overrides(pool *v1alpha1.VolumePool, class *storagev1.StorageClass) []string {
-	effective := controller.EffectiveClass(class, pool)
+	effective := pools.EffectiveClass(class, pool)
 	var out []string
 	for _, name := range []string{keys.MaxVolumes, keys.MaxVolumesPerNode, keys.ReserveFor, keys.ReuseScope} {
 		own, set := class.Parameters[name]

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 const testProvisioner = "vendor/reclaimable"
@@ -294,7 +294,7 @@ func TestDecideKeepsTheLatestTimes(t *testing.T) {
 	if !s.LastIssued.Time.Equal(t1) || !s.LastReleased.Time.Equal(t1) {
 		t.Errorf("lastIssued %v, lastReleased %v, want both %v", s.LastIssued, s.LastReleased, t1)
 	}
-	if s.Bound != 1 || s.Free != 1 || controller.StateOf(members[0]) != controller.StateBound {
+	if s.Bound != 1 || s.Free != 1 || pools.StateOf(members[0]) != pools.StateBound {
 		t.Errorf("status %+v", s)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // Which members to evict is the pools' one eviction policy
@@ -20,8 +20,8 @@ import (
 func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.MemberUsage, prev []v1alpha1.MemberUsage) []v1alpha1.MemberUsage {
 	var out []v1alpha1.MemberUsage
 	for _, pv := range members {
-		switch controller.StateOf(pv) {
-		case controller.StateFree, controller.StateHeld, controller.StateReserved:
+		switch pools.StateOf(pv) {
+		case pools.StateFree, pools.StateHeld, pools.StateReserved:
 		default:
 			continue
 		}

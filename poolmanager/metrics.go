@@ -6,6 +6,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 const subsystem = "volumepool"
@@ -44,9 +45,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) set(pool string, minAvailable int32, counts map[controller.MemberState]int, status v1alpha1.VolumePoolStatus) {
+func (m *metrics) set(pool string, minAvailable int32, counts map[pools.MemberState]int, status v1alpha1.VolumePoolStatus) {
 	m.minAvailable.WithLabelValues(pool).Set(float64(minAvailable))
-	for _, s := range controller.MemberStates {
+	for _, s := range pools.MemberStates {
 		m.members.WithLabelValues(pool, string(s)).Set(float64(counts[s]))
 	}
 	exhausted := 0.0

@@ -18,8 +18,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // This file holds the members made ahead of any claim, for a VolumePool's
@@ -186,11 +186,11 @@ func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageC
 		return err
 	}
 	maker, _ := params.pool.maker()
-	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class.Name)
+	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class.Name)
 	var errs []error
 	for _, o := range objs {
 		pv, ok := o.(*corev1.PersistentVolume)
-		if !ok || pv.Annotations[keys.ProvisionedBy] != p.name || !controller.StoragePending(pv) || pv.DeletionTimestamp != nil || controller.Evicting(pv) {
+		if !ok || pv.Annotations[keys.ProvisionedBy] != p.name || !pools.StoragePending(pv) || pv.DeletionTimestamp != nil || pools.Evicting(pv) {
 			continue
 		}
 		if maker == nil {
@@ -248,9 +248,9 @@ func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	}
 	nodes := p.aheadNodes(class, pool)
 	free := p.aheadInFlight(class.Name)
-	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class.Name)
+	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class.Name)
 	for _, o := range objs {
-		if pv, ok := o.(*corev1.PersistentVolume); ok && (controller.StateOf(pv) == controller.StateFree || controller.StoragePending(pv)) {
+		if pv, ok := o.(*corev1.PersistentVolume); ok && (pools.StateOf(pv) == pools.StateFree || pools.StoragePending(pv)) {
 			free[pv.Annotations[keys.Node]]++
 		}
 	}

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 func aheadPool(mutate ...func(*v1alpha1.VolumePool)) *v1alpha1.VolumePool {
@@ -76,8 +76,8 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 		t.Fatalf("%d volumes, %d in flight; want 3 and 0", len(pvs), f.p.AheadInFlight("pool"))
 	}
 	for _, pv := range pvs {
-		if !controller.MadeAhead(pv) || controller.StoragePending(pv) || controller.StateOf(pv) != controller.StateFree {
-			t.Errorf("volume %s: made ahead %v, pending %v, state %s; want a free member", pv.Name, controller.MadeAhead(pv), controller.StoragePending(pv), controller.StateOf(pv))
+		if !pools.MadeAhead(pv) || pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
+			t.Errorf("volume %s: made ahead %v, pending %v, state %s; want a free member", pv.Name, pools.MadeAhead(pv), pools.StoragePending(pv), pools.StateOf(pv))
 		}
 		if pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.MadeAhead] != "warm" || pv.Spec.ClaimRef.Namespace != metav1.NamespaceSystem {
 			t.Errorf("volume %s: annotations %v, claimRef %+v", pv.Name, pv.Annotations, pv.Spec.ClaimRef)
@@ -137,15 +137,15 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	}
 	pv := f.cached()[0]
 	claim := claimFor("ns", "job", "1Gi")
-	if a := availabilityOf(pv, claim, true); a != inUse || controller.StateOf(pv) != controller.StateOther {
-		t.Errorf("half made: availability %v, state %s; want in use, other", a, controller.StateOf(pv))
+	if a := availabilityOf(pv, claim, true); a != inUse || pools.StateOf(pv) != pools.StateOther {
+		t.Errorf("half made: availability %v, state %s; want in use, other", a, pools.StateOf(pv))
 	}
 	if err := f.p.FinishAhead(context.Background(), class); err != nil {
 		t.Fatal(err)
 	}
 	pv = f.cached()[0]
-	if controller.StoragePending(pv) || controller.StateOf(pv) != controller.StateFree {
-		t.Errorf("finished: annotations %v, state %s; want free", pv.Annotations, controller.StateOf(pv))
+	if pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
+		t.Errorf("finished: annotations %v, state %s; want free", pv.Annotations, pools.StateOf(pv))
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "pvc-half")); err != nil {
 		t.Errorf("finished without its directory: %v", err)

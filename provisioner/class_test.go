@@ -25,6 +25,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 const (
@@ -384,7 +385,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := f.server(testBackingVolume)
-	if !controller.MadeAhead(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
+	if !pools.MadeAhead(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[keys.BackingForUID] != "" {
 		t.Fatalf("member = class %s, policy %s, claimRef %+v, annotations %v; want a free member made ahead",
 			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)

@@ -24,6 +24,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
@@ -53,13 +54,13 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	pools, err := env.Pools()
+	poolInformer, err := pools.Informer(env)
 	if err != nil {
 		return nil, err
 	}
 	// Only the claims that wait for a volume: a bound claim asks nothing
 	// of a provisioner, and most of a cluster's claims are bound.
-	c, err := newController(client, env.InformerFactory("", ""), env.WaitingClaims(), pools, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	c, err := newController(client, env.InformerFactory("", ""), env.WaitingClaims(), poolInformer, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -86,14 +87,14 @@ func (c *Controller) NotifyPools(notify func(class string)) {
 
 // newController wires the provisioner to the library on factory's informers.
 // Options in extra override the library's settings made here.
-func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, claimInf cache.SharedIndexInformer, pools cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
+func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, claimInf cache.SharedIndexInformer, poolInformer cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
 	m, err := newMetrics(registry)
 	if err != nil {
 		return nil, fmt.Errorf("registering provisioner metrics: %w", err)
 	}
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
-	if err := controller.IndexVolumesByClass(volumes); err != nil {
+	if err := pools.IndexVolumesByClass(volumes); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}); err != nil {
@@ -121,10 +122,10 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 	}); err != nil {
 		return nil, fmt.Errorf("watching claims: %w", err)
 	}
-	if pools != nil {
-		p.pools = pools.GetIndexer()
+	if poolInformer != nil {
+		p.pools = poolInformer.GetIndexer()
 		// A pool's new maximum may serve the claims that wait for room.
-		if err := controller.OnPoolChange(pools, p.wake); err != nil {
+		if err := pools.OnPoolChange(poolInformer, p.wake); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // The early hand-off. The library provisions a claim once the PV controller
@@ -57,7 +58,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if !ok {
 		return nil
 	}
-	class = controller.EffectiveClass(class, controller.PoolOf(e.p.pools, class.Name))
+	class = pools.EffectiveClass(class, pools.PoolOf(e.p.pools, class.Name))
 	params, err := parseParameters(class, e.p.backends)
 	if err != nil {
 		return nil

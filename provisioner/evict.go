@@ -12,9 +12,9 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 )
 
@@ -133,7 +133,7 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 	members := p.members(class.Name, params.pool)
 	evicting := 0
 	for _, pv := range members {
-		if controller.Evicting(pv) {
+		if pools.Evicting(pv) {
 			evicting++
 		}
 	}
@@ -150,11 +150,11 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 			return nil, lib.ProvisioningFinished, fmt.Errorf("volume %s, chosen for eviction to make room for the claim, changed first; deciding again", victim.Name)
 		}
 		why := fmt.Sprintf("evicting volume %s (%s, the least recently used member), with its data, to make room for claim %s/%s (evictForClaims)",
-			victim.Name, controller.StateOf(victim), claim.Namespace, claim.Name)
+			victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name)
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; %s", msg, why)
-		if pool := controller.PoolOf(p.pools, class.Name); pool != nil {
+		if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
 			p.recorder.Eventf(pool, corev1.EventTypeNormal, reasonMemberEvicted, "Evicted volume %s (%s), with its data, for claim %s/%s: the pool is at maxVolumes %d (evictForClaims)",
-				victim.Name, controller.StateOf(victim), claim.Namespace, claim.Name, params.maxVolumes)
+				victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name, params.maxVolumes)
 		}
 	}
 	p.onWaitingChange(class.Name)

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // directoryMember is a free member of the directory backend whose
@@ -158,7 +158,7 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 					t.Errorf("volume: %v, want it deleted", err)
 				}
 			case "unfenced":
-				if err != nil || controller.Evicting(got) || slices.Contains(got.Finalizers, keys.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
+				if err != nil || pools.Evicting(got) || slices.Contains(got.Finalizers, keys.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
 					t.Errorf("volume %+v (%v): want its fence, and only it, gone", got, err)
 				}
 			case "no finalizer":

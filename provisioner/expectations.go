@@ -3,8 +3,8 @@ package provisioner
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // This file holds how the flow consults its record of its own writes that
@@ -27,7 +27,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool) {
 	return p.pending.reserve(class, name, node, max, maxPerNode, func() map[string]string {
 		names := p.pendingBacking(class)
-		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
+		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {
 			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {
 				names[pv.Name] = pv.Annotations[keys.Node]

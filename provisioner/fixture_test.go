@@ -21,9 +21,9 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
@@ -48,7 +48,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{controller.VolumesByClass: controller.VolumeClass, indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}),
+		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{pools.VolumesByClass: pools.VolumeClass, indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}),
 		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		recorder: record.NewFakeRecorder(1000),
 		root:     t.TempDir(),

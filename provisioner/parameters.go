@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // Keys this provisioner writes and reads, in addition to the shared ones in
@@ -44,7 +44,7 @@ type params struct {
 
 	// reserveFor keeps a released volume for its last claim's namespace and
 	// name this long (the releaser does); 0: not at all. Default:
-	// controller.DefaultReserveFor.
+	// pools.DefaultReserveFor.
 	reserveFor time.Duration
 	// namespaced (reuseScope namespace, the default) issues a volume again
 	// only to claims of the namespace it was last bound in.
@@ -107,20 +107,20 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 	if class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRecycle {
 		errs = append(errs, errors.New("reclaimPolicy Recycle is not supported; use Retain to keep volumes in the pool or Delete to remove them"))
 	}
-	p.reserveFor = controller.DefaultReserveFor
+	p.reserveFor = pools.DefaultReserveFor
 	if s, ok := in[keys.ReserveFor]; ok {
-		d, err := controller.ParseReserveFor(s)
+		d, err := pools.ParseReserveFor(s)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		p.reserveFor = d
 	}
-	namespaced, err := controller.ParseReuseScope(in[keys.ReuseScope])
+	namespaced, err := pools.ParseReuseScope(in[keys.ReuseScope])
 	if err != nil {
 		errs = append(errs, err)
 	}
 	p.namespaced = namespaced
-	onRelease, err := controller.ParseOnRelease(in[keys.OnRelease])
+	onRelease, err := pools.ParseOnRelease(in[keys.OnRelease])
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	storagev1 "k8s.io/api/storage/v1"
 )
@@ -54,7 +54,7 @@ func FuzzParseParameters(f *testing.F) {
 		if p.maxVolumes < 0 || p.maxVolumesPerNode < 0 {
 			t.Fatalf("accepted maxVolumes %d, maxVolumesPerNode %d", p.maxVolumes, p.maxVolumesPerNode)
 		}
-		if p.reserveFor < 0 || p.reserveFor > controller.MaxReserveFor {
+		if p.reserveFor < 0 || p.reserveFor > pools.MaxReserveFor {
 			t.Fatalf("accepted reserveFor %s", p.reserveFor)
 		}
 		// Only the exact word cluster shares a volume across namespaces.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,14 +38,14 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "hostPath with defaults",
 			params: hostPathClass(nil),
-			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
+			want: &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New[string](), pool: &directoryClass{baseDir: root + "/caches", source: "hostPath",
 				hostPath: "/mnt/caches", directoryMode: 0o777}},
 		},
 		{
 			name: "nfs with every option",
 			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
 				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
-			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
+			want: &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20, pool: &directoryClass{baseDir: root, source: "nfs",
 				nfsServer: "nfs.example.com", nfsPath: "/export/caches", directoryMode: 0o775 | fs.ModeSetgid}},
 		},
 		{
@@ -56,17 +56,17 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "reuseScope cluster",
 			params: map[string]string{"backend": "static", "reuseScope": "cluster"},
-			want:   &params{reserveFor: controller.DefaultReserveFor, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: pools.DefaultReserveFor, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
 		},
 		{
 			name:   "reuseScope namespace",
 			params: map[string]string{"backend": "static", "reuseScope": "namespace"},
-			want:   &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New[string](), pool: staticClass{name: "c"}},
 		},
 		{
 			name:   "local",
 			params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "directoryMode": "0775", "maxVolumes": "10", "maxVolumesPerNode": "3"}, wffc: true,
-			want: &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10, maxVolumesPerNode: 3,
+			want: &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10, maxVolumesPerNode: 3,
 				pool: &localClass{nodePath: "/var/lib/caches", directoryMode: 0o775}},
 		},
 		{name: "local lifecycleTemplates not a name", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "lifecycleTemplates": "../x"}, wffc: true, wantErr: []string{`"lifecycleTemplates" must name a ConfigMap`}},
@@ -84,7 +84,7 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
-			want:   &params{reserveFor: controller.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
+			want:   &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New("cache"), pool: staticClass{name: "c"}},
 		},
 		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
 		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},

@@ -16,8 +16,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // This file holds the decisions of the provisioner, free of any I/O: which
@@ -92,7 +92,7 @@ func issuable(a availability) bool { return a == free || a == freeIfGone || a ==
 // with none, its last claim's; "" for a volume never bound, which belongs
 // to no namespace yet.
 func lastNamespace(pv *corev1.PersistentVolume) string {
-	if controller.MadeAhead(pv) {
+	if pools.MadeAhead(pv) {
 		return "" // its claimRef names no claim's namespace
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil {
@@ -104,9 +104,9 @@ func lastNamespace(pv *corev1.PersistentVolume) string {
 
 func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) availability {
 	switch {
-	case pv.DeletionTimestamp != nil || controller.StoragePending(pv) || controller.Scrubbing(pv) || controller.Evicting(pv):
+	case pv.DeletionTimestamp != nil || pools.StoragePending(pv) || pools.Scrubbing(pv) || pools.Evicting(pv):
 		return inUse
-	case controller.MadeAhead(pv):
+	case pools.MadeAhead(pv):
 		return free
 	}
 	ref := pv.Spec.ClaimRef
@@ -123,11 +123,11 @@ func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.Persisten
 		// Pre-bound by name: kept for a claim of that namespace and name.
 		// One the releaser reserved or holds for a namespace may go to
 		// another claim; one an administrator pre-bound may not.
-		_, held := controller.HeldFor(pv)
+		_, held := pools.HeldFor(pv)
 		switch {
 		case ref.Namespace == claim.Namespace && ref.Name == claim.Name:
 			return free
-		case controller.Reserved(pv):
+		case pools.Reserved(pv):
 			return reservedForOther
 		case held:
 			return free
@@ -312,7 +312,7 @@ func stillReleased(pv *corev1.PersistentVolume) int {
 // Released volume still names it in its claimRef; a volume the releaser
 // returned to the pool carries it in an annotation.
 func lastClaim(pv *corev1.PersistentVolume) string {
-	if controller.MadeAhead(pv) {
+	if pools.MadeAhead(pv) {
 		return "" // no claim had it yet
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" {
@@ -418,7 +418,7 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 		return "", false
 	}
 	switch {
-	case controller.MadeAhead(old):
+	case pools.MadeAhead(old):
 		return issueMadeAhead, true
 	case lastClaim(old) == is.Namespace+"/"+is.Name:
 		return issueSameClaim, true
@@ -426,12 +426,12 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 	return issueOtherMember, true
 }
 
-// memberState is what a pool member is doing (controller.StateOf, as a
+// memberState is what a pool member is doing (pools.StateOf, as a
 // VolumePool's status counts it), for the members gauge, and for a held or
 // reserved one kept for a namespace (reuseScope namespace), that namespace.
 func memberState(pv *corev1.PersistentVolume) (state, namespace string) {
-	namespace, _ = controller.HeldFor(pv)
-	return string(controller.StateOf(pv)), namespace
+	namespace, _ = pools.HeldFor(pv)
+	return string(pools.StateOf(pv)), namespace
 }
 
 // crossable returns the member of members held for a namespace other than
@@ -441,10 +441,10 @@ func memberState(pv *corev1.PersistentVolume) (state, namespace string) {
 func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, node *corev1.Node, selector labels.Selector) *corev1.PersistentVolume {
 	var best *corev1.PersistentVolume
 	for _, pv := range members {
-		if controller.Scrubbing(pv) {
+		if pools.Scrubbing(pv) {
 			return nil
 		}
-		if availabilityOf(pv, claim, true) != otherNamespace || controller.Reserved(pv) || misfit(pv, claim, node, selector) != "" {
+		if availabilityOf(pv, claim, true) != otherNamespace || pools.Reserved(pv) || misfit(pv, claim, node, selector) != "" {
 			continue
 		}
 		if best == nil || releasedAt(pv).Before(releasedAt(best)) || releasedAt(pv).Equal(releasedAt(best)) && pv.Name < best.Name {

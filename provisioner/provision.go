@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/clock"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
@@ -119,7 +119,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
 	lifecycle := lifecycle.NewEvents(client, cfg.LifecycleNamespace)
 	p := &provisioner{
-		pools: controller.NoPools(),
+		pools: pools.NoPools(),
 		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		lifecycle:       lifecycle,
 		backends:        newBackends(name, client, nil, cfg, lifecycle, m.lifecycle),
@@ -189,7 +189,7 @@ func (p *provisioner) Provision(ctx context.Context, opts lib.ProvisionOptions) 
 }
 
 func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) (_ *corev1.PersistentVolume, _ lib.ProvisioningState, err error) {
-	claim, class := opts.PVC, controller.EffectiveClass(opts.StorageClass, controller.PoolOf(p.pools, opts.StorageClass.Name))
+	claim, class := opts.PVC, pools.EffectiveClass(opts.StorageClass, pools.PoolOf(p.pools, opts.StorageClass.Name))
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "class", class.Name)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -202,7 +202,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	if err != nil {
 		return p.refuse(claim, reasonInvalidParameters, fmt.Errorf("StorageClass %s: %w", class.Name, err))
 	}
-	if pool := controller.PoolOf(p.pools, class.Name); pool != nil {
+	if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
 		params.evictForClaims = pool.Spec.EvictForClaims
 	}
 	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
@@ -354,7 +354,7 @@ func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVol
 
 // members lists the pool of class.
 func (p *provisioner) members(class string, pool classBackend) []*corev1.PersistentVolume {
-	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
+	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 	out := make([]*corev1.PersistentVolume, 0, len(objs))
 	for _, o := range objs {
 		if pv, ok := o.(*corev1.PersistentVolume); ok && isMember(pv, class, pool) {
@@ -391,8 +391,8 @@ func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
 // the namespace a free one is held for.
 func (p *provisioner) memberStates() map[[3]string]int {
 	out := map[[3]string]int{}
-	for _, class := range p.volumes.ListIndexFuncValues(controller.VolumesByClass) {
-		objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
+	for _, class := range p.volumes.ListIndexFuncValues(pools.VolumesByClass) {
+		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {
 			if pv, ok := o.(*corev1.PersistentVolume); ok && p.isPoolVolume(pv) {
 				state, ns := memberState(pv)

@@ -10,8 +10,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // This file holds the claims that wait for a full pool: Provision records
@@ -110,6 +110,6 @@ func isFreed(pv *corev1.PersistentVolume) bool {
 	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed {
 		return false
 	}
-	_, held := controller.HeldFor(pv)
-	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased || held || controller.Reserved(pv)
+	_, held := pools.HeldFor(pv)
+	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased || held || pools.Reserved(pv)
 }

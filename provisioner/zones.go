@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // This file holds where a class pool that binds on first consumer makes
@@ -63,10 +63,10 @@ func (p *provisioner) zoneNodes(pool *v1alpha1.VolumePool) map[string][]*corev1.
 // asked for.
 func (p *provisioner) freeByZone(class string, nodes map[string][]*corev1.Node) map[string]int {
 	out := map[string]int{}
-	objs, _ := p.volumes.ByIndex(controller.VolumesByClass, class)
+	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 	for _, o := range objs {
 		pv, ok := o.(*corev1.PersistentVolume)
-		if !ok || controller.StateOf(pv) != controller.StateFree {
+		if !ok || pools.StateOf(pv) != pools.StateFree {
 			continue
 		}
 		for zone, ns := range nodes {

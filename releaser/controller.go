@@ -26,6 +26,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 const (
@@ -93,14 +94,14 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	pools, err := env.Pools()
+	poolInformer, err := pools.Informer(env)
 	if err != nil {
 		return nil, err
 	}
-	c.pools = pools.GetIndexer()
+	c.pools = poolInformer.GetIndexer()
 	// A pool's reserveFor and reuseScope change what its class's volumes
 	// should be: look at them again.
-	if err := controller.OnPoolChange(pools, func(class string) { c.enqueueIndexed(controller.VolumesByClass, class) }); err != nil {
+	if err := pools.OnPoolChange(poolInformer, func(class string) { c.enqueueIndexed(pools.VolumesByClass, class) }); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -116,7 +117,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		cfg:             cfg,
 		recorder:        recorder,
 		conflictRecheck: defaultConflictRecheck,
-		pools:           controller.NoPools(),
+		pools:           pools.NoPools(),
 		volumes:         volumes.Lister(),
 		volumeIndex:     volumes.Informer().GetIndexer(),
 		classes:         classes.Lister(),
@@ -131,7 +132,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		return nil, fmt.Errorf("registering releaser metrics: %w", err)
 	}
 
-	if err := controller.IndexVolumesByClass(volumes.Informer()); err != nil {
+	if err := pools.IndexVolumesByClass(volumes.Informer()); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	if err := volumes.Informer().AddIndexers(cache.Indexers{
@@ -276,7 +277,7 @@ func (c *Controller) classChanged(old, obj any) {
 		return
 	}
 	if old == nil && class.Provisioner == c.policy.provisionerName {
-		c.enqueueIndexed(controller.VolumesByClass, class.Name)
+		c.enqueueIndexed(pools.VolumesByClass, class.Name)
 		return
 	}
 	if class.Annotations[keys.ClassControllerID] != c.policy.controllerID {
@@ -285,7 +286,7 @@ func (c *Controller) classChanged(old, obj any) {
 	if prev, ok := old.(*storagev1.StorageClass); ok && prev.Annotations[keys.ClassControllerID] == c.policy.controllerID {
 		return
 	}
-	c.enqueueIndexed(controller.VolumesByClass, class.Name)
+	c.enqueueIndexed(pools.VolumesByClass, class.Name)
 }
 
 func (c *Controller) enqueueIndexed(index, value string) {

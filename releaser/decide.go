@@ -9,8 +9,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // The decisions of the releaser, kept free of clients and caches so that
@@ -137,7 +137,7 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 		// Its provisioner deletes it once Released: made Available, it
 		// would stay, the storage with it, in no pool.
 		return false, notRetained
-	case controller.Scrubbing(pv):
+	case pools.Scrubbing(pv):
 		// The provisioner's scrubber returns it to the pool, emptied.
 		return false, beingScrubbed
 	case pv.Status.Phase != corev1.VolumeReleased:
@@ -160,7 +160,7 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 
 // scrubOnRelease tells whether a volume whose claim is gone is emptied
 // before any claim may have it, under its class's onRelease (as
-// controller.OnReleaseOf reads it) and the outcome recorded of the claim's
+// pools.OnReleaseOf reads it) and the outcome recorded of the claim's
 // consumer ("" where none is known), and why, for the event. Under
 // ScrubUnlessSucceeded only a consumer known to have succeeded hands its
 // data on: a failed one may have left it half written, and one whose end
@@ -192,7 +192,7 @@ func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Durat
 	if !kept || class == nil || class.Provisioner != p.provisionerName {
 		return 0
 	}
-	d, err := controller.ReserveFor(class)
+	d, err := pools.ReserveFor(class)
 	if err != nil {
 		return 0
 	}
@@ -205,7 +205,7 @@ func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Durat
 // releaser must see the volume again to keep its hold in line with the
 // class.
 func (p policy) heldNamespace(class *storagev1.StorageClass, kept bool, ns string) string {
-	if !kept || !controller.NamespaceScoped(class, p.provisionerName) {
+	if !kept || !pools.NamespaceScoped(class, p.provisionerName) {
 		return ""
 	}
 	return ns
@@ -231,19 +231,19 @@ const (
 // the namespace and name of the last claim it names. class is pv's
 // StorageClass as the cache has it now.
 func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rescope, string, string) {
-	if pv.DeletionTimestamp != nil || pv.Status.Phase != corev1.VolumeAvailable || controller.Scrubbing(pv) {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase != corev1.VolumeAvailable || pools.Scrubbing(pv) {
 		return scopeFits, "", ""
 	}
 	_, kept := p.keepsAssociation(pv, class)
-	_, held := controller.HeldFor(pv)
+	_, held := pools.HeldFor(pv)
 	switch {
-	case pv.Spec.ClaimRef == nil && kept && controller.NamespaceScoped(class, p.provisionerName):
+	case pv.Spec.ClaimRef == nil && kept && pools.NamespaceScoped(class, p.provisionerName):
 		ns, name, ok := strings.Cut(pv.Annotations[keys.LastClaim], "/")
 		if !ok || ns == "" || name == "" {
 			return scopeFits, "", "" // never bound: belongs to no namespace yet
 		}
 		return scopeHold, ns, name
-	case held && pv.Labels[keys.VolumeManagedBy] == p.controllerID && !controller.Reserved(pv) && class != nil && !controller.NamespaceScoped(class, p.provisionerName):
+	case held && pv.Labels[keys.VolumeManagedBy] == p.controllerID && !pools.Reserved(pv) && class != nil && !pools.NamespaceScoped(class, p.provisionerName):
 		return scopeLetGo, "", ""
 	}
 	return scopeFits, "", ""
@@ -254,7 +254,7 @@ func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageC
 // nobody bound it since), and until when. A reservation whose time cannot be
 // read ends at once: the volume is the pool's.
 func reservedUntil(pv *corev1.PersistentVolume, id string) (time.Time, bool) {
-	if !controller.Reserved(pv) || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
+	if !pools.Reserved(pv) || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
 	until, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])

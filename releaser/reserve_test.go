@@ -8,8 +8,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // reserved makes pv reserved for ns/data until until, as release leaves it.
@@ -43,7 +43,7 @@ func TestReservation(t *testing.T) {
 	}{
 		{"our class with reserveFor", reservingClass("10m"), true, 10 * time.Minute},
 		{"association not kept: nobody would end it", reservingClass("10m"), false, 0},
-		{"no reserveFor on our class: the default", scopedClass(""), true, controller.DefaultReserveFor},
+		{"no reserveFor on our class: the default", scopedClass(""), true, pools.DefaultReserveFor},
 		{"no reserveFor on another provisioner's class", class(testID), true, 0},
 		{"zero", reservingClass("0s"), true, 0},
 		{"invalid value", reservingClass("soon"), true, 0},
@@ -128,7 +128,7 @@ func TestSyncReservesAndEndsTheReservation(t *testing.T) {
 			if got.Annotations[keys.ReservedUntil] != "" || got.Annotations[keys.LastClaim] != "ns/data" {
 				t.Errorf("after the reservation: annotations %v; want no reservation, last claim kept", got.Annotations)
 			}
-			ns, held := controller.HeldFor(got)
+			ns, held := pools.HeldFor(got)
 			switch {
 			case scope == keys.ReuseScopeCluster && got.Spec.ClaimRef != nil:
 				t.Errorf("after the reservation: claimRef %+v, want free for any claim", got.Spec.ClaimRef)

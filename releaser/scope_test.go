@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // scopedClass is a class of our provisioner that names this controller ID,
@@ -110,7 +110,7 @@ func TestSyncReleaseHoldsForTheNamespace(t *testing.T) {
 	wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
 	wantEvents(t, f.events(), "Normal Released Returned to the pool with its data: claim ns/data (UID claim-uid) no longer exists; only claims of namespace ns may have it")
 	got := f.stored("pv-1")
-	if ns, held := controller.HeldFor(got); !held || ns != "ns" || got.Spec.ClaimRef.Name != "data" || controller.Reserved(got) {
+	if ns, held := pools.HeldFor(got); !held || ns != "ns" || got.Spec.ClaimRef.Name != "data" || pools.Reserved(got) {
 		t.Errorf("after the release: claimRef %+v, annotations %v; want held for namespace ns by name, not reserved", got.Spec.ClaimRef, got.Annotations)
 	}
 }
@@ -150,7 +150,7 @@ func TestSyncRescopes(t *testing.T) {
 			wantCalls(t, f.calls(), "update persistentvolumes")
 			wantEvents(t, f.events(), tt.event)
 			got := f.stored("pv-1")
-			if ns, held := controller.HeldFor(got); held != tt.wantHeld || (held && ns != "ns") {
+			if ns, held := pools.HeldFor(got); held != tt.wantHeld || (held && ns != "ns") {
 				t.Errorf("held = %q, %v; want %v", ns, held, tt.wantHeld)
 			}
 			if tt.wantNoRef && got.Spec.ClaimRef != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // sync decides, for one volume, whether to associate it, release it, or
@@ -30,7 +31,7 @@ func (c *Controller) classOf(pv *corev1.PersistentVolume) *storagev1.StorageClas
 	if err != nil {
 		return nil
 	}
-	return controller.EffectiveClass(class, controller.PoolOf(c.pools, name))
+	return pools.EffectiveClass(class, pools.PoolOf(c.pools, name))
 }
 
 // managedClaim returns the managed claim with the namespace and name of pv's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // The releaser's writes to volumes: each one update guarded by the
@@ -56,7 +57,7 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 	ref := pv.Spec.ClaimRef
 	class := c.classOf(pv)
 	outcome, _ := c.outcomes.get(ref.UID)
-	if scrub, why := scrubOnRelease(controller.OnReleaseOf(class, c.policy.provisionerName), outcome); scrub {
+	if scrub, why := scrubOnRelease(pools.OnReleaseOf(class, c.policy.provisionerName), outcome); scrub {
 		return c.handToScrub(ctx, pv, why)
 	}
 	updated := pv.DeepCopy()
@@ -154,7 +155,7 @@ func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, 
 // letGo makes a held volume free for any claim, its class now saying
 // reuseScope cluster.
 func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) error {
-	ns, _ := controller.HeldFor(pv)
+	ns, _ := pools.HeldFor(pv)
 	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = nil
 		delete(updated.Annotations, keys.HeldForNamespace)

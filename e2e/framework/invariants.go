@@ -22,8 +22,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // Scope says which objects an invariant checker looks at, so that tests
@@ -443,7 +443,7 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 // checkPreBound (11): no volume pre-bound by an administrator is fenced
 // for eviction. Kubernetes never deletes a pre-bound volume.
 func (inv *Invariants) checkPreBound(pv *corev1.PersistentVolume) {
-	if inv.inClass(pv.Spec.StorageClassName) && controller.PreBound(pv) && controller.Evicting(pv) {
+	if inv.inClass(pv.Spec.StorageClassName) && pools.PreBound(pv) && pools.Evicting(pv) {
 		inv.violate("invariant 11: volume %s, pre-bound to claim %s/%s, is fenced for eviction (%s)", pv.Name, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Annotations[keys.Evicting])
 	}
 }
@@ -451,9 +451,9 @@ func (inv *Invariants) checkPreBound(pv *corev1.PersistentVolume) {
 // stuck (12) says why pv waits past bound at now, or "".
 func stuck(pv *corev1.PersistentVolume, bound time.Duration, now time.Time) string {
 	switch {
-	case controller.StoragePending(pv) && pv.DeletionTimestamp == nil && now.Sub(pv.CreationTimestamp.Time) > bound:
+	case pools.StoragePending(pv) && pv.DeletionTimestamp == nil && now.Sub(pv.CreationTimestamp.Time) > bound:
 		return fmt.Sprintf("invariant 12: volume %s has waited for its storage since %s, more than %s", pv.Name, pv.CreationTimestamp.UTC().Format(time.RFC3339), bound)
-	case controller.Evicting(pv) && pv.DeletionTimestamp != nil && now.Sub(pv.DeletionTimestamp.Time) > bound:
+	case pools.Evicting(pv) && pv.DeletionTimestamp != nil && now.Sub(pv.DeletionTimestamp.Time) > bound:
 		return fmt.Sprintf("invariant 12: volume %s has been evicted (%s) since %s and is not gone after %s", pv.Name, pv.Annotations[keys.Evicting], pv.DeletionTimestamp.UTC().Format(time.RFC3339), bound)
 	}
 	return ""
@@ -462,7 +462,7 @@ func stuck(pv *corev1.PersistentVolume, bound time.Duration, now time.Time) stri
 // checkEviction (10): a member being deleted for eviction names no
 // claim's UID: a claim that had it would lose it.
 func (inv *Invariants) checkEviction(pv *corev1.PersistentVolume) {
-	if !inv.inClass(pv.Spec.StorageClassName) || pv.DeletionTimestamp == nil || !controller.Evicting(pv) {
+	if !inv.inClass(pv.Spec.StorageClassName) || pv.DeletionTimestamp == nil || !pools.Evicting(pv) {
 		return
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
@@ -545,20 +545,20 @@ func (inv *Invariants) poolStatus(ctx context.Context, pvs []corev1.PersistentVo
 	if err != nil {
 		return []string{"building the VolumePool client: " + err.Error()}
 	}
-	pools, err := client.ReclaimableV1alpha1().VolumePools().List(ctx, metav1.ListOptions{})
+	list, err := client.ReclaimableV1alpha1().VolumePools().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []string{"listing VolumePools: " + err.Error()}
 	}
 	var out []string
-	for _, pool := range pools.Items {
+	for _, pool := range list.Items {
 		class := pool.Spec.StorageClassName
 		if !inv.inClass(class) {
 			continue
 		}
-		counts, total := map[controller.MemberState]int32{}, int32(0)
+		counts, total := map[pools.MemberState]int32{}, int32(0)
 		for i := range pvs {
 			if pvs[i].Spec.StorageClassName == class {
-				counts[controller.StateOf(&pvs[i])]++
+				counts[pools.StateOf(&pvs[i])]++
 				total++
 			}
 		}
@@ -568,11 +568,11 @@ func (inv *Invariants) poolStatus(ctx context.Context, pvs []corev1.PersistentVo
 			reported int32
 			exist    int32
 		}{
-			{"free", s.Free, counts[controller.StateFree]},
-			{"held", s.Held, counts[controller.StateHeld]},
-			{"reserved", s.Reserved, counts[controller.StateReserved]},
-			{"bound", s.Bound, counts[controller.StateBound]},
-			{"released", s.Released, counts[controller.StateReleased]},
+			{"free", s.Free, counts[pools.StateFree]},
+			{"held", s.Held, counts[pools.StateHeld]},
+			{"reserved", s.Reserved, counts[pools.StateReserved]},
+			{"bound", s.Bound, counts[pools.StateBound]},
+			{"released", s.Released, counts[pools.StateReleased]},
 			{"total", s.Total, total},
 		} {
 			if c.reported > c.exist {

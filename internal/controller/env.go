@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,7 +25,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
-	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -56,8 +56,12 @@ type Env struct {
 
 	mu        sync.Mutex
 	factories map[factoryKey]informers.SharedInformerFactory
-	// pools is the factory of the VolumePool informer, once asked for.
-	pools poolinformers.SharedInformerFactory
+	// extra are the factories of other APIs (generated clients), started
+	// and shut down with the others.
+	extra []Factory
+	// shared holds what packages keep once per process (Shared).
+	sharedMu sync.Mutex
+	shared   map[string]any
 	// informers are those built outside a factory (KeptPods).
 	informers []cache.SharedIndexInformer
 	synced    []cache.InformerSynced
@@ -183,6 +187,42 @@ func (e *Env) Recorder(component string) record.EventRecorder {
 	return e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
 }
 
+// Factory is an informer factory of an API the Env has no client for (a
+// generated client's).
+type Factory interface {
+	Start(stopCh <-chan struct{})
+	Shutdown()
+}
+
+// AddFactory has Run start f with the process's informers, shut it down
+// with them, and wait for synced before any controller runs. Call it
+// before Run.
+func (e *Env) AddFactory(f Factory, synced ...cache.InformerSynced) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.extra = append(e.extra, f)
+	e.synced = append(e.synced, synced...)
+}
+
+// Shared returns what a package keeps once per process under key (an
+// informer on its API, say), made by make on first use.
+func (e *Env) Shared(key string, make func() (any, error)) (any, error) {
+	e.sharedMu.Lock()
+	defer e.sharedMu.Unlock()
+	if v, ok := e.shared[key]; ok {
+		return v, nil
+	}
+	v, err := make()
+	if err != nil {
+		return nil, err
+	}
+	if e.shared == nil {
+		e.shared = map[string]any{}
+	}
+	e.shared[key] = v
+	return v, nil
+}
+
 // Run serves health and metrics, starts the informers, waits for them to
 // sync, then runs every controller under its own leader election. It returns
 // nil when ctx is done and an error when a controller fails or loses its
@@ -212,9 +252,9 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 	for _, f := range e.factories {
 		factories = append(factories, f)
 	}
-	pools := e.pools
-	if pools != nil {
-		pools.Start(ctx.Done())
+	extra := slices.Clone(e.extra)
+	for _, f := range extra {
+		f.Start(ctx.Done())
 	}
 	var running sync.WaitGroup
 	for _, inf := range e.informers {
@@ -230,8 +270,8 @@ func (e *Env) Run(ctx context.Context, controllers ...Runnable) error {
 		for _, f := range factories {
 			f.Shutdown()
 		}
-		if pools != nil {
-			pools.Shutdown()
+		for _, f := range extra {
+			f.Shutdown()
 		}
 	}()
 

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // Eviction is a member to remove from its pool with its data, why (a
@@ -77,8 +77,8 @@ func Unclaimed(pv *corev1.PersistentVolume) bool {
 // claim has or is being given, not pre-bound by an administrator, not
 // scrubbing, not being made, not being deleted or evicted, Available.
 func Evictable(pv *corev1.PersistentVolume) bool {
-	return pv.DeletionTimestamp == nil && Unclaimed(pv) && !controller.PreBound(pv) &&
-		!controller.Scrubbing(pv) && !controller.StoragePending(pv) && !controller.Evicting(pv)
+	return pv.DeletionTimestamp == nil && Unclaimed(pv) && !pools.PreBound(pv) &&
+		!pools.Scrubbing(pv) && !pools.StoragePending(pv) && !pools.Evicting(pv)
 }
 
 // Victim returns the member of members to evict so that a claim that no
@@ -89,15 +89,15 @@ func Evictable(pv *corev1.PersistentVolume) bool {
 // never one an administrator pre-bound; nil when none may go.
 func Victim(members []*corev1.PersistentVolume) *corev1.PersistentVolume {
 	tier := func(pv *corev1.PersistentVolume) int {
-		if controller.StateOf(pv) == controller.StateFree {
+		if pools.StateOf(pv) == pools.StateFree {
 			return 0
 		}
 		return 1
 	}
 	var best *corev1.PersistentVolume
 	for _, pv := range members {
-		switch controller.StateOf(pv) {
-		case controller.StateFree, controller.StateHeld, controller.StateReserved:
+		switch pools.StateOf(pv) {
+		case pools.StateFree, pools.StateHeld, pools.StateReserved:
 		default:
 			continue
 		}
@@ -150,11 +150,11 @@ func Idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 	var idle []*corev1.PersistentVolume
 	free := 0
 	for _, pv := range members {
-		switch controller.StateOf(pv) {
-		case controller.StateFree:
+		switch pools.StateOf(pv) {
+		case pools.StateFree:
 			free++
 			idle = append(idle, pv)
-		case controller.StateHeld:
+		case pools.StateHeld:
 			idle = append(idle, pv)
 		}
 	}
@@ -163,7 +163,7 @@ func Idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 	var next time.Duration
 	spare := free - minAvailable
 	for _, pv := range idle {
-		isFree := controller.StateOf(pv) == controller.StateFree
+		isFree := pools.StateOf(pv) == pools.StateFree
 		if isFree && spare <= 0 {
 			continue
 		}
@@ -178,7 +178,7 @@ func Idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 			spare--
 		}
 		out = append(out, Eviction{PV: pv, Cause: keys.EvictIdle, Message: fmt.Sprintf(
-			"Evicted volume %s (%s), with its data: no claim has had it for %s (evictAfter %s)", pv.Name, controller.StateOf(pv), unused.Truncate(time.Second), after)})
+			"Evicted volume %s (%s), with its data: no claim has had it for %s (evictAfter %s)", pv.Name, pools.StateOf(pv), unused.Truncate(time.Second), after)})
 	}
 	return out, next
 }
@@ -191,10 +191,10 @@ func AboveMaximum(members []*corev1.PersistentVolume, limit int) []Eviction {
 	var candidates []*corev1.PersistentVolume
 	count := 0
 	for _, pv := range members {
-		switch controller.StateOf(pv) {
-		case controller.StateEvicting:
+		switch pools.StateOf(pv) {
+		case pools.StateEvicting:
 			continue
-		case controller.StateFree, controller.StateHeld:
+		case pools.StateFree, pools.StateHeld:
 			candidates = append(candidates, pv)
 		}
 		count++
@@ -214,7 +214,7 @@ func AboveMaximum(members []*corev1.PersistentVolume, limit int) []Eviction {
 	for _, pv := range candidates[:min(over, len(candidates))] {
 		c := capacity(pv)
 		out = append(out, Eviction{PV: pv, Cause: keys.EvictAboveMaximum, Message: fmt.Sprintf(
-			"Evicted volume %s (%s, %s), with its data: the pool has %d members, above maxVolumes %d (shrinkToMaximum)", pv.Name, controller.StateOf(pv), c.String(), count, limit)})
+			"Evicted volume %s (%s, %s), with its data: the pool has %d members, above maxVolumes %d (shrinkToMaximum)", pv.Name, pools.StateOf(pv), c.String(), count, limit)})
 	}
 	return out
 }
@@ -227,7 +227,7 @@ func Surplus(members []*corev1.PersistentVolume, limit int) int {
 	}
 	count := 0
 	for _, pv := range members {
-		if controller.StateOf(pv) != controller.StateEvicting {
+		if pools.StateOf(pv) != pools.StateEvicting {
 			count++
 		}
 	}
@@ -258,11 +258,11 @@ func AboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage
 	var candidates []*corev1.PersistentVolume
 	free := 0
 	for _, pv := range members {
-		state := controller.StateOf(pv)
-		if state == controller.StateFree {
+		state := pools.StateOf(pv)
+		if state == pools.StateFree {
 			free++
 		}
-		if _, measured := bytes[pv.Name]; measured && (state == controller.StateFree || state == controller.StateHeld) {
+		if _, measured := bytes[pv.Name]; measured && (state == pools.StateFree || state == pools.StateHeld) {
 			candidates = append(candidates, pv)
 		}
 	}
@@ -273,7 +273,7 @@ func AboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage
 		if sum <= high && sum-bytes[pv.Name] < low {
 			break
 		}
-		isFree := controller.StateOf(pv) == controller.StateFree
+		isFree := pools.StateOf(pv) == pools.StateFree
 		if isFree && spare <= 0 {
 			continue
 		}
@@ -284,7 +284,7 @@ func AboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage
 		sum -= bytes[pv.Name]
 		out = append(out, Eviction{PV: pv, Cause: keys.EvictAboveBytes, Message: fmt.Sprintf(
 			"Evicted volume %s (%s, %s used), with its data: the pool's members held %s, above evictAboveBytes %s (down toward evictDownToBytes %s)",
-			pv.Name, controller.StateOf(pv), quantity(bytes[pv.Name]), quantity(before), quantity(high), quantity(low))})
+			pv.Name, pools.StateOf(pv), quantity(bytes[pv.Name]), quantity(before), quantity(high), quantity(low))})
 	}
 	return out
 }

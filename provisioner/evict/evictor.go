@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -120,7 +121,7 @@ func (e *Evictor) Run(ctx context.Context) {
 // to complete.
 func (e *Evictor) Wants(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == e.cfg.Provisioner &&
-		(slices.Contains(pv.Finalizers, keys.EvictFinalizer) || controller.StoragePending(pv))
+		(slices.Contains(pv.Finalizers, keys.EvictFinalizer) || pools.StoragePending(pv))
 }
 
 func (e *Evictor) enqueueIfFenced(obj any) {
@@ -157,7 +158,7 @@ func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 	}
 	msg := fmt.Sprintf("Made ahead of claims, but %s: removed, with whatever of its storage was made; the pool makes another", why)
 	e.cfg.Recorder.Event(res, corev1.EventTypeWarning, reasonMemberNotMade, msg)
-	if pool := controller.PoolOf(e.cfg.Pools, pv.Spec.StorageClassName); pool != nil {
+	if pool := pools.PoolOf(e.cfg.Pools, pv.Spec.StorageClassName); pool != nil {
 		e.cfg.Recorder.Eventf(pool, corev1.EventTypeWarning, reasonMemberNotMade, "Volume %s: %s", pv.Name, msg)
 	}
 	e.cfg.Evictions.WithLabelValues(pv.Spec.StorageClassName, keys.EvictNotMade).Inc()
@@ -177,14 +178,14 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", name)
 	ctx = klog.NewContext(ctx, logger)
-	if controller.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pools.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
 		return e.removeIfNotMade(ctx, pv)
 	}
 	if pv.DeletionTimestamp == nil {
 		// Fenced, not deleted: a crash, or a write that came between: a
 		// claim's, or an administrator's pre-bind, which no eviction
 		// may delete either.
-		if eviction.Unclaimed(pv) && !controller.PreBound(pv) && controller.Evicting(pv) {
+		if eviction.Unclaimed(pv) && !pools.PreBound(pv) && pools.Evicting(pv) {
 			return DeleteFenced(ctx, e.cfg.Client, pv)
 		}
 		return e.unfence(ctx, pv)

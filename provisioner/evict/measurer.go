@@ -15,6 +15,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // The measurer finds out how many bytes each member of a backend that
@@ -93,8 +94,8 @@ func (m *Measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
 	if !m.p.Measures(pv) || pv.Status.Phase != corev1.VolumeAvailable {
 		return "", false
 	}
-	switch controller.StateOf(pv) {
-	case controller.StateFree, controller.StateHeld, controller.StateReserved:
+	switch pools.StateOf(pv) {
+	case pools.StateFree, pools.StateHeld, pools.StateReserved:
 		return pv.Annotations[keys.ReleasedAt], true
 	}
 	return "", false
@@ -144,7 +145,7 @@ func (m *Measurer) Sync(ctx context.Context, name string) error {
 	}
 	class := volumehelpers.GetPersistentVolumeClass(pv)
 	// Measured before a restart: the pool's status has it.
-	if pool := controller.PoolOf(m.cfg.Pools, class); pool != nil {
+	if pool := pools.PoolOf(m.cfg.Pools, class); pool != nil {
 		for _, u := range pool.Status.Usage {
 			if u.Volume == name && u.Returned == returned {
 				m.remember(u)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -108,14 +109,14 @@ func (s *Scrubber) Watch(volumes cache.SharedIndexInformer) error {
 	// back-off.
 	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if pv, ok := obj.(*corev1.PersistentVolume); ok && controller.Scrubbing(pv) {
+			if pv, ok := obj.(*corev1.PersistentVolume); ok && pools.Scrubbing(pv) {
 				s.queue.Add(pv.Name)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
 			o, ok1 := old.(*corev1.PersistentVolume)
 			c, ok2 := cur.(*corev1.PersistentVolume)
-			if ok1 && ok2 && controller.Scrubbing(c) && scrubStep(o) != scrubStep(c) {
+			if ok1 && ok2 && pools.Scrubbing(c) && scrubStep(o) != scrubStep(c) {
 				s.queue.Add(c.Name)
 			}
 		},
@@ -138,7 +139,7 @@ func scrubStep(pv *corev1.PersistentVolume) string {
 func (s *Scrubber) Run(ctx context.Context) {
 	go controller.Every(ctx, time.Minute, func(context.Context) {
 		for _, o := range s.volumes.List() {
-			if pv, ok := o.(*corev1.PersistentVolume); ok && controller.Scrubbing(pv) {
+			if pv, ok := o.(*corev1.PersistentVolume); ok && pools.Scrubbing(pv) {
 				s.queue.Add(pv.Name)
 			}
 		}
@@ -153,7 +154,7 @@ func (s *Scrubber) Sync(ctx context.Context, name string) error {
 		return err
 	}
 	pv := obj.(*corev1.PersistentVolume)
-	if !controller.Scrubbing(pv) || pv.DeletionTimestamp != nil {
+	if !pools.Scrubbing(pv) || pv.DeletionTimestamp != nil {
 		return nil
 	}
 	// Only the volumes of this provisioner's classes: another

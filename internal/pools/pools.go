@@ -1,4 +1,9 @@
-package controller
+// Package pools holds the rules of the pools that every controller reads
+// alike: what a member is doing (StateOf), a VolumePool over its class
+// (PoolOf, EffectiveClass), reservations and holds (ReserveFor, HeldFor),
+// the reuse scope, onRelease, and the indexes of volumes and pools by
+// class, with the shared VolumePool informer and client.
+package pools
 
 import (
 	"cmp"
@@ -17,6 +22,7 @@ import (
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	poolscheme "github.com/reclaimable/reclaimable/client/clientset/versioned/scheme"
 	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -29,30 +35,33 @@ func init() {
 // PoolsByClass indexes VolumePools by the class they are the pool of.
 const PoolsByClass = "reclaimable/pools-by-class"
 
-// Pools returns the shared informer on VolumePools, indexed by class, so
-// that the controllers of one process share its watch. Call it before Run.
-func (e *Env) Pools() (cache.SharedIndexInformer, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pools == nil {
-		client, err := poolClient(e.Config)
+// Informer returns the shared informer on VolumePools of env's process,
+// indexed by class, so that the controllers of one process share its
+// watch; env starts it and waits for it to sync. Call it before env.Run.
+func Informer(env *controller.Env) (cache.SharedIndexInformer, error) {
+	inf, err := env.Shared("volumepools", func() (any, error) {
+		client, err := poolClient(env.Config)
 		if err != nil {
 			return nil, err
 		}
-		e.pools = poolinformers.NewSharedInformerFactory(client, 0)
-		inf := e.pools.Reclaimable().V1alpha1().VolumePools().Informer()
+		factory := poolinformers.NewSharedInformerFactory(client, 0)
+		inf := factory.Reclaimable().V1alpha1().VolumePools().Informer()
 		if err := inf.AddIndexers(cache.Indexers{PoolsByClass: poolClass}); err != nil {
 			return nil, err
 		}
-		e.synced = append(e.synced, inf.HasSynced)
+		env.AddFactory(factory, inf.HasSynced)
+		return inf, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return e.pools.Reclaimable().V1alpha1().VolumePools().Informer(), nil
+	return inf.(cache.SharedIndexInformer), nil
 }
 
-// PoolClientFor returns the VolumePool client a controller writes with,
-// as ClientFor does for the built-in APIs.
-func (e *Env) PoolClientFor(controller string) (versioned.Interface, error) {
-	return poolClient(e.ConfigFor(controller))
+// ClientFor returns the VolumePool client controller writes with, as
+// env.ClientFor does for the built-in APIs (its field manager).
+func ClientFor(env *controller.Env, controller string) (versioned.Interface, error) {
+	return poolClient(env.ConfigFor(controller))
 }
 
 // poolClient builds a VolumePool client on cfg in JSON: custom resources

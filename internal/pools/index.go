@@ -1,4 +1,4 @@
-package controller
+package pools
 
 import (
 	corev1 "k8s.io/api/core/v1"
