@@ -106,63 +106,68 @@ func parseRequests(namespace string, annotations map[string]string, volumes []co
 		claimedBy  = map[string]string{} // claim name -> volume asking for it
 	)
 	for _, volume := range enabled {
-		enabledKey := keys.EnabledKey(volume)
-		on, err := strconv.ParseBool(annotations[enabledKey])
-		if err != nil {
-			rejections = append(rejections, rejection{volume, ReasonInvalidEnabled, fmt.Sprintf(
-				"annotation %s is %q, which is not a boolean: set it to \"true\" or \"false\"",
-				enabledKey, truncate(annotations[enabledKey], 64))})
-			continue
-		}
-		if !on {
-			continue
-		}
-		templateKey := keys.TemplateKey(volume)
-		source, ok := annotations[templateKey]
-		if !ok {
-			rejections = append(rejections, rejection{volume, ReasonMissingTemplate, fmt.Sprintf(
-				"annotation %s is true but %s is missing: set it to a PersistentVolumeClaim in YAML or JSON",
-				enabledKey, templateKey)})
-			continue
-		}
-
-		v := byName[volume]
+		req, rej, on := parseRequest(namespace, volume, annotations, byName[volume])
 		switch {
-		case v == nil:
-			rejections = append(rejections, rejection{volume, ReasonVolumeNotFound, fmt.Sprintf(
-				"annotation %s names volume %q, but spec.volumes has no volume of that name: add it with persistentVolumeClaim.claimName, or correct the annotation key",
-				enabledKey, volume)})
-			continue
-		case v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName == "":
-			rejections = append(rejections, rejection{volume, ReasonVolumeNotAClaim, fmt.Sprintf(
-				"volume %q is not a persistentVolumeClaim volume: give it persistentVolumeClaim.claimName, the name of the claim to create",
-				volume)})
-			continue
-		}
-		claimName := v.PersistentVolumeClaim.ClaimName
-
-		template, rej := parseTemplate(templateKey, source)
-		if rej == nil {
-			rej = checkTemplate(namespace, template)
-		}
-		if rej != nil {
-			rej.Volume = volume
+		case rej != nil:
 			rejections = append(rejections, *rej)
 			continue
-		}
-		if other, dup := claimedBy[claimName]; dup {
-			rejections = append(rejections, rejection{volume, ReasonDuplicateClaimName, fmt.Sprintf(
-				"volumes %q and %q both ask for claim %q: give each volume its own claimName, or annotate only one of them",
-				other, volume, claimName)})
+		case !on:
 			continue
 		}
-		claimedBy[claimName] = volume
-		requests = append(requests, claimRequest{Volume: volume, Template: template, ClaimName: claimName, Source: source})
+		if other, dup := claimedBy[req.ClaimName]; dup {
+			rejections = append(rejections, rejection{volume, ReasonDuplicateClaimName, fmt.Sprintf(
+				"volumes %q and %q both ask for claim %q: give each volume its own claimName, or annotate only one of them",
+				other, volume, req.ClaimName)})
+			continue
+		}
+		claimedBy[req.ClaimName] = volume
+		requests = append(requests, req)
 	}
 	if len(rejections) > 0 {
 		return nil, rejections
 	}
 	return requests, nil
+}
+
+// parseRequest reads the request of volume, whose annotations enable it,
+// v being the pod's volume of that name (nil for none): on is false when
+// its annotation turns it off, and a rejection says what is wrong.
+func parseRequest(namespace, volume string, annotations map[string]string, v *corev1.Volume) (claimRequest, *rejection, bool) {
+	enabledKey := keys.EnabledKey(volume)
+	on, err := strconv.ParseBool(annotations[enabledKey])
+	if err != nil {
+		return claimRequest{}, &rejection{volume, ReasonInvalidEnabled, fmt.Sprintf(
+			"annotation %s is %q, which is not a boolean: set it to \"true\" or \"false\"",
+			enabledKey, truncate(annotations[enabledKey], 64))}, false
+	}
+	if !on {
+		return claimRequest{}, nil, false
+	}
+	templateKey := keys.TemplateKey(volume)
+	source, ok := annotations[templateKey]
+	switch {
+	case !ok:
+		return claimRequest{}, &rejection{volume, ReasonMissingTemplate, fmt.Sprintf(
+			"annotation %s is true but %s is missing: set it to a PersistentVolumeClaim in YAML or JSON",
+			enabledKey, templateKey)}, true
+	case v == nil:
+		return claimRequest{}, &rejection{volume, ReasonVolumeNotFound, fmt.Sprintf(
+			"annotation %s names volume %q, but spec.volumes has no volume of that name: add it with persistentVolumeClaim.claimName, or correct the annotation key",
+			enabledKey, volume)}, true
+	case v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName == "":
+		return claimRequest{}, &rejection{volume, ReasonVolumeNotAClaim, fmt.Sprintf(
+			"volume %q is not a persistentVolumeClaim volume: give it persistentVolumeClaim.claimName, the name of the claim to create",
+			volume)}, true
+	}
+	template, rej := parseTemplate(templateKey, source)
+	if rej == nil {
+		rej = checkTemplate(namespace, template)
+	}
+	if rej != nil {
+		rej.Volume = volume
+		return claimRequest{}, rej, true
+	}
+	return claimRequest{Volume: volume, Template: template, ClaimName: v.PersistentVolumeClaim.ClaimName, Source: source}, nil, true
 }
 
 // enabledVolumes returns, sorted, the volumes that have an ".enabled"

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -94,20 +95,60 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 		return nil, fmt.Errorf("registering provisioner metrics: %w", err)
 	}
 	volumes := factory.Core().V1().PersistentVolumes().Informer()
-	if err := pools.IndexVolumesByClass(volumes); err != nil {
-		return nil, fmt.Errorf("indexing volumes: %w", err)
-	}
-	if err := volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}); err != nil {
+	if err := indexVolumes(volumes); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	claims := &claimInformer{SharedIndexInformer: claimInf}
+	classes := factory.Storage().V1().StorageClasses()
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), corelisters.NewPersistentVolumeClaimLister(claimInf.GetIndexer()), recorder, m, cfg)
 	p.requeue = claims.requeue
 	p.nodes = factory.Core().V1().Nodes().Lister()
-	early := newEarlyHandOff(p, factory.Storage().V1().StorageClasses().Lister())
-	p.useClasses(factory.Storage().V1().StorageClasses().Lister())
-	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	p.useClasses(classes.Lister())
+	early := newEarlyHandOff(p, classes.Lister())
+	if err := p.watch(claimInf, volumes, poolInformer, early); err != nil {
+		return nil, err
+	}
+	opts := []func(*lib.ProvisionController) error{
+		// The process already elects a leader per controller (Lease
+		// "<controller-id>-provisioner") and calls Run only while it leads.
+		lib.LeaderElection(false),
+		lib.ClaimsInformer(claims),
+		lib.VolumesInformer(volumes),
+		lib.ClassesInformer(classes.Informer()),
+		lib.NodesLister(factory.Core().V1().Nodes().Lister()),
+		// The shared informers do not resync: failures are retried through
+		// the library's rate-limited queue, forever, and claims waiting for
+		// a full pool are woken when a volume of their class is freed.
+		lib.ResyncPeriod(0),
+		lib.FailedProvisionThreshold(0),
+		lib.FailedDeleteThreshold(0),
+		lib.Threadiness(cfg.Workers),
+		// Served with the process's other metrics, not on a port of its own.
+		lib.MetricsInstance(m.lib),
+		lib.MetricsPort(0),
+	}
+	logger := klog.Background().WithValues("controller", "provisioner")
+	c := &Controller{lib: lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...),
+		lifecycle: p.lifecycle, provisioner: p, early: early, workers: cfg.Workers}
+	if err := c.buildLoops(volumes, classes.Lister(), cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// indexVolumes adds the provisioner's indexes to the volume informer.
+func indexVolumes(volumes cache.SharedIndexInformer) error {
+	if err := pools.IndexVolumesByClass(volumes); err != nil {
+		return err
+	}
+	return volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor})
+}
+
+// watch has p follow claims (the early hand-off, and backing claims done
+// with once their claim goes), volumes and pools (nil without them).
+func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInformer, early *earlyHandOff) error {
+	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: early.onClaim,
 		// Deleted, or bound and out of the cache: a backing claim made
 		// for it may be done with.
@@ -120,13 +161,13 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("watching claims: %w", err)
+		return fmt.Errorf("watching claims: %w", err)
 	}
 	if poolInformer != nil {
 		p.pools = poolInformer.GetIndexer()
 		// A pool's new maximum may serve the claims that wait for room.
 		if err := pools.OnPoolChange(poolInformer, p.wake); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -153,49 +194,34 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("watching volumes: %w", err)
+		return fmt.Errorf("watching volumes: %w", err)
 	}
+	return nil
+}
 
-	logger := klog.Background().WithValues("controller", "provisioner")
-	opts := []func(*lib.ProvisionController) error{
-		// The process already elects a leader per controller (Lease
-		// "<controller-id>-provisioner") and calls Run only while it leads.
-		lib.LeaderElection(false),
-		lib.ClaimsInformer(claims),
-		lib.VolumesInformer(volumes),
-		lib.ClassesInformer(factory.Storage().V1().StorageClasses().Informer()),
-		lib.NodesLister(factory.Core().V1().Nodes().Lister()),
-		// The shared informers do not resync: failures are retried through
-		// the library's rate-limited queue, forever, and claims waiting for
-		// a full pool are woken when a volume of their class is freed.
-		lib.ResyncPeriod(0),
-		lib.FailedProvisionThreshold(0),
-		lib.FailedDeleteThreshold(0),
-		lib.Threadiness(cfg.Workers),
-		// Served with the process's other metrics, not on a port of its own.
-		lib.MetricsInstance(m.lib),
-		lib.MetricsPort(0),
-	}
-	pc := lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...)
-	s := scrub.New(p, scrub.Config{
-		Provisioner: name, Client: client, Volumes: volumes.GetIndexer(), Classes: factory.Storage().V1().StorageClasses().Lister(),
-		Pods: newLifecyclePods(client, cfg, p.lifecycle, m.lifecycle), Recorder: recorder, Clock: p.clock, Failures: m.scrubFailures, Workers: cfg.Workers,
+// buildLoops builds the loops that run beside the library's while the
+// provisioner leads: the scrubber, the evictor and the measurer.
+func (c *Controller) buildLoops(volumes cache.SharedIndexInformer, classes storagelisters.StorageClassLister, cfg Config) error {
+	p, m := c.provisioner, c.provisioner.metrics
+	c.scrubber = scrub.New(p, scrub.Config{
+		Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Classes: classes,
+		Pods: newLifecyclePods(p.client, cfg, p.lifecycle, m.lifecycle), Recorder: p.recorder, Clock: p.clock, Failures: m.scrubFailures, Workers: cfg.Workers,
 	})
-	if err := s.Watch(volumes); err != nil {
-		return nil, fmt.Errorf("watching volumes to scrub: %w", err)
+	if err := c.scrubber.Watch(volumes); err != nil {
+		return fmt.Errorf("watching volumes to scrub: %w", err)
 	}
-	e := evict.NewEvictor(p, evict.Config{
-		Provisioner: name, Client: client, Volumes: volumes.GetIndexer(), Pools: p.pools, Nodes: p.nodes,
-		Recorder: recorder, Clock: p.clock, AheadBound: p.aheadBound, Evictions: m.evictions, Workers: cfg.Workers,
+	c.evictor = evict.NewEvictor(p, evict.Config{
+		Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Pools: p.pools, Nodes: p.nodes,
+		Recorder: p.recorder, Clock: p.clock, AheadBound: p.aheadBound, Evictions: m.evictions, Workers: cfg.Workers,
 	})
-	if err := e.Watch(volumes); err != nil {
-		return nil, fmt.Errorf("watching volumes to evict: %w", err)
+	if err := c.evictor.Watch(volumes); err != nil {
+		return fmt.Errorf("watching volumes to evict: %w", err)
 	}
-	p.measurer = evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: name, Volumes: volumes.GetIndexer(), Pools: p.pools, Timeout: cfg.MeasureTimeout})
+	p.measurer = evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: p.name, Volumes: volumes.GetIndexer(), Pools: p.pools, Timeout: cfg.MeasureTimeout})
 	if err := p.measurer.Watch(volumes); err != nil {
-		return nil, fmt.Errorf("watching volumes to measure: %w", err)
+		return fmt.Errorf("watching volumes to measure: %w", err)
 	}
-	return &Controller{lib: pc, lifecycle: p.lifecycle, provisioner: p, early: early, scrubber: s, evictor: e, workers: cfg.Workers}, nil
+	return nil
 }
 
 // Name names the controller's lease and logs.

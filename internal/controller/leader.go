@@ -23,7 +23,6 @@ var errLeaseLost = errors.New("lost the leader lease")
 // controller ID), so that controllers deployed apart and together elect
 // the same way.
 func (e *Env) runLeading(ctx context.Context, c Runnable) error {
-	logger := klog.FromContext(ctx)
 	leading := e.leading.WithLabelValues(c.Name())
 	if !e.LeaderElection.LeaderElect {
 		leading.Set(1)
@@ -31,21 +30,6 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 		return c.Run(ctx)
 	}
 	leading.Set(0)
-
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("reading hostname for the leader identity: %w", err)
-	}
-	identity := host + "_" + string(uuid.NewUUID())
-	name := e.leaseName(c.Name())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.leaseNamespace(), name,
-		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
-	if err != nil {
-		return fmt.Errorf("creating lease lock: %w", err)
-	}
-
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.LeaderElection.RenewDeadline.Duration)
-	e.health.addCheck(c.Name()+"-leader", watchdog.Check)
 
 	// The elector does not wait for OnStartedLeading to return, so the
 	// controller's result comes back on a channel; a controller that fails
@@ -55,44 +39,26 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	runDone := make(chan error, 1)
 	var mu sync.Mutex
 	running, finished := false, false
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		Name:            name,
-		LeaseDuration:   e.LeaderElection.LeaseDuration.Duration,
-		RenewDeadline:   e.LeaderElection.RenewDeadline.Duration,
-		RetryPeriod:     e.LeaderElection.RetryPeriod.Duration,
-		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				mu.Lock()
-				if finished { // the election ended before this goroutine started
-					mu.Unlock()
-					return
-				}
-				running = true
+	elector, err := e.elector(ctx, c.Name(), leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			mu.Lock()
+			if finished { // the election ended before this goroutine started
 				mu.Unlock()
-				leading.Set(1)
-				logger.Info("Started leading", "lease", name, "identity", identity)
-				err := c.Run(ctx)
-				if err != nil {
-					cancel()
-				}
-				runDone <- err
-			},
-			OnStoppedLeading: func() {
-				leading.Set(0)
-				logger.Info("Stopped leading", "lease", name, "identity", identity)
-			},
-			OnNewLeader: func(current string) {
-				if current != identity {
-					logger.Info("Another replica leads", "lease", name, "leader", current)
-				}
-			},
+				return
+			}
+			running = true
+			mu.Unlock()
+			leading.Set(1)
+			err := c.Run(ctx)
+			if err != nil {
+				cancel()
+			}
+			runDone <- err
 		},
+		OnStoppedLeading: func() { leading.Set(0) },
 	})
 	if err != nil {
-		return fmt.Errorf("creating leader elector: %w", err)
+		return err
 	}
 	elector.Run(ctx)
 	mu.Lock()
@@ -108,4 +74,52 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 		return errLeaseLost
 	}
 	return nil
+}
+
+// elector elects a leader for the controller called name on its Lease,
+// with callbacks, which it wraps in the logs every election writes.
+func (e *Env) elector(ctx context.Context, name string, callbacks leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
+	logger := klog.FromContext(ctx)
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("reading hostname for the leader identity: %w", err)
+	}
+	identity := host + "_" + string(uuid.NewUUID())
+	lease := e.leaseName(name)
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.leaseNamespace(), lease,
+		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return nil, fmt.Errorf("creating lease lock: %w", err)
+	}
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.LeaderElection.RenewDeadline.Duration)
+	e.health.addCheck(name+"-leader", watchdog.Check)
+	started, stopped := callbacks.OnStartedLeading, callbacks.OnStoppedLeading
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            lease,
+		LeaseDuration:   e.LeaderElection.LeaseDuration.Duration,
+		RenewDeadline:   e.LeaderElection.RenewDeadline.Duration,
+		RetryPeriod:     e.LeaderElection.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		WatchDog:        watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Started leading", "lease", lease, "identity", identity)
+				started(ctx)
+			},
+			OnStoppedLeading: func() {
+				stopped()
+				logger.Info("Stopped leading", "lease", lease, "identity", identity)
+			},
+			OnNewLeader: func(current string) {
+				if current != identity {
+					logger.Info("Another replica leads", "lease", lease, "leader", current)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating leader elector: %w", err)
+	}
+	return elector, nil
 }

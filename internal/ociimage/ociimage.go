@@ -89,39 +89,15 @@ func Build(ref string, images ...Image) (Layout, error) {
 	var manifests []Descriptor
 	var docker []DockerManifest
 	for _, img := range images {
-		entries := img.Entries
-		runConfig := map[string]any{}
-		if img.Program != nil {
-			entries = append([]Entry{{Path: img.Name, Mode: 0o755, Data: img.Program}}, entries...)
-			runConfig["Entrypoint"] = []string{"/" + img.Name}
-		}
-		var layer bytes.Buffer
-		tw := tar.NewWriter(&layer)
-		for _, e := range entries {
-			if err := tw.WriteHeader(e.header()); err != nil {
-				return nil, err
-			}
-			if _, err := tw.Write(e.Data); err != nil {
-				return nil, err
-			}
-		}
-		if err := tw.Close(); err != nil {
+		layer, err := img.layer()
+		if err != nil {
 			return nil, err
 		}
-		layerDesc := descriptor("application/vnd.oci.image.layer.v1.tar", layer.Bytes())
-		if img.User != "" {
-			runConfig["User"] = img.User
-		}
-		if img.Cmd != nil {
-			runConfig["Cmd"] = img.Cmd
-		}
-		if img.Env != nil {
-			runConfig["Env"] = img.Env
-		}
+		layerDesc := descriptor("application/vnd.oci.image.layer.v1.tar", layer)
 		config, err := json.Marshal(map[string]any{
 			"architecture": img.Arch,
 			"os":           img.OS,
-			"config":       runConfig,
+			"config":       img.runConfig(),
 			"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDesc.Digest}},
 		})
 		if err != nil {
@@ -145,7 +121,7 @@ func Build(ref string, images ...Image) (Layout, error) {
 		}
 		manifestDesc.Platform = map[string]string{"architecture": img.Arch, "os": img.OS}
 		manifests = append(manifests, manifestDesc)
-		layout = append(layout, File{blobPath(layerDesc.Digest), layer.Bytes()}, File{blobPath(configDesc.Digest), config}, File{blobPath(manifestDesc.Digest), manifest})
+		layout = append(layout, File{blobPath(layerDesc.Digest), layer}, File{blobPath(configDesc.Digest), config}, File{blobPath(manifestDesc.Digest), manifest})
 		docker = append(docker, DockerManifest{Config: blobPath(configDesc.Digest), RepoTags: []string{ref}, Layers: []string{blobPath(layerDesc.Digest)}})
 	}
 	if len(docker) == 1 {
@@ -164,6 +140,50 @@ func Build(ref string, images ...Image) (Layout, error) {
 		return nil, err
 	}
 	return append(layout, File{"index.json", index}), nil
+}
+
+// entries are the files of img's one layer: its program first, if any.
+func (img Image) entries() []Entry {
+	if img.Program == nil {
+		return img.Entries
+	}
+	return append([]Entry{{Path: img.Name, Mode: 0o755, Data: img.Program}}, img.Entries...)
+}
+
+// layer is the tar of img's entries.
+func (img Image) layer() ([]byte, error) {
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	for _, e := range img.entries() {
+		if err := tw.WriteHeader(e.header()); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return layer.Bytes(), nil
+}
+
+// runConfig is the config a runtime starts img's container with.
+func (img Image) runConfig() map[string]any {
+	runConfig := map[string]any{}
+	if img.Program != nil {
+		runConfig["Entrypoint"] = []string{"/" + img.Name}
+	}
+	if img.User != "" {
+		runConfig["User"] = img.User
+	}
+	if img.Cmd != nil {
+		runConfig["Cmd"] = img.Cmd
+	}
+	if img.Env != nil {
+		runConfig["Env"] = img.Env
+	}
+	return runConfig
 }
 
 // WriteTar writes the layout as one tar file, as containerd imports it.
