@@ -292,10 +292,7 @@ func (c *Controller) claimSeen(obj any) {
 }
 
 func (c *Controller) claimDeleted(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	claim, ok := controller.Object[*corev1.PersistentVolumeClaim](obj)
 	if !ok {
 		return
 	}

@@ -407,20 +407,14 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.VolumePool,
 }
 
 func objectName(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if o, ok := obj.(metav1.Object); ok {
+	if o, ok := controller.Object[metav1.Object](obj); ok {
 		return o.GetName()
 	}
 	return ""
 }
 
 func volumeClass(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if pv, ok := obj.(*corev1.PersistentVolume); ok {
+	if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
 		return volumehelpers.GetPersistentVolumeClass(pv)
 	}
 	return ""

@@ -77,7 +77,7 @@ type backingClaims struct {
 	lister       corelisters.PersistentVolumeClaimLister
 	// queue tidies up, by the UID of the claim they are for, the backing
 	// claims and kept volumes no claim wants any more.
-	queue *controller.Queue[types.UID]
+	queue *controller.Loop[*corev1.PersistentVolumeClaim, types.UID]
 	// relayed remembers when a failure of each backing claim was last
 	// relayed.
 	relayed relayTimes
@@ -118,12 +118,8 @@ func (r *relayTimes) relayed(name string, now time.Time) {
 // with keys.BackingClaimOf for this installation.
 func (p *provisioner) useBackingClaims(informer cache.SharedIndexInformer, namespace string) error {
 	b := &backingClaims{namespace: namespace, controllerID: p.controllerID, lister: corelisters.NewPersistentVolumeClaimLister(informer.GetIndexer())}
-	b.queue = controller.NewQueue("provisioner-backing", p.syncBacking)
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { p.onBacking(obj) },
-		UpdateFunc: func(_, cur any) { p.onBacking(cur) },
-		DeleteFunc: func(obj any) { p.onBacking(obj) },
-	}); err != nil {
+	b.queue = newBackingQueue(p.syncBacking)
+	if err := b.queue.Watch(informer); err != nil {
 		return fmt.Errorf("watching backing claims: %w", err)
 	}
 	p.backing = b
@@ -157,16 +153,23 @@ func backingClaimSelector(controllerID string) string {
 // library gives claim's volume.
 func backingClaimName(uid types.UID) string { return "pvc-" + string(uid) }
 
-// onBacking looks at what a change of a backing claim means for its claim.
-func (p *provisioner) onBacking(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		if uid := c.Annotations[keys.BackingForUID]; uid != "" {
-			p.backing.queue.Add(types.UID(uid))
+// newBackingQueue is the queue of the claims backing claims were made
+// for, by UID: any change of a backing claim, its deletion included, is
+// looked at for its claim.
+func newBackingQueue(sync func(context.Context, types.UID) error) *controller.Loop[*corev1.PersistentVolumeClaim, types.UID] {
+	q := &controller.Loop[*corev1.PersistentVolumeClaim, types.UID]{Name: "provisioner-backing", Key: backingFor, Sync: sync, Workers: 1}
+	q.Gone = func(c *corev1.PersistentVolumeClaim) {
+		if uid, ok := backingFor(c); ok {
+			q.Add(uid)
 		}
 	}
+	return q
+}
+
+// backingFor is the UID of the claim backing was made for.
+func backingFor(backing *corev1.PersistentVolumeClaim) (types.UID, bool) {
+	uid := backing.Annotations[keys.BackingForUID]
+	return types.UID(uid), uid != ""
 }
 
 // onKeptVolume looks at a volume kept for a claim (step 3), on every

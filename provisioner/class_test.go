@@ -23,7 +23,6 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 )
@@ -89,7 +88,7 @@ func newClassFixture(t *testing.T, params map[string]string, pvs []*corev1.Persi
 	f.p.useClasses(storagelisters.NewStorageClassLister(classes))
 	f.p.controllerID = "id"
 	f.p.backing = &backingClaims{namespace: testBackingNS, controllerID: "id", lister: corelisters.NewPersistentVolumeClaimLister(f.backing),
-		queue: controller.NewQueue("test", f.p.syncBacking)}
+		queue: newBackingQueue(f.p.syncBacking)}
 	all := map[string]string{"backend": "class", "backingClass": testBackingClass}
 	for k, v := range params {
 		all[k] = v

@@ -153,10 +153,7 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 		// Deleted, or bound and out of the cache: a backing claim made
 		// for it may be done with.
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+			if claim, ok := controller.Object[*corev1.PersistentVolumeClaim](obj); ok {
 				p.onClaimGone(claim)
 			}
 		},
@@ -186,10 +183,7 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if pv, ok := obj.(*corev1.PersistentVolume); ok {
+			if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
 				p.onVolume(pv, nil)
 			}
 		},
@@ -242,7 +236,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.provisioner.measurer.Run(ctx) })
 	if b := c.provisioner.backing; b != nil {
 		wg.Go(func() { controller.Every(ctx, backingSweep, c.provisioner.sweepBacking) })
-		wg.Go(func() { b.queue.Run(ctx, 1) })
+		wg.Go(func() { b.queue.Run(ctx) })
 	}
 	c.lib.Run(ctx)
 	wg.Wait()

@@ -224,10 +224,7 @@ func (c *Controller) volumeChanged(obj any) {
 }
 
 func (c *Controller) volumeDeleted(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pv, ok := obj.(*corev1.PersistentVolume); ok {
+	if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
 		c.writes.forget(pv.Name)
 		c.warned.forget(pv.Name)
 	}

@@ -87,10 +87,7 @@ func poolClass(obj any) ([]string, error) {
 // poolClassName is the class of a VolumePool, or of the last state of a
 // deleted one; "" for anything else.
 func poolClassName(obj any) string {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if p, ok := obj.(*v1alpha1.VolumePool); ok {
+	if p, ok := controller.Object[*v1alpha1.VolumePool](obj); ok {
 		return p.Spec.StorageClassName
 	}
 	return ""

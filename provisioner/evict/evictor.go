@@ -83,37 +83,29 @@ type Config struct {
 // Evictor completes the evictions of the provisioner's members, and
 // removes members made ahead whose storage was never made.
 type Evictor struct {
-	p     Provisioner
-	cfg   Config
-	queue *controller.Queue[string]
+	p    Provisioner
+	cfg  Config
+	loop *controller.Loop[*corev1.PersistentVolume, string]
 }
 
 // NewEvictor builds the evictor of p; Watch has it follow the volumes.
 func NewEvictor(p Provisioner, cfg Config) *Evictor {
 	e := &Evictor{p: p, cfg: cfg}
-	e.queue = controller.NewQueue("evictor", e.Sync)
+	// A sweep now and then finds a step that failed or that a restart
+	// interrupted.
+	e.loop = &controller.Loop[*corev1.PersistentVolume, string]{
+		Name: "evictor", Key: controller.NameKey[*corev1.PersistentVolume],
+		Wants: func(_, pv *corev1.PersistentVolume) bool { return e.Wants(pv) },
+		Sync:  e.Sync, Sweep: time.Minute, List: controller.ListOf[*corev1.PersistentVolume](cfg.Volumes), Workers: cfg.Workers,
+	}
 	return e
 }
 
 // Watch queues the fenced volumes of the shared informer volumes.
-func (e *Evictor) Watch(volumes cache.SharedIndexInformer) error {
-	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    e.enqueueIfFenced,
-		UpdateFunc: func(_, cur any) { e.enqueueIfFenced(cur) },
-	})
-	return err
-}
+func (e *Evictor) Watch(volumes cache.SharedIndexInformer) error { return e.loop.Watch(volumes) }
 
-// Run completes evictions until ctx is done; a sweep now and then finds
-// a step that failed or that a restart interrupted.
-func (e *Evictor) Run(ctx context.Context) {
-	go controller.Every(ctx, time.Minute, func(context.Context) {
-		for _, o := range e.cfg.Volumes.List() {
-			e.enqueueIfFenced(o)
-		}
-	})
-	e.queue.Run(ctx, e.cfg.Workers)
-}
+// Run completes evictions until ctx is done.
+func (e *Evictor) Run(ctx context.Context) { e.loop.Run(ctx) }
 
 // Wants reports whether the evictor has a step to take for pv: a volume
 // this provisioner made that carries the eviction finalizer, or that was
@@ -122,12 +114,6 @@ func (e *Evictor) Run(ctx context.Context) {
 func (e *Evictor) Wants(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == e.cfg.Provisioner &&
 		(slices.Contains(pv.Finalizers, keys.EvictFinalizer) || pools.StoragePending(pv))
-}
-
-func (e *Evictor) enqueueIfFenced(obj any) {
-	if pv, ok := obj.(*corev1.PersistentVolume); ok && e.Wants(pv) {
-		e.queue.Add(pv.Name)
-	}
 }
 
 // removeIfNotMade removes pv, made ahead and still waiting for its storage,
@@ -144,7 +130,7 @@ func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 	}
 	if age := e.cfg.Clock.Since(pv.CreationTimestamp.Time); why == "" {
 		if age < e.cfg.AheadBound {
-			e.queue.AddAfter(pv.Name, e.cfg.AheadBound-age)
+			e.loop.AddAfter(pv.Name, e.cfg.AheadBound-age)
 			return nil
 		}
 		why = fmt.Sprintf("its storage was not made within %s (three times --lifecycle-timeout)", e.cfg.AheadBound)

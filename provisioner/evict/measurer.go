@@ -45,9 +45,9 @@ type MeasurerConfig struct {
 // Measurer measures the members of the provisioner's pools whose backend
 // measures them.
 type Measurer struct {
-	p     Provisioner
-	cfg   MeasurerConfig
-	queue *controller.Queue[string]
+	p    Provisioner
+	cfg  MeasurerConfig
+	loop *controller.Loop[*corev1.PersistentVolume, string]
 	// measured notifies the pool manager that a member of class was
 	// measured.
 	measured func(class string)
@@ -59,7 +59,11 @@ type Measurer struct {
 // NewMeasurer builds the measurer of p; Watch has it follow the volumes.
 func NewMeasurer(p Provisioner, cfg MeasurerConfig) *Measurer {
 	m := &Measurer{p: p, cfg: cfg, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
-	m.queue = controller.NewQueue("measurer", m.Sync)
+	m.loop = &controller.Loop[*corev1.PersistentVolume, string]{
+		Name: "measurer", Key: controller.NameKey[*corev1.PersistentVolume],
+		Wants: func(_, pv *corev1.PersistentVolume) bool { return m.wants(pv) },
+		Gone:  m.forget, Sync: m.Sync, Workers: 1,
+	}
 	return m
 }
 
@@ -69,22 +73,13 @@ func (m *Measurer) OnMeasured(notify func(class string)) { m.measured = notify }
 
 // Watch queues the members of the shared informer volumes back in the
 // pool, and forgets those deleted.
-func (m *Measurer) Watch(volumes cache.SharedIndexInformer) error {
-	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    m.volumeChanged,
-		UpdateFunc: func(_, cur any) { m.volumeChanged(cur) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if pv, ok := obj.(*corev1.PersistentVolume); ok {
-				m.mu.Lock()
-				delete(m.usage, pv.Name)
-				m.mu.Unlock()
-			}
-		},
-	})
-	return err
+func (m *Measurer) Watch(volumes cache.SharedIndexInformer) error { return m.loop.Watch(volumes) }
+
+// forget drops what pv, deleted, held.
+func (m *Measurer) forget(pv *corev1.PersistentVolume) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.usage, pv.Name)
 }
 
 // measurable reports whether pv is a member of a backend that measures its
@@ -101,18 +96,18 @@ func (m *Measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
 	return "", false
 }
 
-func (m *Measurer) volumeChanged(obj any) {
-	pv, ok := obj.(*corev1.PersistentVolume)
-	// Another installation's volumes are its own to measure: their share
-	// may not even be mounted here.
-	if !ok || pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
-		return
+// wants reports whether pv is a member of this installation (another's
+// share may not even be mounted here) back in the pool whose return is not
+// measured yet.
+func (m *Measurer) wants(pv *corev1.PersistentVolume) bool {
+	if pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
+		return false
 	}
-	if _, known := m.Usage(pv); !known {
-		if _, ok := m.measurable(pv); ok {
-			m.queue.Add(pv.Name)
-		}
+	if _, known := m.Usage(pv); known {
+		return false
 	}
+	_, ok := m.measurable(pv)
+	return ok
 }
 
 // Usage returns what pv held when it last came back to the pool, if that
@@ -129,7 +124,7 @@ func (m *Measurer) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, boo
 }
 
 // Run measures until ctx is done, one member at a time.
-func (m *Measurer) Run(ctx context.Context) { m.queue.Run(ctx, 1) }
+func (m *Measurer) Run(ctx context.Context) { m.loop.Run(ctx) }
 
 // Sync measures the volume called name, if it is a member back in the pool
 // whose return is not measured yet.

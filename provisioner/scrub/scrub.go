@@ -91,38 +91,29 @@ type Scrubber struct {
 	volumes  cache.Indexer
 	classes  storagelisters.StorageClassLister
 	recorder record.EventRecorder
-	queue    *controller.Queue[string]
+	loop     *controller.Loop[*corev1.PersistentVolume, string]
 }
 
 // New builds the scrubber of p; Watch has it follow the volumes.
 func New(p Provisioner, cfg Config) *Scrubber {
 	s := &Scrubber{p: p, cfg: cfg, pods: cfg.Pods, client: cfg.Client, volumes: cfg.Volumes, classes: cfg.Classes, recorder: cfg.Recorder}
-	s.queue = controller.NewQueue("scrubber", s.Sync)
+	// Only a change of what the scrub goes by queues a volume: the
+	// failure it records itself must not bring a retry before its
+	// back-off. A sweep now and then finds a step that failed or that a
+	// restart interrupted.
+	s.loop = &controller.Loop[*corev1.PersistentVolume, string]{
+		Name: "scrubber", Key: controller.NameKey[*corev1.PersistentVolume],
+		Wants: func(old, cur *corev1.PersistentVolume) bool {
+			return pools.Scrubbing(cur) && (old == nil || scrubStep(old) != scrubStep(cur))
+		},
+		Sync: s.Sync, Sweep: time.Minute, List: controller.ListOf[*corev1.PersistentVolume](cfg.Volumes), Workers: cfg.Workers,
+	}
 	return s
 }
 
 // Watch queues the volumes of the shared informer volumes as their scrub
 // needs a step.
-func (s *Scrubber) Watch(volumes cache.SharedIndexInformer) error {
-	// Only a change of what the scrub goes by queues a volume: the
-	// failure it records itself must not bring a retry before its
-	// back-off.
-	_, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pv, ok := obj.(*corev1.PersistentVolume); ok && pools.Scrubbing(pv) {
-				s.queue.Add(pv.Name)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*corev1.PersistentVolume)
-			c, ok2 := cur.(*corev1.PersistentVolume)
-			if ok1 && ok2 && pools.Scrubbing(c) && scrubStep(o) != scrubStep(c) {
-				s.queue.Add(c.Name)
-			}
-		},
-	})
-	return err
-}
+func (s *Scrubber) Watch(volumes cache.SharedIndexInformer) error { return s.loop.Watch(volumes) }
 
 // scrubStep is what the scrubber's next step depends on.
 func scrubStep(pv *corev1.PersistentVolume) string {
@@ -133,19 +124,8 @@ func scrubStep(pv *corev1.PersistentVolume) string {
 	return pv.Annotations[keys.Scrub] + " " + ref + " " + string(pv.Status.Phase)
 }
 
-// Run scrubs until ctx is done, and looks at every volume to scrub now
-// and then: a step that failed is retried by the queue, one a restart
-// interrupted by this sweep.
-func (s *Scrubber) Run(ctx context.Context) {
-	go controller.Every(ctx, time.Minute, func(context.Context) {
-		for _, o := range s.volumes.List() {
-			if pv, ok := o.(*corev1.PersistentVolume); ok && pools.Scrubbing(pv) {
-				s.queue.Add(pv.Name)
-			}
-		}
-	})
-	s.queue.Run(ctx, s.cfg.Workers)
-}
+// Run scrubs until ctx is done.
+func (s *Scrubber) Run(ctx context.Context) { s.loop.Run(ctx) }
 
 // Sync takes the volume called name one step of its scrub further.
 func (s *Scrubber) Sync(ctx context.Context, name string) error {
