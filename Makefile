@@ -44,6 +44,7 @@ FUZZTIME ?= 15s
 fuzz:
 	$(GO) test ./podwatcher/ -run '^$$' -fuzz '^FuzzParseRequests$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./provisioner/ -run '^$$' -fuzz '^FuzzParseParameters$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./provisioner/backend/ -run '^$$' -fuzz '^FuzzForClass$$' -fuzztime $(FUZZTIME)
 
 e2e: node-deps
 	$(GO) test $(E2E_TAGS) -count=1 -timeout 45m $(E2E_FLAGS) ./e2e/

@@ -20,6 +20,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // This file holds the members made ahead of any claim, for a VolumePool's
@@ -41,26 +42,26 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	if err != nil {
 		return err
 	}
-	maker, advice := params.pool.maker()
-	placement := params.pool.aheadPlacement()
+	maker, advice := params.pool.Maker()
+	placement := params.pool.AheadPlacement()
 	switch {
-	case len(templateZones(pool)) > 0 && placement != placeInZone:
+	case len(templateZones(pool)) > 0 && placement != backend.PlaceInZone:
 		return fmt.Errorf("the template names zones, which only a class of the class backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes")
-	case placement == placeInZone && len(templateZones(pool)) == 0:
-		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", bindingMode(class))
-	case placement == placeInZone && len(p.zoneNodes(pool)) == 0:
+	case placement == backend.PlaceInZone && len(templateZones(pool)) == 0:
+		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", backend.BindingMode(class))
+	case placement == backend.PlaceInZone && len(p.zoneNodes(pool)) == 0:
 		return fmt.Errorf("no Ready, schedulable node of the template's zones %v (label %s) matches its nodeSelector %v", templateZones(pool), corev1.LabelTopologyZone, templateNodes(pool))
-	case params.pool.backingClass() != nil:
+	case params.pool.BackingClass() != nil:
 	case maker == nil:
 		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
-	case placement == placeOnNode && len(p.aheadNodes(class, pool)) == 0:
+	case placement == backend.PlaceOnNode && len(p.aheadNodes(class, pool)) == 0:
 		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), params.backend)
 	case class.ReclaimPolicy != nil && *class.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain:
 		return fmt.Errorf("the class's reclaimPolicy is %s: its volumes leave the pool when released, so members made ahead would be used once", *class.ReclaimPolicy)
 	}
 	claim := aheadClaim(pool, "check")
 	if maker != nil {
-		if _, err := maker.refuse(claim); err != nil {
+		if _, err := maker.Refuse(claim); err != nil {
 			return fmt.Errorf("the template is refused: %w", err)
 		}
 	}
@@ -101,10 +102,10 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	if err != nil {
 		return 0, err
 	}
-	if backing := params.pool.backingClass(); backing != nil {
+	if backing := params.pool.BackingClass(); backing != nil {
 		return p.askAhead(ctx, class, pool, params, backing, n)
 	}
-	maker, _ := params.pool.maker()
+	maker, _ := params.pool.Maker()
 	for made := 0; made < n; made++ {
 		name := "pvc-" + string(uuid.NewUUID())
 		node, ok := p.placeAhead(class, pool, name, params)
@@ -113,7 +114,7 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 		}
 		p.pending.markAhead(name)
 		start := p.clock.Now()
-		v := newVolume{name: name, claim: aheadClaim(pool, name), node: node}
+		v := backend.NewVolume{Name: name, Claim: aheadClaim(pool, name), Node: node}
 		if err := p.makeAhead(ctx, class, params.backend, maker, pool.Name, v); err != nil {
 			return made, err
 		}
@@ -122,10 +123,10 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	return n, nil
 }
 
-func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageClass, backend string, maker volumeMaker, pool string, v newVolume) error {
-	plan, err := maker.plan(v)
+func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageClass, backend string, maker backend.Maker, pool string, v backend.NewVolume) error {
+	plan, err := maker.Plan(v)
 	if err != nil {
-		p.pending.unreserve(v.name)
+		p.pending.unreserve(v.Name)
 		return err
 	}
 	pv := volumeObject(class, backend, v, plan, nodeAffinity(class), map[string]string{
@@ -133,20 +134,20 @@ func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageCla
 		keys.MadeAhead:      pool,
 		keys.StoragePending: "true",
 	})
-	pv.Spec.ClaimRef = aheadClaimRef(v.name)
+	pv.Spec.ClaimRef = aheadClaimRef(v.Name)
 	pv.Labels = p.ownLabels(pv.Labels)
 	created, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
-		p.pending.unreserve(v.name)
-		return fmt.Errorf("creating volume %s ahead of claims: %w", v.name, err)
+		p.pending.unreserve(v.Name)
+		return fmt.Errorf("creating volume %s ahead of claims: %w", v.Name, err)
 	}
-	klog.FromContext(ctx).V(2).Info("Making a member ahead of claims", "pv", v.name, "pool", pool)
+	klog.FromContext(ctx).V(2).Info("Making a member ahead of claims", "pv", v.Name, "pool", pool)
 	return p.finishAhead(ctx, maker, created)
 }
 
 // finishAhead makes the storage of pv, a member made ahead whose storage is
 // pending, and clears the mark: the member is free from then on.
-func (p *provisioner) finishAhead(ctx context.Context, maker volumeMaker, pv *corev1.PersistentVolume) error {
+func (p *provisioner) finishAhead(ctx context.Context, maker backend.Maker, pv *corev1.PersistentVolume) error {
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: keys.MadeAheadClaim(pv.Name)},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -162,7 +163,7 @@ func (p *provisioner) finishAhead(ctx context.Context, maker volumeMaker, pv *co
 		}
 		node = n
 	}
-	if _, err := maker.create(ctx, newVolume{name: pv.Name, claim: claim, node: node}); err != nil {
+	if _, err := maker.Create(ctx, backend.NewVolume{Name: pv.Name, Claim: claim, Node: node}); err != nil {
 		return fmt.Errorf("making the storage of volume %s ahead of claims: %w", pv.Name, err)
 	}
 	updated := pv.DeepCopy()
@@ -185,7 +186,7 @@ func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageC
 	if err != nil {
 		return err
 	}
-	maker, _ := params.pool.maker()
+	maker, _ := params.pool.Maker()
 	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class.Name)
 	var errs []error
 	for _, o := range objs {
@@ -242,7 +243,7 @@ const aheadNamespace = metav1.NamespaceSystem
 // the fewest free members of the class that has room (maxVolumesPerNode),
 // which it returns. It reports false when there is no room.
 func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool, name string, params *params) (*corev1.Node, bool) {
-	if params.pool.aheadPlacement() != placeOnNode {
+	if params.pool.AheadPlacement() != backend.PlaceOnNode {
 		_, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, params.maxVolumesPerNode)
 		return nil, ok
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 func aheadPool(mutate ...func(*v1alpha1.VolumePool)) *v1alpha1.VolumePool {
@@ -126,11 +127,11 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maker, _ := params.pool.maker()
-	half := volumeObject(class, backendDirectory, newVolume{name: "pvc-half", claim: aheadClaim(aheadPool(), "pvc-half")}, madeVolume{}, nil,
+	maker, _ := params.pool.Maker()
+	half := volumeObject(class, "directory", backend.NewVolume{Name: "pvc-half", Claim: aheadClaim(aheadPool(), "pvc-half")}, backend.MadeVolume{}, nil,
 		map[string]string{keys.ProvisionedBy: testProvisioner, keys.MadeAhead: "warm", keys.StoragePending: "true"})
-	plan, _ := maker.plan(newVolume{name: "pvc-half"})
-	half.Spec.PersistentVolumeSource = plan.source
+	plan, _ := maker.Plan(backend.NewVolume{Name: "pvc-half"})
+	half.Spec.PersistentVolumeSource = plan.Source
 	half.Spec.ClaimRef = &corev1.ObjectReference{Namespace: metav1.NamespaceSystem, Name: keys.MadeAheadClaim("pvc-half")}
 	if _, err := f.client.CoreV1().PersistentVolumes().Create(context.Background(), half, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 			pending := f.add(volume("pvc-half", "1Gi", func(pv *corev1.PersistentVolume) {
 				pv.UID = "uid-half"
 				pv.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
-				pv.Annotations[keys.Backend] = backendDirectory
+				pv.Annotations[keys.Backend] = "directory"
 				pv.Annotations[keys.Directory] = "pvc-half"
 				pv.Annotations[keys.BaseDir] = f.root
 				pv.Annotations[keys.ProvisionedBy] = testProvisioner

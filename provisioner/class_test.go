@@ -25,6 +25,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 const (
@@ -34,41 +35,6 @@ const (
 	testBackingVolume  = "pvc-made-by-the-driver"
 	testBackingClaimID = types.UID("backing-uid")
 )
-
-func TestBackingClassErrors(t *testing.T) {
-	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	immediate := storagev1.VolumeBindingImmediate
-	class := func(provisioner string, mode *storagev1.VolumeBindingMode, policy corev1.PersistentVolumeReclaimPolicy) *storagev1.StorageClass {
-		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Provisioner: provisioner, VolumeBindingMode: mode, ReclaimPolicy: &policy}
-	}
-	pool := class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimRetain)
-	for _, tt := range []struct {
-		name    string
-		pool    *storagev1.StorageClass
-		backing *storagev1.StorageClass
-		want    []string
-	}{
-		{"a driver's class", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimDelete), nil},
-		{"Immediate in front of Immediate (unset is Immediate)", class(testProvisioner, nil, corev1.PersistentVolumeReclaimRetain), class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), nil},
-		{"a pool class of this provisioner", pool, class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"is a class of this provisioner"}},
-		{"a class that makes no volumes", pool, class(noProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"makes no volumes"}},
-		{"binding modes differ", pool, class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), []string{"volumeBindingMode WaitForFirstConsumer does not match Immediate"}},
-		{"a backing class that keeps what it made", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimRetain), []string{"reclaimPolicy Retain: it must be Delete"}},
-		{"all at once", pool, class(testProvisioner, &immediate, corev1.PersistentVolumeReclaimRetain), []string{"is a class of this provisioner", "does not match", "must be Delete"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			errs := backingClassErrors(tt.pool, tt.backing, testProvisioner)
-			if len(errs) != len(tt.want) {
-				t.Fatalf("errors = %v, want %d: %v", errs, len(tt.want), tt.want)
-			}
-			for i, want := range tt.want {
-				if !strings.Contains(errs[i].Error(), want) {
-					t.Errorf("error %d = %q, want it to say %q", i, errs[i], want)
-				}
-			}
-		})
-	}
-}
 
 // classFixture is a fixture with a backing class of a CSI driver, a pool
 // class in front of it, and the provisioner's backing claims cache.
@@ -140,7 +106,7 @@ func (f *classFixture) driverMade(backing *corev1.PersistentVolumeClaim) *corev1
 	}
 	return f.add(&corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: testBackingVolume, ResourceVersion: "1",
-			Annotations: map[string]string{keys.ProvisionedBy: testDriver}, Finalizers: []string{externalFinalizer, "kubernetes.io/pv-protection"}},
+			Annotations: map[string]string{keys.ProvisionedBy: testDriver}, Finalizers: []string{backend.ExternalFinalizer, "kubernetes.io/pv-protection"}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              testBackingClass,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
@@ -214,7 +180,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	}
 	if pv.Spec.StorageClassName != "pool" || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
 		pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.BackingProvisioner] != testDriver ||
-		pv.Annotations[keys.BackingClass] != testBackingClass || pv.Annotations[keys.Backend] != backendClass ||
+		pv.Annotations[keys.BackingClass] != testBackingClass || pv.Annotations[keys.Backend] != "class" ||
 		pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[keys.BackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
 		t.Errorf("member = class %s, policy %s, annotations %v, source %+v", pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations, pv.Spec.PersistentVolumeSource)
 	}
@@ -284,7 +250,7 @@ func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
 func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 	member := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			keys.ProvisionedBy: testProvisioner, keys.Backend: backendClass, keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
+			keys.ProvisionedBy: testProvisioner, keys.Backend: "class", keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              "pool",
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // This file holds how a class pool (class.go) keeps members made ahead of
@@ -40,7 +41,7 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 	// node of the least served of the pool's zones (zones.go).
 	var nodes map[string][]*corev1.Node
 	var free map[string]int
-	if bindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer {
+	if backend.BindingMode(class) == storagev1.VolumeBindingWaitForFirstConsumer {
 		nodes = p.zoneNodes(pool)
 		free = p.freeByZone(class.Name, nodes)
 	}

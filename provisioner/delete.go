@@ -7,6 +7,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // Delete removes, through the backend that made it, the storage of a volume
@@ -31,8 +32,8 @@ func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) e
 		}
 		return &lib.IgnoredError{Reason: "the claim the volume names still exists"}
 	}
-	how, err := b.delete(ctx, pv)
-	if err == nil && how == handedBack {
+	how, err := b.Delete(ctx, pv)
+	if err == nil && how == backend.HandedBack {
 		return &lib.IgnoredError{Reason: "the volume was handed back to the provisioner that made its storage, which deletes it"}
 	}
 	return err

@@ -17,7 +17,7 @@ func TestDelete(t *testing.T) {
 	created := func(policy corev1.PersistentVolumeReclaimPolicy, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		return volume("pvc-1", "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = policy
-			pv.Annotations[keys.Backend] = backendDirectory
+			pv.Annotations[keys.Backend] = "directory"
 			pv.Annotations[keys.Directory] = "pvc-1"
 			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-1"}
 		}}, mods...)...)

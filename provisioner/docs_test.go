@@ -53,7 +53,7 @@ func TestTheParameterTableIsTheBackendsParameters(t *testing.T) {
 		code[p] = sets.New("all")
 	}
 	for name, b := range all {
-		for _, p := range b.parameters() {
+		for _, p := range b.Parameters() {
 			if code[p] == nil {
 				code[p] = sets.New[string]()
 			}
@@ -109,7 +109,7 @@ func TestTheDocsStorageClassesAreValid(t *testing.T) {
 		}
 	}
 	for _, c := range classes {
-		if name := c.Parameters[paramBackingClass]; name != "" {
+		if name := c.Parameters["backingClass"]; name != "" {
 			if _, ok, _ := known.GetByKey(name); !ok {
 				_ = known.Add(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "ebs.csi.aws.com", VolumeBindingMode: c.VolumeBindingMode})
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 )
 
@@ -39,7 +40,7 @@ func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.backends[params.backend].evicts()
+	_, err = p.backends[params.backend].Evicts()
 	return err
 }
 
@@ -55,16 +56,16 @@ func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, 
 // Measures reports whether the backend that made pv measures its members.
 func (p *provisioner) Measures(pv *corev1.PersistentVolume) bool {
 	b := p.backends[pv.Annotations[keys.Backend]]
-	return b != nil && b.measures()
+	return b != nil && b.Measures()
 }
 
 // Measure measures member pv through the backend that made it.
 func (p *provisioner) Measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
 	b := p.backends[pv.Annotations[keys.Backend]]
 	if b == nil {
-		return 0, false, errNotMeasured
+		return 0, false, backend.ErrNotMeasured
 	}
-	return b.usage(pv, deadline)
+	return b.Usage(pv, deadline)
 }
 
 // RemoveStorage removes the storage of pv, an evicted member being deleted,
@@ -75,14 +76,14 @@ func (p *provisioner) RemoveStorage(ctx context.Context, pv *corev1.PersistentVo
 	if b == nil {
 		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", pv.Name, keys.Backend, keys.EvictFinalizer)
 	}
-	how, err := b.delete(ctx, pv)
+	how, err := b.Delete(ctx, pv)
 	var ignored *lib.IgnoredError
 	switch {
 	case errors.As(err, &ignored):
 		return nil
 	case err != nil:
 		return err
-	case how == handedBack:
+	case how == backend.HandedBack:
 		return evict.ErrHandedBack
 	}
 	return nil
@@ -100,10 +101,10 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if b == nil {
 		return false, nil
 	}
-	switch how, _ := b.evicts(); how {
-	case evictNever:
+	switch how, _ := b.Evicts(); how {
+	case backend.EvictNever:
 		return false, nil
-	case evictHandingBack:
+	case backend.EvictHandingBack:
 		return p.evictToBacking(ctx, pv, cause)
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // directoryMember is a free member of the directory backend whose
@@ -32,7 +33,7 @@ func directoryMember(t *testing.T, root, name string, mods ...func(*corev1.Persi
 	}
 	return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 		pv.UID = "uid-" + types.UID(name)
-		pv.Annotations[keys.Backend] = backendDirectory
+		pv.Annotations[keys.Backend] = "directory"
 		pv.Annotations[keys.Directory] = name
 		pv.Annotations[keys.BaseDir] = root
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/" + name}
@@ -90,7 +91,7 @@ func TestEvictLeavesWhatItMayNotTake(t *testing.T) {
 		{"released", directoryMember(t, f.root, "pv-1", released("ns", "job", "u1", t0())), nil},
 		{"scrubbing", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }), nil},
 		{"being evicted", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }), nil},
-		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = backendStatic }), nil},
+		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "static" }), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			server := tt.pv
@@ -115,9 +116,9 @@ func TestCheckEvict(t *testing.T) {
 		t.Errorf("directory class: %v, want nil", err)
 	}
 	static := f.directoryClass(nil)
-	static.Parameters = map[string]string{"backend": backendStatic}
-	if err := f.p.CheckEvict(static); !errors.Is(err, errCannotEvict) {
-		t.Errorf("static class: %v, want %v", err, errCannotEvict)
+	static.Parameters = map[string]string{"backend": "static"}
+	if err := f.p.CheckEvict(static); !errors.Is(err, backend.ErrCannotEvict) {
+		t.Errorf("static class: %v, want %v", err, backend.ErrCannotEvict)
 	}
 }
 
@@ -183,7 +184,7 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 	typ := corev1.HostPathDirectory
 	f := newFixture(t, nil)
 	f.add(volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Backend] = backendLocal
+		pv.Annotations[keys.Backend] = "local"
 		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-1"
 		pv.Annotations[keys.Evicting] = keys.EvictIdle
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-1", Type: &typ}
@@ -234,7 +235,7 @@ func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
 		{"without it", false, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = backendDirectory }
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
 			members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
 			if tt.alreadyGone {
 				members[1].Annotations[keys.Evicting] = keys.EvictForClaim

@@ -13,6 +13,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
+	"k8s.io/utils/ptr"
 )
 
 // A backend as a newcomer adds one: this file alone declares and registers
@@ -26,9 +29,15 @@ const fakeBackendName = "fake"
 func withFakeBackend(t *testing.T) *fakeBackend {
 	t.Helper()
 	b := &fakeBackend{}
-	register(fakeBackendName, func(d backendDeps) backend { b.provisioner = d.provisioner; return b })
-	t.Cleanup(func() { delete(registered, fakeBackendName) })
+	backend.Register(fakeBackendName, func(d backend.Deps) backend.Backend { b.provisioner = d.Provisioner; return b })
+	t.Cleanup(func() { backend.Unregister(fakeBackendName) })
 	return b
+}
+
+// fakeClassOf is a valid class of the fake backend.
+func fakeClassOf() *storagev1.StorageClass {
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Provisioner: testProvisioner,
+		Parameters: map[string]string{"backend": fakeBackendName}, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain)}
 }
 
 type fakeBackend struct {
@@ -38,47 +47,52 @@ type fakeBackend struct {
 	deleted     []string
 }
 
-func (*fakeBackend) parameters() []string { return []string{paramMaxVolumes} }
+func (*fakeBackend) Parameters() []string { return []string{backend.MaxVolumes} }
 
-func (b *fakeBackend) forClass(*storagev1.StorageClass) (classBackend, []error) {
+func (b *fakeBackend) ForClass(*storagev1.StorageClass) (backend.Class, []error) {
 	return fakeClass{b}, nil
 }
 
-func (b *fakeBackend) delete(_ context.Context, pv *corev1.PersistentVolume) (deletion, error) {
+func (b *fakeBackend) Delete(_ context.Context, pv *corev1.PersistentVolume) (backend.Deletion, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.deleted = append(b.deleted, pv.Name)
-	return storageRemoved, nil
+	return backend.StorageRemoved, nil
 }
 
-func (*fakeBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
+func (*fakeBackend) Evicts() (backend.EvictionKind, error) { return backend.EvictRemoving, nil }
 
-func (*fakeBackend) usage(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+func (*fakeBackend) Usage(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 	return 42, false, nil
 }
 
-func (*fakeBackend) measures() bool { return true }
+func (*fakeBackend) Measures() bool { return true }
 
 type fakeClass struct{ b *fakeBackend }
 
-func (c fakeClass) isMember(pv *corev1.PersistentVolume) bool {
+func (c fakeClass) IsMember(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == c.b.provisioner
 }
-func (fakeClass) selectorKeys() []string                               { return nil }
-func (c fakeClass) maker() (volumeMaker, string)                       { return c, "" }
-func (fakeClass) backingClass() *storagev1.StorageClass                { return nil }
-func (fakeClass) aheadPlacement() placement                            { return placeAnywhere }
-func (fakeClass) refuse(*corev1.PersistentVolumeClaim) (string, error) { return "", nil }
+func (fakeClass) SelectorKeys() []string                               { return nil }
+func (c fakeClass) Maker() (backend.Maker, string)                     { return c, "" }
+func (fakeClass) BackingClass() *storagev1.StorageClass                { return nil }
+func (fakeClass) AheadPlacement() backend.Placement                    { return backend.PlaceAnywhere }
+func (fakeClass) Refuse(*corev1.PersistentVolumeClaim) (string, error) { return "", nil }
 
-func (c fakeClass) create(_ context.Context, v newVolume) (madeVolume, error) {
+func (c fakeClass) Create(_ context.Context, v backend.NewVolume) (backend.MadeVolume, error) {
 	c.b.mu.Lock()
 	defer c.b.mu.Unlock()
-	c.b.made = append(c.b.made, v.name)
-	return c.plan(v)
+	c.b.made = append(c.b.made, v.Name)
+	return c.Plan(v)
 }
 
-func (fakeClass) plan(v newVolume) (madeVolume, error) {
-	return madeVolume{source: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/fake/" + v.name}}}, nil
+func (fakeClass) Plan(v backend.NewVolume) (backend.MadeVolume, error) {
+	return backend.MadeVolume{Source: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/fake/" + v.Name}}}, nil
+}
+
+// The fake backend keeps the contract every backend keeps.
+func TestTheFakeBackendKeepsTheContract(t *testing.T) {
+	backendtest.Contract(t, &fakeBackend{provisioner: testProvisioner}, fakeClassOf())
 }
 
 // The fake backend, registered in this file alone, serves a class: a claim
@@ -88,7 +102,7 @@ func (fakeClass) plan(v newVolume) (madeVolume, error) {
 func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 	fake := withFakeBackend(t)
 	f := newFixture(t, nil)
-	class := contractClasses(f.root)[fakeBackendName]
+	class := fakeClassOf()
 
 	claim := claimFor("ns", "c", "1Gi")
 	pv, _, err := f.provision(class, claim)

@@ -19,6 +19,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // This file holds how a pool grows: the checks every new volume passes, the
@@ -47,24 +48,24 @@ func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error
 
 // grow makes a new volume for claim through the class's backend, within the
 // class's growth limits.
-func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, maker volumeMaker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, maker backend.Maker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
-	if reason, err := maker.refuse(claim); err != nil {
+	if reason, err := maker.Refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
 	}
 	g, v := p.admit(ctx, opts, params, selector, state)
 	if v != nil {
 		return v.pv, v.state, v.err
 	}
-	made, err := maker.create(ctx, newVolume{name: opts.PVName, claim: claim, node: opts.SelectedNode})
+	made, err := maker.Create(ctx, backend.NewVolume{Name: opts.PVName, Claim: claim, Node: opts.SelectedNode})
 	if err != nil {
 		p.pending.unreserve(opts.PVName)
-		if remains := (*storageMayRemain)(nil); errors.As(err, &remains) {
+		if remains := (*backend.StorageMayRemain)(nil); errors.As(err, &remains) {
 			return nil, lib.ProvisioningInBackground, err
 		}
 		return nil, lib.ProvisioningFinished, err
 	}
-	pv := volumeObject(class, params.backend, newVolume{name: opts.PVName, claim: claim}, made, g.affinity, keys.Map(
+	pv := volumeObject(class, params.backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
 		keys.LastClaim, claimKey(claim),
 		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
@@ -140,30 +141,30 @@ func (p *provisioner) ownLabels(labels map[string]string) map[string]string {
 // volumeObject is the PersistentVolume of v, a volume of class, around what
 // its backend made (or will make) of it: shaped as v's claim asks, pinned by
 // affinity, with the annotations given and the backend's.
-func volumeObject(class *storagev1.StorageClass, backend string, v newVolume, made madeVolume, affinity *corev1.VolumeNodeAffinity, annotations map[string]string) *corev1.PersistentVolume {
-	if made.nodeAffinity != nil {
-		affinity = made.nodeAffinity
+func volumeObject(class *storagev1.StorageClass, backend string, v backend.NewVolume, made backend.MadeVolume, affinity *corev1.VolumeNodeAffinity, annotations map[string]string) *corev1.PersistentVolume {
+	if made.NodeAffinity != nil {
+		affinity = made.NodeAffinity
 	}
 	policy := corev1.PersistentVolumeReclaimRetain
 	if class.ReclaimPolicy != nil {
 		policy = *class.ReclaimPolicy
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: v.name, Annotations: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: v.Name, Annotations: map[string]string{}},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: v.claim.Spec.Resources.Requests[corev1.ResourceStorage]},
-			AccessModes: v.claim.Spec.AccessModes,
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: v.Claim.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes: v.Claim.Spec.AccessModes,
 			// A backend refuses the modes it cannot make.
-			VolumeMode:                    ptr.To(ptr.Deref(v.claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
+			VolumeMode:                    ptr.To(ptr.Deref(v.Claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
 			PersistentVolumeReclaimPolicy: policy,
 			StorageClassName:              class.Name,
 			MountOptions:                  class.MountOptions,
 			NodeAffinity:                  affinity,
-			PersistentVolumeSource:        made.source,
+			PersistentVolumeSource:        made.Source,
 		},
 	}
 	pv.Annotations[keys.Backend] = backend
 	maps.Copy(pv.Annotations, annotations)
-	maps.Copy(pv.Annotations, made.annotations)
+	maps.Copy(pv.Annotations, made.Annotations)
 	return pv
 }

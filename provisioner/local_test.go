@@ -9,13 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
-	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
 )
 
@@ -89,46 +87,6 @@ func TestProvisionLocalNeedsANode(t *testing.T) {
 	}
 }
 
-// Reclaim policy Delete: the delete pod runs on the volume's node; a node
-// that is gone, or annotations that do not name the volume's directory,
-// leave the volume with an error that says what to do.
-func TestLocalDelete(t *testing.T) {
-	pv := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
-		typ := corev1.HostPathDirectory
-		v := volume("pvc-1", "1Gi", func(pv *corev1.PersistentVolume) {
-			pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pvc-1"
-			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pvc-1", Type: &typ}
-			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
-		})
-		for _, m := range mods {
-			m(v)
-		}
-		return v
-	}
-	newBackend := func(objs ...runtime.Object) (*localBackend, *fake.Clientset) {
-		client := fake.NewClientset(objs...)
-		return &localBackend{provisioner: testProvisioner, client: client, pods: lifecycle.NewPods(client, "lifecycle", "reclaimable:test", time.Minute, startedEvents(t, client), nil)}, client
-	}
-
-	b, client := newBackend(node("n1"))
-	lifecycletest.Finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
-	if _, err := b.delete(context.Background(), pv()); err != nil {
-		t.Fatalf("delete on a live node: %v", err)
-	}
-
-	b, _ = newBackend()
-	_, err := b.delete(context.Background(), pv())
-	if err == nil || !strings.Contains(err.Error(), "node n1, which holds the directory of volume pvc-1, is gone: remove /var/lib/caches/pvc-1 from its disk if it comes back, then delete the volume") {
-		t.Errorf("delete on a gone node = %v", err)
-	}
-
-	b, _ = newBackend(node("n1"))
-	_, err = b.delete(context.Background(), pv(func(pv *corev1.PersistentVolume) { pv.Spec.HostPath.Path = "/etc" }))
-	if err == nil || !strings.Contains(err.Error(), "refusing to delete the data of volume pvc-1") {
-		t.Errorf("delete of a volume whose source is not its directory = %v", err)
-	}
-}
-
 // A create pod that has not ended by its deadline may still make the
 // directory after it, so the claim's provisioning stays in the background:
 // the library calls Provision again even once the claim is gone, and
@@ -154,8 +112,8 @@ func TestProvisionLocalLeavesNoDirectoryBehindALatePod(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			local := f.p.backends[backendLocal].(*localBackend)
-			local.pods = local.pods.WithTimeout(100 * time.Millisecond)
+			f.p.backendDeps.Pods = f.p.backendDeps.Pods.WithTimeout(100 * time.Millisecond)
+			f.p.backends = backend.New(f.p.backendDeps)
 			if tt.phase != "" {
 				lifecycletest.Finish(t, f.client, "create-pvc-"+string(a.UID), tt.phase, "mkdir: permission denied")
 				lifecycletest.Finish(t, f.client, "delete-pvc-"+string(a.UID), corev1.PodSucceeded, "")

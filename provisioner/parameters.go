@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // Keys this provisioner writes and reads, in addition to the shared ones in
@@ -38,7 +39,7 @@ const (
 type params struct {
 	backend string // the backend's name
 	// pool is the backend's view of the class.
-	pool classBackend
+	pool backend.Class
 	// selectorKeys are the label keys a claim's selector may use.
 	selectorKeys sets.Set[string]
 
@@ -79,14 +80,14 @@ var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, ke
 // parseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
 // one go.
-func parseParameters(class *storagev1.StorageClass, backends map[string]backend) (*params, error) {
+func parseParameters(class *storagev1.StorageClass, backends map[string]backend.Backend) (*params, error) {
 	in := class.Parameters
 	p := &params{backend: in[paramBackend], selectorKeys: sets.New[string]()}
 	b, ok := backends[p.backend]
 	if !ok {
-		return nil, fmt.Errorf("parameter %q must be %s, not %q", paramBackend, backendNames(backends), p.backend)
+		return nil, fmt.Errorf("parameter %q must be %s, not %q", paramBackend, backend.Names(backends), p.backend)
 	}
-	allowed := append(slices.Clone(commonParams), b.parameters()...)
+	allowed := append(slices.Clone(commonParams), b.Parameters()...)
 
 	var errs []error
 	for _, name := range sortedKeys(in) {
@@ -131,7 +132,7 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend)
 		}
 	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
-	pool, poolErrs := b.forClass(class)
+	pool, poolErrs := b.ForClass(class)
 	errs = append(errs, poolErrs...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // This file holds the decisions of the provisioner, free of any I/O: which
@@ -27,11 +28,11 @@ import (
 // isMember reports whether pv belongs to the pool of class, whose backend
 // says which of the class's volumes are in it. Only Retain volumes are
 // pooled: a Delete volume is gone once released.
-func isMember(pv *corev1.PersistentVolume, class string, pool classBackend) bool {
+func isMember(pv *corev1.PersistentVolume, class string, pool backend.Class) bool {
 	if volumehelpers.GetPersistentVolumeClass(pv) != class || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		return false
 	}
-	return pool.isMember(pv)
+	return pool.IsMember(pv)
 }
 
 // availability says whether a pool member can be given to a claim.

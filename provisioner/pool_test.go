@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
 )
 
 const testProvisioner = "vendor/reclaimable"
@@ -90,25 +92,30 @@ func TestIsMember(t *testing.T) {
 		backend string
 		want    bool
 	}{
-		{"created here, Retain", volume("a", "1Gi"), backendDirectory, true},
+		{"created here, Retain", volume("a", "1Gi"), "directory", true},
 		{"created here, Delete", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
-		}), backendDirectory, false},
-		{"other class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), backendDirectory, false},
-		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ProvisionedBy] = "other/x" }), backendDirectory, false},
+		}), "directory", false},
+		{"other class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), "directory", false},
+		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ProvisionedBy] = "other/x" }), "directory", false},
 		{"static, labelled", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			delete(pv.Annotations, keys.ProvisionedBy)
 			pv.Labels = map[string]string{keys.Pool: "pool"}
-		}), backendStatic, true},
+		}), "static", true},
 		{"static, labelled for another class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Labels = map[string]string{keys.Pool: "other"}
-		}), backendStatic, false},
-		{"static, not labelled though created here", volume("a", "1Gi"), backendStatic, false},
+		}), "static", false},
+		{"static, not labelled though created here", volume("a", "1Gi"), "static", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pools := map[string]classBackend{backendDirectory: &directoryClass{provisioner: testProvisioner}, backendStatic: staticClass{name: "pool"}}
-			if got := isMember(tt.pv, "pool", pools[tt.backend]); got != tt.want {
+			root := t.TempDir()
+			class := backendtest.Classes(root)[tt.backend]
+			pool, errs := backend.New(backendtest.Deps(t, root))[tt.backend].ForClass(class)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if got := isMember(tt.pv, "pool", pool); got != tt.want {
 				t.Errorf("isMember = %v, want %v", got, tt.want)
 			}
 		})

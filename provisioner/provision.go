@@ -21,6 +21,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
@@ -77,9 +78,10 @@ type provisioner struct {
 	nodes    corelisters.NodeLister
 	recorder record.EventRecorder
 	metrics  *metrics
-	// backends by the name a class gives them.
-	backends map[string]backend
-	clock    clock.PassiveClock
+	// backends by the name a class gives them, built with backendDeps.
+	backends    map[string]backend.Backend
+	backendDeps backend.Deps
+	clock       clock.PassiveClock
 	// aheadBound is how long a member made ahead may wait for its storage
 	// before it is removed: three lifecycle pods' time.
 	aheadBound time.Duration
@@ -122,7 +124,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		pools: pools.NoPools(),
 		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		lifecycle:       lifecycle,
-		backends:        newBackends(name, client, nil, cfg, lifecycle, m.lifecycle),
+		backendDeps:     backendDeps(name, client, nil, cfg, lifecycle, m.lifecycle),
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
 		onWaitingChange: func(string) {},
 		waiting:         newWaitingClaims(),
@@ -131,6 +133,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		aheadBound:      3 * cfg.LifecycleTimeout,
 	}
+	p.backends = backend.New(p.backendDeps)
 	p.useClock(clock.RealClock{})
 	m.members.collect = func(sample func(int, ...string)) {
 		for k, n := range p.memberStates() {
@@ -208,7 +211,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
 		return p.refuse(claim, reasonUnsupportedDataSource, errors.New("a claim of this class cannot be populated from a data source; its volume comes from a pool or is created empty"))
 	}
-	allowed := params.selectorKeys.Clone().Insert(params.pool.selectorKeys()...)
+	allowed := params.selectorKeys.Clone().Insert(params.pool.SelectorKeys()...)
 	selector, err := claimSelector(claim, allowed)
 	if err != nil {
 		return p.refuse(claim, reasonUnsupportedSelector, err)
@@ -253,10 +256,10 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
-	if backing := params.pool.backingClass(); backing != nil {
+	if backing := params.pool.BackingClass(); backing != nil {
 		return p.growThrough(ctx, opts, params, backing, selector, state)
 	}
-	maker, advice := params.pool.maker()
+	maker, advice := params.pool.Maker()
 	if maker == nil {
 		if opts.SelectedNode != nil && state.unfit["node"] > 0 {
 			// A free volume exists elsewhere: let the scheduler pick another node.
@@ -353,7 +356,7 @@ func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVol
 }
 
 // members lists the pool of class.
-func (p *provisioner) members(class string, pool classBackend) []*corev1.PersistentVolume {
+func (p *provisioner) members(class string, pool backend.Class) []*corev1.PersistentVolume {
 	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 	out := make([]*corev1.PersistentVolume, 0, len(objs))
 	for _, o := range objs {

@@ -1,4 +1,4 @@
-package provisioner
+package backend
 
 import (
 	"context"
@@ -33,24 +33,24 @@ const (
 )
 
 func init() {
-	register(backendLocal, func(d backendDeps) backend {
-		return &localBackend{provisioner: d.provisioner, client: d.client, pods: d.pods}
+	Register(backendLocal, func(d Deps) Backend {
+		return &localBackend{provisioner: d.Provisioner, client: d.Client, pods: d.Pods}
 	})
 }
 
 type localBackend struct {
 	// A directory on a node is measured only through a pod: no cheap
 	// measure at each return.
-	unmeasured
+	Unmeasured
 	provisioner string
 	client      kubernetes.Interface
 	pods        lifecycle.Pods
 }
 
-func (*localBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
+func (*localBackend) Evicts() (EvictionKind, error) { return EvictRemoving, nil }
 
-func (*localBackend) parameters() []string {
-	return []string{paramNodePath, paramDirectoryMode, paramLifecycleTemplates, paramMaxVolumes, paramMaxVolumesPerNode, paramMaxCapacity}
+func (*localBackend) Parameters() []string {
+	return []string{paramNodePath, paramDirectoryMode, paramLifecycleTemplates, MaxVolumes, MaxVolumesPerNode, MaxCapacity}
 }
 
 // localClass is a validated local-backend class.
@@ -61,7 +61,7 @@ type localClass struct {
 	templates     string // ConfigMap of lifecycle pod templates, "" for the built-in pods
 }
 
-func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+func (b *localBackend) ForClass(class *storagev1.StorageClass) (Class, []error) {
 	c := &localClass{localBackend: b, nodePath: class.Parameters[paramNodePath]}
 	var errs []error
 	if !lifecycle.IsCleanAbs(c.nodePath, path.IsAbs, path.Clean) || c.nodePath == "/" {
@@ -87,21 +87,21 @@ func (b *localBackend) forClass(class *storagev1.StorageClass) (classBackend, []
 }
 
 // isMember: a local pool is what this provisioner created for the class.
-func (c *localClass) isMember(pv *corev1.PersistentVolume) bool {
+func (c *localClass) IsMember(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
 }
 
-func (c *localClass) selectorKeys() []string { return nil }
+func (c *localClass) SelectorKeys() []string { return nil }
 
-func (c *localClass) maker() (volumeMaker, string) { return c, "" }
+func (c *localClass) Maker() (Maker, string) { return c, "" }
 
-func (c *localClass) backingClass() *storagev1.StorageClass { return nil }
+func (c *localClass) BackingClass() *storagev1.StorageClass { return nil }
 
 // aheadPlacement: each member on the disk of a node the flow picks.
-func (c *localClass) aheadPlacement() placement { return placeOnNode }
+func (c *localClass) AheadPlacement() Placement { return PlaceOnNode }
 
 // refuse: a directory on one node serves one node's pods, as a filesystem.
-func (c *localClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
+func (c *localClass) Refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
 	for _, m := range claim.Spec.AccessModes {
 		if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
 			return reasonUnsupportedAccessMode, fmt.Errorf("a %s volume is on one node and serves %s or %s, not %s; ask for one of those, or use a class of the directory backend on a share", backendLocal, corev1.ReadWriteOnce, corev1.ReadWriteOncePod, m)
@@ -110,15 +110,15 @@ func (c *localClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error)
 	return refuseUnlessDirectory(backendLocal, claim)
 }
 
-func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error) {
-	if v.node == nil {
-		return madeVolume{}, fmt.Errorf("claim %s has no node selected: the %s backend makes a volume on the node of its first consumer", claimKey(v.claim), backendLocal)
+func (c *localClass) Create(ctx context.Context, v NewVolume) (MadeVolume, error) {
+	if v.Node == nil {
+		return MadeVolume{}, fmt.Errorf("claim %s has no node selected: the %s backend makes a volume on the node of its first consumer", claimKey(v.Claim), backendLocal)
 	}
-	if err := lifecycle.CheckDirName(v.name); err != nil {
-		return madeVolume{}, err
+	if err := lifecycle.CheckDirName(v.Name); err != nil {
+		return MadeVolume{}, err
 	}
-	size := v.claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	job := lifecycle.Job{Op: lifecycle.Create, Node: v.node.Name, Dir: c.nodePath, Volume: v.name, Mode: c.directoryMode, Size: size.String(), Templates: c.templates}
+	size := v.Claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	job := lifecycle.Job{Op: lifecycle.Create, Node: v.Node.Name, Dir: c.nodePath, Volume: v.Name, Mode: c.directoryMode, Size: size.String(), Templates: c.templates}
 	if err := c.pods.Run(ctx, job); err != nil {
 		// Whatever the create pod made before it failed goes.
 		job.Op = lifecycle.Delete
@@ -126,32 +126,32 @@ func (c *localClass) create(ctx context.Context, v newVolume) (madeVolume, error
 			err = errors.Join(err, fmt.Errorf("and removing what it may have made: %w", derr))
 			// A pod past its deadline may still make the directory; one
 			// on a node that is gone makes nothing more.
-			if _, gerr := c.client.CoreV1().Nodes().Get(ctx, v.node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
-				return madeVolume{}, &storageMayRemain{err}
+			if _, gerr := c.client.CoreV1().Nodes().Get(ctx, v.Node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(gerr) {
+				return MadeVolume{}, &StorageMayRemain{err}
 			}
 		}
-		return madeVolume{}, err
+		return MadeVolume{}, err
 	}
-	return c.plan(v)
+	return c.Plan(v)
 }
 
-func (c *localClass) plan(v newVolume) (madeVolume, error) {
-	if v.node == nil {
-		return madeVolume{}, fmt.Errorf("the %s backend makes a volume on a node, and volume %s has none", backendLocal, v.name)
+func (c *localClass) Plan(v NewVolume) (MadeVolume, error) {
+	if v.Node == nil {
+		return MadeVolume{}, fmt.Errorf("the %s backend makes a volume on a node, and volume %s has none", backendLocal, v.Name)
 	}
-	annotations := keys.Map(keys.Node, v.node.Name, keys.NodePath, c.nodePath, keys.Directory, v.name)
+	annotations := keys.Map(keys.Node, v.Node.Name, keys.NodePath, c.nodePath, keys.Directory, v.Name)
 	if c.templates != "" {
 		annotations[keys.LifecycleTemplates] = c.templates
 	}
 	typ := corev1.HostPathDirectory
-	hostname := v.node.Labels[corev1.LabelHostname]
+	hostname := v.Node.Labels[corev1.LabelHostname]
 	if hostname == "" {
-		hostname = v.node.Name
+		hostname = v.Node.Name
 	}
-	return madeVolume{
-		source:      corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(c.nodePath, v.name), Type: &typ}},
-		annotations: annotations,
-		nodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+	return MadeVolume{
+		Source:      corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path.Join(c.nodePath, v.Name), Type: &typ}},
+		Annotations: annotations,
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{hostname}}},
 		}}}},
 	}, nil
@@ -163,18 +163,18 @@ func (c *localClass) plan(v newVolume) (madeVolume, error) {
 // the library deletes stays, with the error as a Warning, for an
 // administrator to clean the disk and delete the object; the evictor lets
 // its member go.
-func (b *localBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
+func (b *localBackend) Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error) {
 	name, node, nodePath := pv.Annotations[keys.Directory], pv.Annotations[keys.Node], pv.Annotations[keys.NodePath]
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
-		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
+		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
 	}
 	if _, err := b.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		return storageRemoved, &lifecycle.NodeGoneError{Node: node, Dir: pv.Spec.HostPath.Path,
+		return StorageRemoved, &lifecycle.NodeGoneError{Node: node, Dir: pv.Spec.HostPath.Path,
 			Msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
 	if err := b.pods.Run(ctx, lifecycle.Job{Op: lifecycle.Delete, Node: node, Dir: nodePath, Volume: name, Templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
-		return storageRemoved, err
+		return StorageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)
-	return storageRemoved, nil
+	return StorageRemoved, nil
 }

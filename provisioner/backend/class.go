@@ -1,4 +1,4 @@
-package provisioner
+package backend
 
 import (
 	"context"
@@ -9,10 +9,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -35,25 +33,25 @@ const (
 	backendClass      = "class"
 	paramBackingClass = "backingClass"
 	noProvisioner     = "kubernetes.io/no-provisioner"
-	externalFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
+	ExternalFinalizer = "external-provisioner.volume.kubernetes.io/finalizer"
 )
 
 func init() {
-	register(backendClass, func(d backendDeps) backend {
-		return &classPoolBackend{provisioner: d.provisioner, client: d.client, classes: d.classes}
+	Register(backendClass, func(d Deps) Backend {
+		return &classPoolBackend{provisioner: d.Provisioner, client: d.Client, classes: d.Classes}
 	})
 }
 
 type classPoolBackend struct {
 	// The storage is the backing driver's, out of the provisioner's reach.
-	unmeasured
+	Unmeasured
 	provisioner string
 	client      kubernetes.Interface
 	classes     storagelisters.StorageClassLister
 }
 
-func (*classPoolBackend) parameters() []string {
-	return []string{paramBackingClass, paramMaxVolumes, paramMaxCapacity}
+func (*classPoolBackend) Parameters() []string {
+	return []string{paramBackingClass, MaxVolumes, MaxCapacity}
 }
 
 // backedClass is a validated class-backend class.
@@ -64,7 +62,7 @@ type backedClass struct {
 	backing *storagev1.StorageClass
 }
 
-func (b *classPoolBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+func (b *classPoolBackend) ForClass(class *storagev1.StorageClass) (Class, []error) {
 	name := class.Parameters[paramBackingClass]
 	if name == "" {
 		return nil, []error{fmt.Errorf("parameter %q is required: the StorageClass whose provisioner makes the pool's volumes", paramBackingClass)}
@@ -89,7 +87,7 @@ func backingClassErrors(class, backing *storagev1.StorageClass, provisioner stri
 	case noProvisioner:
 		errs = append(errs, fmt.Errorf("%s %q has provisioner %s, which makes no volumes", paramBackingClass, backing.Name, noProvisioner))
 	}
-	if mode, backingMode := bindingMode(class), bindingMode(backing); mode != backingMode {
+	if mode, backingMode := BindingMode(class), BindingMode(backing); mode != backingMode {
 		errs = append(errs, fmt.Errorf("volumeBindingMode %s does not match %s of %s %q: a pool whose claims wait for their first consumer needs a backing class that makes volumes on the node chosen for it, and the other way round", mode, backingMode, paramBackingClass, backing.Name))
 	}
 	// A volume the backing provisioner made for a claim that went away
@@ -101,59 +99,59 @@ func backingClassErrors(class, backing *storagev1.StorageClass, provisioner stri
 	return errs
 }
 
-func bindingMode(class *storagev1.StorageClass) storagev1.VolumeBindingMode {
+func BindingMode(class *storagev1.StorageClass) storagev1.VolumeBindingMode {
 	if class.VolumeBindingMode == nil {
 		return storagev1.VolumeBindingImmediate
 	}
 	return *class.VolumeBindingMode
 }
 
-func (c *backedClass) isMember(pv *corev1.PersistentVolume) bool {
+func (c *backedClass) IsMember(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
 }
 
-func (c *backedClass) selectorKeys() []string { return nil }
+func (c *backedClass) SelectorKeys() []string { return nil }
 
 // backingClass: the pool grows through claims of the backing class.
-func (c *backedClass) backingClass() *storagev1.StorageClass { return c.backing }
+func (c *backedClass) BackingClass() *storagev1.StorageClass { return c.backing }
 
 // aheadPlacement: a class that binds on first consumer (as its backing
 // class does: backingClassErrors) has each member made for a node, of one
 // of the pool's zones; the driver decides otherwise.
-func (c *backedClass) aheadPlacement() placement {
-	if bindingMode(c.backing) == storagev1.VolumeBindingWaitForFirstConsumer {
-		return placeInZone
+func (c *backedClass) AheadPlacement() Placement {
+	if BindingMode(c.backing) == storagev1.VolumeBindingWaitForFirstConsumer {
+		return PlaceInZone
 	}
-	return placeAnywhere
+	return PlaceAnywhere
 }
 
 // evicts: a member goes back to the provisioner of its storage
 // (evictToBacking).
-func (*classPoolBackend) evicts() (evictionKind, error) { return evictHandingBack, nil }
+func (*classPoolBackend) Evicts() (EvictionKind, error) { return EvictHandingBack, nil }
 
 // maker is nil: the flow grows a class pool through its backing class
-// (growThrough), not through a volumeMaker.
-func (c *backedClass) maker() (volumeMaker, string) { return nil, "" }
+// (growThrough), not through a Maker.
+func (c *backedClass) Maker() (Maker, string) { return nil, "" }
 
 // delete hands pv back to the provisioner that made its storage, as it was
 // before the pool took it: named in provisioned-by, of the backing class.
 // Released with reclaim policy Delete, it is then that provisioner's to
 // delete, storage and volume object.
-func (b *classPoolBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
-	back, backer, err := handedBackCopy(pv)
+func (b *classPoolBackend) Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error) {
+	back, backer, err := HandedBackCopy(pv)
 	if err != nil {
 		return 0, err
 	}
 	if _, err := b.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{}); err != nil {
 		return 0, fmt.Errorf("handing volume %s back to provisioner %s to be deleted: %w", pv.Name, backer, err)
 	}
-	return handedBack, nil
+	return HandedBack, nil
 }
 
 // handedBackCopy is a copy of pv, a member of a class pool, as the
 // provisioner that made its storage had it: named in provisioned-by, of
 // the backing class (where recorded). It returns that provisioner too.
-func handedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, string, error) {
+func HandedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, string, error) {
 	backer := pv.Annotations[keys.BackingProvisioner]
 	if backer == "" {
 		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, keys.BackingProvisioner)
@@ -166,57 +164,12 @@ func handedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, stri
 	return back, backer, nil
 }
 
-// useClasses gives the class backend the StorageClasses it finds backing
-// classes in.
-func (p *provisioner) useClasses(classes storagelisters.StorageClassLister) {
-	p.backends[backendClass] = &classPoolBackend{provisioner: p.name, client: p.client, classes: classes}
-}
-
-// evictToBacking evicts pv, a free member of a class pool as the cache
-// showed it when the eviction was decided, by handing it back to the
-// provisioner that made its storage, in one update guarded by its
-// resourceVersion: that provisioner deletes only Released volumes, and
-// never one whose object is already being deleted, so the volume is not
-// fenced and deleted as other members are. Its claimRef names a claim that
-// never exists (in the backing-claim namespace, with a UID of its own), so
-// that the PV controller calls it Released, and its reclaim policy is
-// Delete: the backing provisioner deletes disk and object. From this
-// write on it is no longer in the pool, and no claim can be given it.
-func (p *provisioner) evictToBacking(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
-	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
-	if pv.Annotations[keys.BackingClass] == "" {
-		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, keys.BackingClass)
-	}
-	back, backer, err := handedBackCopy(pv)
-	if err != nil {
-		return false, err
-	}
-	namespace := "default"
-	if p.backing != nil {
-		namespace = p.backing.namespace
-	}
-	back.Annotations[keys.Evicting] = cause
-	back.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
-	back.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
-		Namespace: namespace, Name: "evicted-" + pv.Name, UID: uuid.NewUUID()}
-	_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, back, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		logger.V(2).Info("Not evicting a member that changed since the decision")
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("handing volume %s back to provisioner %s for eviction: %w", pv.Name, backer, err)
-	}
-	p.metrics.evictions.WithLabelValues(pv.Spec.StorageClassName, cause).Inc()
-	logger.Info("Evicted a member of the pool: handed back to the provisioner of its storage", "provisioner", backer)
-	return true, nil
-}
-
-// memberOf is pv, a volume of a backing class kept for the pool (step 3),
-// made a member of class, with policy and labels: provisioned-by this
-// provisioner, its backing provisioner and class recorded, the marks of
-// the keep gone. Its claimRef is the caller's to set.
-func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
+// Member is pv, a volume of a backing class kept for a pool, made a member
+// of the pool class named class, provisioned by provisioner, with policy:
+// its backing provisioner and class recorded, the backing provisioner's
+// finalizer gone (it drops it from a Retain volume, but may not have yet).
+// Its labels, claimRef and the marks of the keep are the caller's.
+func Member(pv *corev1.PersistentVolume, provisioner, class string, policy corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
 	member := pv.DeepCopy()
 	backer := pv.Annotations[keys.ProvisionedBy]
 	if backer == "" && pv.Spec.CSI != nil {
@@ -224,15 +177,9 @@ func (p *provisioner) memberOf(pv *corev1.PersistentVolume, class string, policy
 	}
 	member.Annotations[keys.BackingProvisioner] = backer
 	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
-	for _, k := range forClaimKeys {
-		delete(member.Annotations, k)
-	}
-	member.Annotations[keys.ProvisionedBy] = p.name
+	member.Annotations[keys.ProvisionedBy] = provisioner
 	member.Annotations[keys.Backend] = backendClass
-	member.Labels = p.ownLabels(mergeLabels(member.Labels, labels))
-	// The backing provisioner no longer answers for the volume (it drops
-	// its finalizer from a Retain volume, but may not have yet).
-	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == externalFinalizer })
+	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == ExternalFinalizer })
 	member.Spec.StorageClassName = class
 	member.Spec.PersistentVolumeReclaimPolicy = policy
 	return member

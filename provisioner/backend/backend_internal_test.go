@@ -1,4 +1,4 @@
-package provisioner
+package backend
 
 import (
 	"context"
@@ -17,6 +17,9 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
 )
 
 func TestVolumeSource(t *testing.T) {
@@ -114,7 +117,7 @@ func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 			if tt.pod != "" {
 				lifecycletest.Finish(t, client, "delete-pvc-1", tt.pod, "")
 			}
-			_, err := b.delete(context.Background(), tt.pv)
+			_, err := b.Delete(context.Background(), tt.pv)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("delete: %v, want an error containing %q", err, tt.wantErr)
 			}
@@ -134,4 +137,115 @@ func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestBackingClassErrors(t *testing.T) {
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	immediate := storagev1.VolumeBindingImmediate
+	class := func(provisioner string, mode *storagev1.VolumeBindingMode, policy corev1.PersistentVolumeReclaimPolicy) *storagev1.StorageClass {
+		return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Provisioner: provisioner, VolumeBindingMode: mode, ReclaimPolicy: &policy}
+	}
+	pool := class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimRetain)
+	for _, tt := range []struct {
+		name    string
+		pool    *storagev1.StorageClass
+		backing *storagev1.StorageClass
+		want    []string
+	}{
+		{"a driver's class", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimDelete), nil},
+		{"Immediate in front of Immediate (unset is Immediate)", class(testProvisioner, nil, corev1.PersistentVolumeReclaimRetain), class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), nil},
+		{"a pool class of this provisioner", pool, class(testProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"is a class of this provisioner"}},
+		{"a class that makes no volumes", pool, class(noProvisioner, &wffc, corev1.PersistentVolumeReclaimDelete), []string{"makes no volumes"}},
+		{"binding modes differ", pool, class(testDriver, &immediate, corev1.PersistentVolumeReclaimDelete), []string{"volumeBindingMode WaitForFirstConsumer does not match Immediate"}},
+		{"a backing class that keeps what it made", pool, class(testDriver, &wffc, corev1.PersistentVolumeReclaimRetain), []string{"reclaimPolicy Retain: it must be Delete"}},
+		{"all at once", pool, class(testProvisioner, &immediate, corev1.PersistentVolumeReclaimRetain), []string{"is a class of this provisioner", "does not match", "must be Delete"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := backingClassErrors(tt.pool, tt.backing, testProvisioner)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("errors = %v, want %d: %v", errs, len(tt.want), tt.want)
+			}
+			for i, want := range tt.want {
+				if !strings.Contains(errs[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to say %q", i, errs[i], want)
+				}
+			}
+		})
+	}
+}
+
+// Reclaim policy Delete: the delete pod runs on the volume's node; a node
+// that is gone, or annotations that do not name the volume's directory,
+// leave the volume with an error that says what to do.
+func TestLocalDelete(t *testing.T) {
+	pv := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+		typ := corev1.HostPathDirectory
+		v := volume("pvc-1", "1Gi", func(pv *corev1.PersistentVolume) {
+			pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pvc-1"
+			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pvc-1", Type: &typ}
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		})
+		for _, m := range mods {
+			m(v)
+		}
+		return v
+	}
+	newBackend := func(objs ...runtime.Object) (*localBackend, *fake.Clientset) {
+		client := fake.NewClientset(objs...)
+		return &localBackend{provisioner: testProvisioner, client: client, pods: lifecycle.NewPods(client, "lifecycle", "reclaimable:test", time.Minute, startedEvents(t, client), nil)}, client
+	}
+
+	b, client := newBackend(node("n1"))
+	lifecycletest.Finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
+	if _, err := b.Delete(context.Background(), pv()); err != nil {
+		t.Fatalf("delete on a live node: %v", err)
+	}
+
+	b, _ = newBackend()
+	_, err := b.Delete(context.Background(), pv())
+	if err == nil || !strings.Contains(err.Error(), "node n1, which holds the directory of volume pvc-1, is gone: remove /var/lib/caches/pvc-1 from its disk if it comes back, then delete the volume") {
+		t.Errorf("delete on a gone node = %v", err)
+	}
+
+	b, _ = newBackend(node("n1"))
+	_, err = b.Delete(context.Background(), pv(func(pv *corev1.PersistentVolume) { pv.Spec.HostPath.Path = "/etc" }))
+	if err == nil || !strings.Contains(err.Error(), "refusing to delete the data of volume pvc-1") {
+		t.Errorf("delete of a volume whose source is not its directory = %v", err)
+	}
+}
+
+const testProvisioner = "vendor/reclaimable"
+const testDriver = "disk.csi.example.com"
+
+// startedEvents is a cache of the lifecycle pods on client, running until
+// the test ends.
+func startedEvents(t *testing.T, client kubernetes.Interface) *lifecycle.Events {
+	t.Helper()
+	e := lifecycle.NewEvents(client, "lifecycle")
+	if err := e.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name + "-host"}}}
+}
+
+// volume is a member of class "pool" made by this provisioner.
+func volume(name, size string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Annotations: map[string]string{keys.ProvisionedBy: testProvisioner}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "pool",
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+	for _, m := range mods {
+		m(pv)
+	}
+	return pv
 }

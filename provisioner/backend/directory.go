@@ -1,4 +1,4 @@
-package provisioner
+package backend
 
 import (
 	"context"
@@ -44,8 +44,8 @@ const (
 const backendDirectory = "directory"
 
 func init() {
-	register(backendDirectory, func(d backendDeps) backend {
-		return &directoryBackend{provisioner: d.provisioner, dirs: lifecycle.Dirs{Root: d.cfg.DirectoryRoot}, pods: d.pods}
+	Register(backendDirectory, func(d Deps) Backend {
+		return &directoryBackend{provisioner: d.Provisioner, dirs: lifecycle.Dirs{Root: d.DirectoryRoot}, pods: d.Pods}
 	})
 }
 
@@ -58,8 +58,8 @@ type directoryBackend struct {
 	remove func(baseDir, name string) error
 }
 
-func (*directoryBackend) parameters() []string {
-	return []string{paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, paramMaxVolumes, paramMaxCapacity, paramDirectoryMode, paramLifecycleTemplates}
+func (*directoryBackend) Parameters() []string {
+	return []string{paramBaseDir, paramSource, paramHostPath, paramNFSServer, paramNFSPath, MaxVolumes, MaxCapacity, paramDirectoryMode, paramLifecycleTemplates}
 }
 
 // directoryClass is a validated directory-backend class.
@@ -75,7 +75,7 @@ type directoryClass struct {
 	templates     string // ConfigMap of lifecycle pod templates (scrub), "" for the built-in pods
 }
 
-func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend, []error) {
+func (b *directoryBackend) ForClass(class *storagev1.StorageClass) (Class, []error) {
 	in := class.Parameters
 	c := &directoryClass{provisioner: b.provisioner, dirs: b.dirs}
 	var errs []error
@@ -129,28 +129,28 @@ func (b *directoryBackend) forClass(class *storagev1.StorageClass) (classBackend
 }
 
 // isMember: a directory pool is what this provisioner created for the class.
-func (c *directoryClass) isMember(pv *corev1.PersistentVolume) bool {
+func (c *directoryClass) IsMember(pv *corev1.PersistentVolume) bool {
 	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
 }
 
-func (c *directoryClass) selectorKeys() []string { return nil }
+func (c *directoryClass) SelectorKeys() []string { return nil }
 
-func (c *directoryClass) maker() (volumeMaker, string) { return c, "" }
+func (c *directoryClass) Maker() (Maker, string) { return c, "" }
 
-func (c *directoryClass) backingClass() *storagev1.StorageClass { return nil }
-func (c *directoryClass) aheadPlacement() placement             { return placeAnywhere }
+func (c *directoryClass) BackingClass() *storagev1.StorageClass { return nil }
+func (c *directoryClass) AheadPlacement() Placement             { return PlaceAnywhere }
 
-func (*directoryBackend) evicts() (evictionKind, error) { return evictRemoving, nil }
+func (*directoryBackend) Evicts() (EvictionKind, error) { return EvictRemoving, nil }
 
 // usage walks the member's directory through the share the provisioner has
 // mounted (measure.go).
-func (b *directoryBackend) usage(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
+func (b *directoryBackend) Usage(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
 	return b.dirs.Usage(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], deadline)
 }
 
-func (*directoryBackend) measures() bool { return true }
+func (*directoryBackend) Measures() bool { return true }
 
-func (c *directoryClass) refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
+func (c *directoryClass) Refuse(claim *corev1.PersistentVolumeClaim) (string, error) {
 	return refuseUnlessDirectory(backendDirectory, claim)
 }
 
@@ -166,23 +166,23 @@ func refuseUnlessDirectory(backend string, claim *corev1.PersistentVolumeClaim) 
 	return "", nil
 }
 
-func (c *directoryClass) create(_ context.Context, v newVolume) (madeVolume, error) {
-	if err := c.dirs.Create(c.baseDir, v.name, c.directoryMode); err != nil {
-		return madeVolume{}, err
+func (c *directoryClass) Create(_ context.Context, v NewVolume) (MadeVolume, error) {
+	if err := c.dirs.Create(c.baseDir, v.Name, c.directoryMode); err != nil {
+		return MadeVolume{}, err
 	}
-	return c.plan(v)
+	return c.Plan(v)
 }
 
-func (c *directoryClass) plan(v newVolume) (madeVolume, error) {
-	return madeVolume{source: c.volumeSource(v.name), annotations: keys.Map(keys.BaseDir, c.baseDir, keys.Directory, v.name)}, nil
+func (c *directoryClass) Plan(v NewVolume) (MadeVolume, error) {
+	return MadeVolume{Source: c.volumeSource(v.Name), Annotations: keys.Map(keys.BaseDir, c.baseDir, keys.Directory, v.Name)}, nil
 }
 
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
-func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolume) (deletion, error) {
+func (b *directoryBackend) Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error) {
 	name, baseDir := pv.Annotations[keys.Directory], pv.Annotations[keys.BaseDir]
 	if name != pv.Name || sourceDirName(pv) != name {
-		return storageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, keys.Directory, name)
+		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, keys.Directory, name)
 	}
 	remove := b.remove
 	if remove == nil {
@@ -193,10 +193,10 @@ func (b *directoryBackend) delete(ctx context.Context, pv *corev1.PersistentVolu
 		err = b.removeThroughPod(ctx, pv, baseDir, name, remove, err)
 	}
 	if err != nil {
-		return storageRemoved, err
+		return StorageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a volume", "pv", pv.Name, "baseDir", baseDir)
-	return storageRemoved, nil
+	return StorageRemoved, nil
 }
 
 // removeThroughPod removes the directory of pv through a delete pod on a
