@@ -41,7 +41,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		"Directory that every baseDir of a directory-backend StorageClass must lie in; the provisioner never creates or removes anything outside it.")
 	fs.IntVar(&c.Workers, "provisioner-workers", 4, "Claims the provisioner provisions, and volumes it deletes, in parallel.")
 	fs.StringVar(&c.LifecycleNamespace, "lifecycle-namespace", "reclaimable-lifecycle",
-		"Namespace of the pods that make and remove volume lifecycle.Dirs where the provisioner cannot: on a local-backend volume's node, and in a directory-backend share where a consumer left what the provisioner's user may not remove; the provisioner creates and deletes pods there only.")
+		"Namespace of the pods that make and remove volume directories where the provisioner cannot: on a local-backend volume's node, and in a directory-backend share where a consumer left what the provisioner's user may not remove; the provisioner creates and deletes pods there only.")
 	fs.StringVar(&c.LifecycleImage, "lifecycle-image", "",
 		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,

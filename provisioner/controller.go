@@ -221,11 +221,12 @@ func (c *Controller) buildLoops(volumes cache.SharedIndexInformer, classes stora
 // Name names the controller's lease and logs.
 func (c *Controller) Name() string { return "provisioner" }
 
-// Run provisions and deletes until ctx is done.
+// Start starts the cache of lifecycle pods, before the provisioner or the
+// pool manager beside it (controller.Together) runs one.
+func (c *Controller) Start(ctx context.Context) error { return c.lifecycle.Start(ctx) }
+
+// Run provisions and deletes until ctx is done; Start comes first.
 func (c *Controller) Run(ctx context.Context) error {
-	if err := c.lifecycle.Start(ctx); err != nil {
-		return err
-	}
 	// The early hand-off, the scrubber, the evictor and the measurer run
 	// while the provisioner leads: they act on what the provisioner and
 	// the pool manager, which runs beside it under the same lease, decide.

@@ -91,6 +91,9 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	done := make(chan struct{})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		defer close(done)
 		_ = c.Run(ctx)

@@ -74,7 +74,7 @@ func (p *provisioner) Measure(pv *corev1.PersistentVolume, deadline time.Time) (
 func (p *provisioner) RemoveStorage(ctx context.Context, pv *corev1.PersistentVolume) error {
 	b := p.backends[pv.Annotations[keys.Backend]]
 	if b == nil {
-		return fmt.Errorf("volume %s names no backend of this provisioner (%s); remove its finalizer %s by hand once its storage is gone", pv.Name, keys.Backend, keys.EvictFinalizer)
+		return fmt.Errorf("volume %s %w (%s); remove its finalizer %s by hand once its storage is gone", pv.Name, evict.ErrNoBackend, keys.Backend, keys.EvictFinalizer)
 	}
 	how, err := b.Delete(ctx, pv)
 	var ignored *lib.IgnoredError

@@ -171,7 +171,7 @@ func TestProvisionRefusesWhatItCannotHonour(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(f.root)
 			if len(entries) != 0 {
-				t.Errorf("a refused claim left %d lifecycle.Dirs", len(entries))
+				t.Errorf("a refused claim left %d directories", len(entries))
 			}
 		})
 	}

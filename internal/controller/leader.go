@@ -39,7 +39,13 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	runDone := make(chan error, 1)
 	var mu sync.Mutex
 	running, finished := false, false
-	elector, err := e.elector(ctx, c.Name(), leaderelection.LeaderCallbacks{
+	logger := klog.FromContext(ctx)
+	identity, err := newIdentity()
+	if err != nil {
+		return err
+	}
+	lease := e.leaseName(c.Name())
+	elector, err := e.elector(ctx, c.Name(), identity, leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(ctx context.Context) {
 			mu.Lock()
 			if finished { // the election ended before this goroutine started
@@ -49,13 +55,17 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 			running = true
 			mu.Unlock()
 			leading.Set(1)
+			logger.Info("Started leading", "lease", lease, "identity", identity)
 			err := c.Run(ctx)
 			if err != nil {
 				cancel()
 			}
 			runDone <- err
 		},
-		OnStoppedLeading: func() { leading.Set(0) },
+		OnStoppedLeading: func() {
+			leading.Set(0)
+			logger.Info("Stopped leading", "lease", lease, "identity", identity)
+		},
 	})
 	if err != nil {
 		return err
@@ -76,24 +86,27 @@ func (e *Env) runLeading(ctx context.Context, c Runnable) error {
 	return nil
 }
 
-// elector elects a leader for the controller called name on its Lease,
-// with callbacks, which it wraps in the logs every election writes.
-func (e *Env) elector(ctx context.Context, name string, callbacks leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
-	logger := klog.FromContext(ctx)
+// newIdentity names this replica in a Lease: its host and a UUID.
+func newIdentity() (string, error) {
 	host, err := os.Hostname()
 	if err != nil {
-		return nil, fmt.Errorf("reading hostname for the leader identity: %w", err)
+		return "", fmt.Errorf("reading hostname for the leader identity: %w", err)
 	}
-	identity := host + "_" + string(uuid.NewUUID())
+	return host + "_" + string(uuid.NewUUID()), nil
+}
+
+// elector elects a leader for the controller called name on its Lease, as
+// replica id, with callbacks; it logs the leaders of other replicas.
+func (e *Env) elector(ctx context.Context, name, id string, callbacks leaderelection.LeaderCallbacks) (*leaderelection.LeaderElector, error) {
+	logger := klog.FromContext(ctx)
 	lease := e.leaseName(name)
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, e.leaseNamespace(), lease,
-		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+		e.Client.CoreV1(), e.Client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
 		return nil, fmt.Errorf("creating lease lock: %w", err)
 	}
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(e.LeaderElection.RenewDeadline.Duration)
 	e.health.addCheck(name+"-leader", watchdog.Check)
-	started, stopped := callbacks.OnStartedLeading, callbacks.OnStoppedLeading
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            lease,
@@ -103,16 +116,10 @@ func (e *Env) elector(ctx context.Context, name string, callbacks leaderelection
 		ReleaseOnCancel: true,
 		WatchDog:        watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Started leading", "lease", lease, "identity", identity)
-				started(ctx)
-			},
-			OnStoppedLeading: func() {
-				stopped()
-				logger.Info("Stopped leading", "lease", lease, "identity", identity)
-			},
+			OnStartedLeading: callbacks.OnStartedLeading,
+			OnStoppedLeading: callbacks.OnStoppedLeading,
 			OnNewLeader: func(current string) {
-				if current != identity {
+				if current != id {
 					logger.Info("Another replica leads", "lease", lease, "leader", current)
 				}
 			},

@@ -73,3 +73,31 @@ func TestTogetherStopsTheRestWhenOneFails(t *testing.T) {
 	}
 	awaitClosed(t, a.stopped, "the other stopping")
 }
+
+type startingRunnable struct {
+	*fakeRunnable
+	startErr error
+	started  bool
+}
+
+func (s *startingRunnable) Start(context.Context) error {
+	s.started = true
+	return s.startErr
+}
+
+// A member's Start comes before any member runs; one that fails runs none,
+// and the error names no member twice.
+func TestTogetherStartsBeforeRunning(t *testing.T) {
+	boom := errors.New("cache did not start")
+	first := &startingRunnable{fakeRunnable: newFakeRunnable("provisioner", nil), startErr: boom}
+	second := newFakeRunnable("poolmanager", nil)
+	err := Together(first, second).Run(context.Background())
+	if !first.started || !errors.Is(err, boom) || err.Error() != boom.Error() {
+		t.Errorf("Run() = %v (started %v), want the Start error as it is", err, first.started)
+	}
+	select {
+	case <-second.started:
+		t.Error("a member ran although a Start failed")
+	default:
+	}
+}

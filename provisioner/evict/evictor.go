@@ -40,6 +40,10 @@ const (
 // deleted.
 var ErrHandedBack = errors.New("handed back to the provisioner of its storage")
 
+// ErrNoBackend: the evicted member names no backend of the provisioner,
+// which cannot remove its storage; an administrator can.
+var ErrNoBackend = errors.New("names no backend of this provisioner")
+
 // Provisioner is what the evictor and the measurer ask of the provisioner
 // they run in.
 type Provisioner interface {
@@ -185,10 +189,12 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 		err = nil
 	}
 	switch {
+	case errors.Is(err, ErrNoBackend):
+		return err
 	case errors.Is(err, ErrHandedBack):
 		// Fence fences no such member: the backing provisioner deletes
 		// only what is Released, never an object already being deleted.
-		return fmt.Errorf("volume %s: %w, which does not delete a volume object being deleted; remove its finalizer %s by hand once its storage is gone", name, err, keys.EvictFinalizer)
+		return fmt.Errorf("volume %s was %w, which does not delete a volume object being deleted; remove its finalizer %s by hand once its storage is gone", name, err, keys.EvictFinalizer)
 	case err != nil:
 		e.cfg.Recorder.Eventf(pv, corev1.EventTypeWarning, reasonEvictionFailed, "Removing the storage of the evicted volume failed, retrying: %v", err)
 		return fmt.Errorf("removing the storage of evicted volume %s: %w", name, err)

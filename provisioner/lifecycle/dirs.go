@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Dirs creates, removes and measures volume Dirs: the
+// Dirs creates, removes and measures volume directories: the
 // directory backend's in its shares, the lifecycle pods' on a node's disk.
 // Every path is resolved through an os.Root opened at the root directory, so
 // neither "..", nor an absolute name, nor a symbolic link planted by a
@@ -177,13 +177,13 @@ func Within(dir, p string) bool {
 }
 
 // ModeParameter is the class parameter of the mode of new volume
-// Dirs (the directory and local backends').
+// directories (the directory and local backends').
 const ModeParameter = "directoryMode"
 
 // DefaultMode is the mode of a new volume directory unless a class says.
 const DefaultMode fs.FileMode = 0o777
 
-// Mode is the mode of new volume Dirs that in (a class's
+// Mode is the mode of new volume directories that in (a class's
 // parameters) sets, or the default.
 func Mode(in map[string]string) (fs.FileMode, error) {
 	s, ok := in[ModeParameter]

@@ -27,10 +27,10 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-// Lifecycle pods make and remove volume Dirs where the provisioner
+// Lifecycle pods make and remove volume directories where the provisioner
 // cannot: on a node's disk, which it does not reach (the local backend),
 // and in a share whose files a consumer wrote as its own user, in
-// Dirs of its own mode, which the provisioner's user may not remove
+// directories of its own mode, which the provisioner's user may not remove
 // (the directory backend). A pod runs the reclaimable image's "lifecycle"
 // command as root, with the directory that holds the volume's directory
 // mounted at Mount; what it works on comes from its environment,
