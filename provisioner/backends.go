@@ -10,14 +10,6 @@ import (
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
-// newBackends builds every registered backend by the name a class gives it.
-// provisionerName is the provisioner's own name; client runs the backends'
-// lifecycle pods, events follows them, and lifecycle (if not nil) times
-// them.
-func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycle.Events, durations *prometheus.HistogramVec) map[string]backend.Backend {
-	return backend.New(backendDeps(provisionerName, client, classes, cfg, events, durations))
-}
-
 // backendDeps is what the backends are built with.
 func backendDeps(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycle.Events, durations *prometheus.HistogramVec) backend.Deps {
 	if classes == nil {

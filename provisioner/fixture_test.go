@@ -24,8 +24,10 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
 type fixture struct {
@@ -207,4 +209,13 @@ func measurerFor(f *fixture, walk func(*corev1.PersistentVolume, time.Time) (int
 		p = measuring{provisioner: f.p, walk: walk}
 	}
 	return evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: testProvisioner, Volumes: f.volumes, Pools: f.p.pools, Timeout: time.Minute})
+}
+
+// newBackends builds every registered backend by the name a class gives it,
+// as the provisioner does.
+// provisionerName is the provisioner's own name; client runs the backends'
+// lifecycle pods, events follows them, and lifecycle (if not nil) times
+// them.
+func newBackends(provisionerName string, client kubernetes.Interface, classes storagelisters.StorageClassLister, cfg Config, events *lifecycle.Events, durations *prometheus.HistogramVec) map[string]backend.Backend {
+	return backend.New(backendDeps(provisionerName, client, classes, cfg, events, durations))
 }

@@ -31,10 +31,8 @@ const (
 	reasonInvalidParameters     = "InvalidStorageClassParameters"
 	reasonUnsupportedSelector   = "UnsupportedSelector"
 	reasonUnsupportedDataSource = "UnsupportedDataSource"
-	reasonUnsupportedVolumeMode = "UnsupportedVolumeMode"
 	reasonUnsupportedAttributes = "UnsupportedVolumeAttributesClass"
 	reasonUnsupportedCapacity   = "UnsupportedCapacity"
-	reasonUnsupportedAccessMode = "UnsupportedAccessMode"
 	reasonPoolExhausted         = "PoolExhausted"
 	// reasonOtherNamespaces: exhausted, with free volumes held for other
 	// namespaces (reuseScope namespace).

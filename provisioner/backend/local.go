@@ -25,11 +25,9 @@ import (
 // pod, only for a volume with reclaim policy Delete.
 
 const (
-	backendLocal  = "local"
-	paramNodePath = "nodePath"
-	// paramLifecycleTemplates names a ConfigMap in the lifecycle namespace
-	// whose keys "create" and "delete" replace the built-in lifecycle pods.
-	paramLifecycleTemplates = "lifecycleTemplates"
+	backendLocal            = "local"
+	paramNodePath           = "nodePath"
+	paramLifecycleTemplates = lifecycle.TemplatesParameter
 )
 
 func init() {

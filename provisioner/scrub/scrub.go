@@ -85,18 +85,12 @@ type Config struct {
 type Scrubber struct {
 	p    Provisioner
 	cfg  Config
-	pods lifecycle.Pods
-	// the Config's, under shorter names
-	client   kubernetes.Interface
-	volumes  cache.Indexer
-	classes  storagelisters.StorageClassLister
-	recorder record.EventRecorder
-	loop     *controller.Loop[*corev1.PersistentVolume, string]
+	loop *controller.Loop[*corev1.PersistentVolume, string]
 }
 
 // New builds the scrubber of p; Watch has it follow the volumes.
 func New(p Provisioner, cfg Config) *Scrubber {
-	s := &Scrubber{p: p, cfg: cfg, pods: cfg.Pods, client: cfg.Client, volumes: cfg.Volumes, classes: cfg.Classes, recorder: cfg.Recorder}
+	s := &Scrubber{p: p, cfg: cfg}
 	// Only a change of what the scrub goes by queues a volume: the
 	// failure it records itself must not bring a retry before its
 	// back-off. A sweep now and then finds a step that failed or that a
@@ -129,7 +123,7 @@ func (s *Scrubber) Run(ctx context.Context) { s.loop.Run(ctx) }
 
 // Sync takes the volume called name one step of its scrub further.
 func (s *Scrubber) Sync(ctx context.Context, name string) error {
-	obj, exists, err := s.volumes.GetByKey(name)
+	obj, exists, err := s.cfg.Volumes.GetByKey(name)
 	if err != nil || !exists {
 		return err
 	}
@@ -139,7 +133,7 @@ func (s *Scrubber) Sync(ctx context.Context, name string) error {
 	}
 	// Only the volumes of this provisioner's classes: another
 	// installation scrubs its own.
-	if class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv)); err != nil || class.Provisioner != s.cfg.Provisioner {
+	if class, err := s.cfg.Classes.Get(volumehelpers.GetPersistentVolumeClass(pv)); err != nil || class.Provisioner != s.cfg.Provisioner {
 		return nil
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pv", name))
@@ -155,7 +149,7 @@ func (s *Scrubber) Sync(ctx context.Context, name string) error {
 // scrubClaimRef reports whether pv's claimRef names its scrub claim.
 func (s *Scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.Namespace == s.pods.Namespace() && ref.Name == keys.ScrubClaim(pv.Name)
+	return ref != nil && ref.Namespace == s.cfg.Pods.Namespace() && ref.Name == keys.ScrubClaim(pv.Name)
 }
 
 // take pre-binds pv to its scrub claim, once no claim has it: one write,
@@ -172,7 +166,7 @@ func (s *Scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 		return s.failed(ctx, pv, fmt.Errorf("a block volume is not scrubbed: it has no files to remove, and overwriting a device is not done here; delete the volume, or remove %s by hand to return it with its data", keys.Scrub), false)
 	}
 	updated := pv.DeepCopy()
-	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.pods.Namespace(), Name: keys.ScrubClaim(pv.Name)}
+	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.cfg.Pods.Namespace(), Name: keys.ScrubClaim(pv.Name)}
 	updated.Annotations[keys.Scrub] = keys.ScrubRunning
 	// A newer version may differ only where the scrub does not look,
 	// which queues nothing: UpdateVolume has it looked at again.
@@ -183,20 +177,20 @@ func (s *Scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 // scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
 // and marks the volume done once the pod succeeded.
 func (s *Scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if s.pods.Image() == "" {
+	if s.cfg.Pods.Image() == "" {
 		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image, and a scrub pod runs the reclaimable image"), true)
 	}
 	if err := s.ensureClaim(ctx, pv); err != nil {
 		return err
 	}
-	class, err := s.classes.Get(volumehelpers.GetPersistentVolumeClass(pv))
+	class, err := s.cfg.Classes.Get(volumehelpers.GetPersistentVolumeClass(pv))
 	if err != nil {
 		return err
 	}
 	job := lifecycle.Job{Op: lifecycle.Scrub, Volume: pv.Name, Claim: keys.ScrubClaim(pv.Name)}
 	job.Templates, _ = lifecycle.Templates(class.Parameters)
 	klog.FromContext(ctx).V(2).Info("Scrubbing a volume")
-	if err := s.pods.Run(ctx, job); err != nil {
+	if err := s.cfg.Pods.Run(ctx, job); err != nil {
 		return s.failed(ctx, pv, err, true)
 	}
 	updated := pv.DeepCopy()
@@ -204,7 +198,7 @@ func (s *Scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error
 	delete(updated.Annotations, keys.ScrubFailed)
 	// A conflict: the volume changed meanwhile, and the next sync scrubs
 	// it again, which finds it empty.
-	if _, err := s.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := s.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking volume %s scrubbed: %w", pv.Name, err)
 	}
 	return nil
@@ -219,14 +213,14 @@ func (s *Scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 		modes = modes[:1]
 	}
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.pods.Namespace(),
+		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.cfg.Pods.Namespace(),
 			Labels: keys.Map(keys.Lifecycle, lifecycle.Scrub, "app.kubernetes.io/managed-by", "reclaimable")},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			VolumeName: pv.Name, StorageClassName: &class, AccessModes: modes, VolumeMode: &mode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},
 		},
 	}
-	_, err := s.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace()).Create(ctx, claim, metav1.CreateOptions{})
+	_, err := s.cfg.Client.CoreV1().PersistentVolumeClaims(s.cfg.Pods.Namespace()).Create(ctx, claim, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the scrub claim of volume %s: %w", pv.Name, err)
 	}
@@ -240,7 +234,7 @@ func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
 // finish deletes pv's scrub claim and, once it is gone, returns the volume
 // to the pool: free for any claim, empty.
 func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
-	claims := s.client.CoreV1().PersistentVolumeClaims(s.pods.Namespace())
+	claims := s.cfg.Client.CoreV1().PersistentVolumeClaims(s.cfg.Pods.Namespace())
 	name := keys.ScrubClaim(pv.Name)
 	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -252,7 +246,7 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 		}
 		// Still there: its protection finalizer goes once no pod uses
 		// it, which no event of the volume tells.
-		return controller.Wait("scrub claim %s/%s is being deleted", s.pods.Namespace(), name)
+		return controller.Wait("scrub claim %s/%s is being deleted", s.cfg.Pods.Namespace(), name)
 	}
 	updated := pv.DeepCopy()
 	if s.scrubClaimRef(pv) {
@@ -269,7 +263,7 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	if res == nil {
 		return err
 	}
-	s.recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, free for any claim")
+	s.cfg.Recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, free for any claim")
 	klog.FromContext(ctx).Info("Scrubbed a volume")
 	return nil
 }
@@ -283,11 +277,11 @@ func (s *Scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err 
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
-	s.recorder.Event(pv, corev1.EventTypeWarning, reasonScrubFailed, "Kept out of the pool: "+msg)
+	s.cfg.Recorder.Event(pv, corev1.EventTypeWarning, reasonScrubFailed, "Kept out of the pool: "+msg)
 	if pv.Annotations[keys.ScrubFailed] != msg {
 		updated := pv.DeepCopy()
 		updated.Annotations[keys.ScrubFailed] = msg
-		if _, uerr := s.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
+		if _, uerr := s.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
 			klog.FromContext(ctx).Error(uerr, "Recording a failed scrub")
 		}
 	}
