@@ -82,7 +82,7 @@ func (p *provisioner) AheadInFlight(class string) int {
 }
 
 func (p *provisioner) aheadInFlight(class string) map[string]int {
-	out := p.pending.aheadInFlight(class, func(name string) bool {
+	out := p.pending.AheadInFlight(class, func(name string) bool {
 		_, exists, _ := p.volumes.GetByKey(name)
 		return exists || p.backingClaimCached(name)
 	})
@@ -112,7 +112,7 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 		if !ok {
 			return made, nil // the maximum is reached; claims may still free members
 		}
-		p.pending.markAhead(name)
+		p.pending.MarkAhead(name)
 		start := p.clock.Now()
 		v := backend.NewVolume{Name: name, Claim: aheadClaim(pool, name), Node: node}
 		if err := p.makeAhead(ctx, class, params.backend, maker, pool.Name, v); err != nil {
@@ -126,7 +126,7 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageClass, backend string, maker backend.Maker, pool string, v backend.NewVolume) error {
 	plan, err := maker.Plan(v)
 	if err != nil {
-		p.pending.unreserve(v.Name)
+		p.pending.Unreserve(v.Name)
 		return err
 	}
 	pv := volumeObject(class, backend, v, plan, nodeAffinity(class), map[string]string{
@@ -138,7 +138,7 @@ func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageCla
 	pv.Labels = p.ownLabels(pv.Labels)
 	created, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
-		p.pending.unreserve(v.Name)
+		p.pending.Unreserve(v.Name)
 		return fmt.Errorf("creating volume %s ahead of claims: %w", v.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Making a member ahead of claims", "pv", v.Name, "pool", pool)

@@ -438,8 +438,8 @@ func (p *provisioner) handOver(ctx context.Context, claim *corev1.PersistentVolu
 		return nil, lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
 	crashPoint(stepHandedOver)
-	p.pending.rename(backingClaimName(claim.UID), pv.Name)
-	p.takes.expect(claim.UID, pv.Name)
+	p.pending.Rename(backingClaimName(claim.UID), pv.Name)
+	p.takes.Expect(claim.UID, pv.Name)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
 	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonProvisioningSucceeded,

@@ -60,7 +60,7 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 		if _, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, 0); !ok {
 			return asked, nil // the maximum is reached; claims may still free members
 		}
-		p.pending.markAhead(name)
+		p.pending.MarkAhead(name)
 		shape := aheadClaim(pool, name)
 		annotations[keys.BackingForUID] = string(uid)
 		backing := &corev1.PersistentVolumeClaim{
@@ -75,7 +75,7 @@ func (p *provisioner) askAhead(ctx context.Context, class *storagev1.StorageClas
 			},
 		}
 		if _, err := p.client.CoreV1().PersistentVolumeClaims(p.backing.namespace).Create(ctx, backing, metav1.CreateOptions{}); err != nil {
-			p.pending.unreserve(name)
+			p.pending.Unreserve(name)
 			return asked, fmt.Errorf("asking class %s for a member ahead of claims through claim %s/%s: %w", backing.Name, p.backing.namespace, name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Asked the backing class for a member ahead of claims", "backingClass", backing.Name, "claim", klog.KObj(backing), "pool", pool.Name)
@@ -118,7 +118,7 @@ func (p *provisioner) syncAhead(ctx context.Context, uid types.UID, backing *cor
 	if _, err := p.client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("making volume %s a member ahead of claims: %w", kept.Name, err)
 	}
-	p.pending.rename(backingClaimName(uid), kept.Name)
+	p.pending.Rename(backingClaimName(uid), kept.Name)
 	p.metrics.created.WithLabelValues(member.Spec.StorageClassName).Inc()
 	logger.V(2).Info("Made a member ahead of claims", "pv", kept.Name, "pool", kept.Annotations[keys.MadeAhead])
 	return nil
@@ -157,7 +157,7 @@ func (p *provisioner) awaitAhead(ctx context.Context, uid types.UID, backing *co
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting backing claim %s/%s, whose member made ahead is given up: %w", backing.Namespace, backing.Name, err)
 	}
-	p.pending.unreserve(backing.Name)
+	p.pending.Unreserve(backing.Name)
 	if pool != nil {
 		p.recorder.Event(pool, reason, reasonMemberNotMade, msg)
 	}

@@ -15,7 +15,7 @@ import (
 // the provisioner that made its storage (the class backend). Anything else is left
 // alone: the library then keeps the PV too.
 func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
-	p.pending.unreserve(pv.Name)
+	p.pending.Unreserve(pv.Name)
 	b := p.backends[pv.Annotations[keys.Backend]]
 	if pv.Annotations[keys.ProvisionedBy] != p.name || b == nil {
 		return &lib.IgnoredError{Reason: "the volume was not created by a backend of this provisioner"}

@@ -63,7 +63,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if err != nil {
 		return nil
 	}
-	defer e.p.claimLocks.lock(claim.UID)()
+	defer e.p.claimLocks.Lock(claim.UID)()
 	if e.p.issuedTo(claim) != "" {
 		return nil
 	}

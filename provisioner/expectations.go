@@ -8,7 +8,7 @@ import (
 )
 
 // This file holds how the flow consults its record of its own writes that
-// the informer does not show yet (memory.go): members taken, volumes being
+// the informer does not show yet (package memory): members taken, volumes being
 // created.
 
 // issuedTo names the volume already pointing at claim, if any, trusting the
@@ -17,7 +17,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 	if objs, _ := p.volumes.ByIndex(indexClaimUID, string(claim.UID)); len(objs) > 0 {
 		return objs[0].(*corev1.PersistentVolume).Name
 	}
-	return p.takes.issuedTo(claim.UID)
+	return p.takes.IssuedTo(claim.UID)
 }
 
 // reserve counts the volumes of class this provisioner created, including the
@@ -25,7 +25,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 // a place for name on node unless that would exceed max or maxPerNode (0: no
 // limit). A retry for a name already counted always gets its place back.
 func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool) {
-	return p.pending.reserve(class, name, node, max, maxPerNode, func() map[string]string {
+	return p.pending.Reserve(class, name, node, max, maxPerNode, func() map[string]string {
 		names := p.pendingBacking(class)
 		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {

@@ -59,7 +59,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	}
 	made, err := maker.Create(ctx, backend.NewVolume{Name: opts.PVName, Claim: claim, Node: opts.SelectedNode})
 	if err != nil {
-		p.pending.unreserve(opts.PVName)
+		p.pending.Unreserve(opts.PVName)
 		if remains := (*backend.StorageMayRemain)(nil); errors.As(err, &remains) {
 			return nil, lib.ProvisioningInBackground, err
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
 
 // Event reasons, on the claim unless said otherwise.
@@ -98,16 +99,16 @@ type provisioner struct {
 	// back to the pool; nil until the controller is built.
 	measurer *evict.Measurer
 
-	// What the provisioner remembers between calls (memory.go).
-	takes   *takes
-	pending *pendingVolumes
+	// What the provisioner remembers between calls (package memory).
+	takes   *memory.Takes
+	pending *memory.Pending
 	// claimLocks has one worker at a time act on a claim: the library's
 	// and the early hand-off's.
-	claimLocks *claimLocks
-	waiting    *waitingClaims
+	claimLocks *memory.Locks
+	waiting    *memory.Waiting
 	// returns holds, by volume, the claims that wait for it to be released
 	// by the earlier claim of their name.
-	returns *waitingClaims
+	returns *memory.Waiting
 	// backing are the claims through which class pools grow; nil
 	// until useBackingClaims.
 	backing *backingClaims
@@ -125,9 +126,9 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		backendDeps:     backendDeps(name, client, nil, cfg, lifecycle, m.lifecycle),
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
 		onWaitingChange: func(string) {},
-		waiting:         newWaitingClaims(),
-		returns:         newWaitingClaims(),
-		claimLocks:      newClaimLocks(),
+		waiting:         memory.NewWaiting(),
+		returns:         memory.NewWaiting(),
+		claimLocks:      memory.NewLocks(),
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		aheadBound:      3 * cfg.LifecycleTimeout,
 	}
@@ -139,7 +140,7 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		}
 	}
 	m.waiting.collect = func(sample func(int, ...string)) {
-		for _, class := range p.waiting.classes() {
+		for _, class := range p.waiting.Classes() {
 			sample(p.Waiting(class), class)
 		}
 	}
@@ -149,8 +150,8 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 // useClock builds the memories that tell time on clk.
 func (p *provisioner) useClock(clk clock.PassiveClock) {
 	p.clock = clk
-	p.takes = newTakes(clk)
-	p.pending = newPendingVolumes(clk)
+	p.takes = memory.NewTakes(clk)
+	p.pending = memory.NewPending(clk)
 }
 
 var (
@@ -195,7 +196,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	ctx = klog.NewContext(ctx, logger)
 
 	// One claim at a time: the early hand-off (early.go) may be at it.
-	defer p.claimLocks.lock(claim.UID)()
+	defer p.claimLocks.Lock(claim.UID)()
 	if pv := p.issuedTo(claim); pv != "" {
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s is already issued to the claim", pv)}
 	}
@@ -217,15 +218,15 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 
 	// Wait for a volume of the class to be freed from before the pool is
 	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
-	waited := p.waiting.add(class.Name, claim)
+	waited := p.waiting.Add(class.Name, claim)
 	defer func() {
 		if !errors.Is(err, errAwaitingReturn) {
-			p.returns.forget(claim.UID)
+			p.returns.Forget(claim.UID)
 		}
 		if errors.Is(err, errExhausted) {
 			return
 		}
-		p.waiting.remove(class.Name, claim.UID)
+		p.waiting.Remove(class.Name, claim.UID)
 		if waited {
 			p.onWaitingChange(class.Name) // it waits no more
 		}

@@ -181,7 +181,7 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.p.onVolume(old.(*corev1.PersistentVolume), f.server("a"))
-	if taken := f.p.takes.members(); len(taken) != 0 {
+	if taken := f.p.takes.Members(); len(taken) != 0 {
 		t.Errorf("expectations kept after the cache showed the take: %v", taken)
 	}
 	_, _, err = f.provision(class, claim)
@@ -322,7 +322,7 @@ func TestProvisionTakesAReservationBeforeGrowing(t *testing.T) {
 func TestProvisionPassesOverAMemberBeingTaken(t *testing.T) {
 	claim := claimFor("ns", "c", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{volume("best", "1Gi"), volume("next", "2Gi")}, claim)
-	if !f.p.takes.try("best") {
+	if !f.p.takes.Try("best") {
 		t.Fatal("try refused")
 	}
 	_, _, err := f.provision(f.directoryClass(nil), claim)

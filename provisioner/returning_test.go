@@ -82,8 +82,8 @@ func TestProvisionAwaitsItsVolumeStillBoundToTheEarlierClaim(t *testing.T) {
 	if ref := f.server("its-own").Spec.ClaimRef; ref == nil || ref.UID != claim.UID {
 		t.Errorf("claimRef = %+v, want the claim", ref)
 	}
-	if len(f.p.returns.byClass) != 0 {
-		t.Errorf("still remembered as waiting: %v", f.p.returns.byClass)
+	if len(f.p.returns.Classes()) != 0 {
+		t.Errorf("still remembered as waiting: %v", f.p.returns.Classes())
 	}
 }
 

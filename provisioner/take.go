@@ -36,15 +36,15 @@ const (
 // first (boundMeanwhile); lost when every one went elsewhere meanwhile. A
 // member issued is recorded in the metrics and an IssuedFromPool event.
 func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, outcome, error) {
-	stale := p.takes.members()
+	stale := p.takes.Members()
 	for _, pv := range cands {
-		if stale[pv.Name] || !p.takes.try(pv.Name) {
+		if stale[pv.Name] || !p.takes.Try(pv.Name) {
 			continue
 		}
 		last := lastClaim(pv)
 		takesReservation := availabilityOf(pv, claim, namespaced) == reservedForOther
 		result, err := p.take(ctx, pv, claim, namespaced, fits)
-		p.takes.done(pv.Name)
+		p.takes.Done(pv.Name)
 		switch {
 		case err != nil:
 			return "", lost, err
@@ -104,7 +104,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
-			p.takes.expect(claim.UID, pv.Name)
+			p.takes.Expect(claim.UID, pv.Name)
 			return taken, nil
 		case apierrors.IsNotFound(err):
 			return lost, nil
@@ -122,7 +122,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case err != nil:
 			return lost, fmt.Errorf("reading volume %s: %w", pv.Name, err)
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
-			p.takes.expect(claim.UID, pv.Name)
+			p.takes.Expect(claim.UID, pv.Name)
 			return boundMeanwhile, nil
 		case retried || !issuable(availabilityOf(live, claim, namespaced)) || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
 
 // This file holds the claims that wait for a full pool: Provision records
@@ -33,7 +34,7 @@ var errAwaitingReturn = errors.New("awaiting its volume")
 // bound to the earlier claim of its name: its release (wakeReturns) or the
 // end of the wait hands the claim back to the library.
 func (p *provisioner) awaitReturn(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, left time.Duration) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
-	if was := p.returns.add(pv.Name, claim); !was {
+	if was := p.returns.Add(pv.Name, claim); !was {
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonAwaitingItsVolume,
 			"Volume %s, which the earlier claim of this name used, is being released: the claim waits up to %s for it and its data rather than taking another volume", pv.Name, returnWait)
 		p.after(left, func() { p.requeue(claim) })
@@ -55,15 +56,15 @@ func (p *provisioner) wake(class string) { p.requeueStill(p.waiting, class) }
 
 // requeueStill hands back to the library the claims of w that wait for
 // key and still wait for a volume.
-func (p *provisioner) requeueStill(w *waitingClaims, key string) {
-	for _, c := range w.still(key, p.stillWaiting) {
+func (p *provisioner) requeueStill(w *memory.Waiting, key string) {
+	for _, c := range w.Still(key, p.stillWaiting) {
 		p.requeue(c)
 	}
 }
 
 // Waiting counts the claims of class that wait for a full pool.
 func (p *provisioner) Waiting(class string) int {
-	return len(p.waiting.still(class, p.stillWaiting))
+	return len(p.waiting.Still(class, p.stillWaiting))
 }
 
 // stillWaiting returns the claim of uid and key as the cache has it, or nil
@@ -80,7 +81,7 @@ func (p *provisioner) stillWaiting(uid types.UID, key types.NamespacedName) *cor
 // freed or deleted, or a free one joins.
 func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	if cur != nil {
-		p.takes.observe(cur)
+		p.takes.Observe(cur)
 		p.wakeReturns(cur.Name)
 	} else {
 		p.wakeReturns(old.Name)
@@ -94,7 +95,7 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	case cur == nil:
 		// Gone before a count saw it (evicted soon after it was made): it
 		// holds no place any more.
-		p.pending.unreserve(old.Name)
+		p.pending.Unreserve(old.Name)
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
 	case old != nil && volumehelpers.GetPersistentVolumeClass(old) != volumehelpers.GetPersistentVolumeClass(cur):
 		// Gone to another class (a class member handed back): room in

@@ -1,4 +1,11 @@
-package provisioner
+// Package memory holds the provisioner's memories, each a type of its own, as
+// the releaser's are (releaser/memory.go). Two record its own writes that the
+// informer does not show yet, so that a stale cache never offers a taken
+// member again or lets a class grow past maxVolumes (Takes, Pending); Waiting
+// the claims that wait for a full pool or for their own volume; Locks has one
+// caller at a time act on a claim. None reads the API: the provisioner asks
+// them with what its caches show.
+package memory
 
 import (
 	"maps"
@@ -11,22 +18,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// The provisioner's memories, each a type of its own, as the releaser's are
-// (releaser/memory.go). Two record its own writes that the informer does
-// not show yet, so that a stale cache never offers a taken member again or
-// lets a class grow past maxVolumes; the third the claims that wait for a
-// full pool.
-
-// expectationTTL bounds how long the provisioner trusts its own record of a
+// ExpectationTTL bounds how long the provisioner trusts its own record of a
 // write over the informer: far longer than a watch takes to deliver it, and
 // longer than the library's retries of a PV create (5 x 10 s).
-const expectationTTL = 5 * time.Minute
+const ExpectationTTL = 5 * time.Minute
 
-// takes remembers, by claim UID, the pool member pointed at the claim until
+// Takes remembers, by claim UID, the pool member pointed at the claim until
 // the cache shows it so: until then the cache offers the member as free and
 // the claim as without a volume. Members taken are listed, so entries expire
 // on reading rather than in an expiring cache, which cannot list.
-type takes struct {
+type Takes struct {
 	mu      sync.Mutex
 	clock   clock.PassiveClock
 	byClaim map[types.UID]take
@@ -42,19 +43,19 @@ type take struct {
 	at time.Time
 }
 
-func newTakes(clk clock.PassiveClock) *takes {
-	return &takes{clock: clk, byClaim: map[types.UID]take{}, trying: map[string]bool{}}
+func NewTakes(clk clock.PassiveClock) *Takes {
+	return &Takes{clock: clk, byClaim: map[types.UID]take{}, trying: map[string]bool{}}
 }
 
-func (t *takes) expect(claim types.UID, pv string) {
+func (t *Takes) Expect(claim types.UID, pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byClaim[claim] = take{pv: pv, at: t.clock.Now()}
 }
 
-// try marks pv as being taken by the caller, unless another worker is
+// Try marks pv as being taken by the caller, unless another worker is
 // taking it; done unmarks it.
-func (t *takes) try(pv string) bool {
+func (t *Takes) Try(pv string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.trying[pv] {
@@ -64,23 +65,23 @@ func (t *takes) try(pv string) bool {
 	return true
 }
 
-func (t *takes) done(pv string) {
+func (t *Takes) Done(pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.trying, pv)
 }
 
-// issuedTo names the member taken for claim, or "".
-func (t *takes) issuedTo(claim types.UID) string {
+// IssuedTo names the member taken for claim, or "".
+func (t *Takes) IssuedTo(claim types.UID) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expireLocked()
 	return t.byClaim[claim].pv
 }
 
-// members names the members taken whose new state the cache does not show
+// Members names the members taken whose new state the cache does not show
 // yet; trying them again could only fail.
-func (t *takes) members() map[string]bool {
+func (t *Takes) Members() map[string]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expireLocked()
@@ -91,8 +92,8 @@ func (t *takes) members() map[string]bool {
 	return out
 }
 
-// observe drops the expectation the cache now meets: pv points at its claim.
-func (t *takes) observe(pv *corev1.PersistentVolume) {
+// Observe drops the expectation the cache now meets: pv points at its claim.
+func (t *Takes) Observe(pv *corev1.PersistentVolume) {
 	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" {
 		return
 	}
@@ -105,20 +106,20 @@ func (t *takes) observe(pv *corev1.PersistentVolume) {
 
 // expireLocked forgets takes the cache never showed (the volume was
 // deleted, say).
-func (t *takes) expireLocked() {
+func (t *Takes) expireLocked() {
 	now := t.clock.Now()
 	for uid, tk := range t.byClaim {
-		if now.Sub(tk.at) > expectationTTL {
+		if now.Sub(tk.at) > ExpectationTTL {
 			delete(t.byClaim, uid)
 		}
 	}
 }
 
-// pendingVolumes holds the volumes returned to the library for creation that
+// Pending holds the volumes returned to the library for creation that
 // the informer has not shown yet, so that they count against maxVolumes, and
 // serialises growth per class, so that maxVolumes holds with several
 // workers.
-type pendingVolumes struct {
+type Pending struct {
 	mu      sync.Mutex
 	clock   clock.PassiveClock
 	growing map[string]*sync.Mutex // by class
@@ -132,17 +133,17 @@ type pendingVolume struct {
 	ahead bool
 }
 
-func newPendingVolumes(clk clock.PassiveClock) *pendingVolumes {
-	return &pendingVolumes{clock: clk, growing: map[string]*sync.Mutex{}, pending: map[string]pendingVolume{}}
+func NewPending(clk clock.PassiveClock) *Pending {
+	return &Pending{clock: clk, growing: map[string]*sync.Mutex{}, pending: map[string]pendingVolume{}}
 }
 
-// reserve counts the volumes of class: cached, the names the cache shows
+// Reserve counts the volumes of class: cached, the names the cache shows
 // with the node each is on ("" for none), and those pending; and holds a
 // place for name on node unless that would exceed max volumes in the class
 // or maxPerNode on node (0: no limit). It returns the class's count and the
 // node's. A retry for a name already counted always gets its place back.
 // cached is called with the class's growth serialised.
-func (v *pendingVolumes) reserve(class, name, node string, max, maxPerNode int, cached func() map[string]string) (count, onNode int, ok bool) {
+func (v *Pending) Reserve(class, name, node string, max, maxPerNode int, cached func() map[string]string) (count, onNode int, ok bool) {
 	v.mu.Lock()
 	lock, found := v.growing[class]
 	if !found {
@@ -160,7 +161,7 @@ func (v *pendingVolumes) reserve(class, name, node string, max, maxPerNode int, 
 	for n, p := range v.pending {
 		_, known := names[n]
 		switch {
-		case known || now.Sub(p.at) > expectationTTL:
+		case known || now.Sub(p.at) > ExpectationTTL:
 			delete(v.pending, n)
 		case p.class == class:
 			names[n] = p.node
@@ -181,8 +182,8 @@ func (v *pendingVolumes) reserve(class, name, node string, max, maxPerNode int, 
 	return len(names), onNode, true
 }
 
-// markAhead marks the place held for name as a member made ahead.
-func (v *pendingVolumes) markAhead(name string) {
+// MarkAhead marks the place held for name as a member made ahead.
+func (v *Pending) MarkAhead(name string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if p, ok := v.pending[name]; ok {
@@ -191,24 +192,24 @@ func (v *pendingVolumes) markAhead(name string) {
 	}
 }
 
-// aheadInFlight counts, by node ("" for none), the members of class made
+// AheadInFlight counts, by node ("" for none), the members of class made
 // ahead whose volume object cached does not report yet.
-func (v *pendingVolumes) aheadInFlight(class string, cached func(name string) bool) map[string]int {
+func (v *Pending) AheadInFlight(class string, cached func(name string) bool) map[string]int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := map[string]int{}
 	for name, p := range v.pending {
-		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= expectationTTL {
+		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= ExpectationTTL {
 			out[p.node]++
 		}
 	}
 	return out
 }
 
-// rename moves the place held for name to the volume named to, which a
+// Rename moves the place held for name to the volume named to, which a
 // class pool's backing class made for it: counted once, under the name
 // the cache will show.
-func (v *pendingVolumes) rename(name, to string) {
+func (v *Pending) Rename(name, to string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if p, ok := v.pending[name]; ok {
@@ -217,37 +218,37 @@ func (v *pendingVolumes) rename(name, to string) {
 	}
 }
 
-// unreserve gives up the place of name: its creation failed, or it was
+// Unreserve gives up the place of name: its creation failed, or it was
 // deleted.
-func (v *pendingVolumes) unreserve(name string) {
+func (v *Pending) Unreserve(name string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.pending, name)
 }
 
-// waitingClaims holds claims that wait, by what they wait for: per class,
+// Waiting holds claims that wait, by what they wait for: per class,
 // the claims refused because the pool had nothing to give, which a volume
 // freed in the class wakes; per volume, the claims that wait for their own
 // volume to be released (returning), which its next change wakes.
-type waitingClaims struct {
+type Waiting struct {
 	mu      sync.Mutex
 	byClass map[string]map[types.UID]types.NamespacedName
 }
 
-func newWaitingClaims() *waitingClaims {
-	return &waitingClaims{byClass: map[string]map[types.UID]types.NamespacedName{}}
+func NewWaiting() *Waiting {
+	return &Waiting{byClass: map[string]map[types.UID]types.NamespacedName{}}
 }
 
-// classes lists the classes that have claims waiting.
-func (w *waitingClaims) classes() []string {
+// Classes lists the classes that have claims waiting.
+func (w *Waiting) Classes() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Sorted(maps.Keys(w.byClass))
 }
 
-// add records claim as waiting for class and reports whether it already
+// Add records claim as waiting for class and reports whether it already
 // was: refused before for want of a member.
-func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) bool {
+func (w *Waiting) Add(class string, claim *corev1.PersistentVolumeClaim) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.byClass[class] == nil {
@@ -258,8 +259,8 @@ func (w *waitingClaims) add(class string, claim *corev1.PersistentVolumeClaim) b
 	return was
 }
 
-// forget removes the claim of uid from whatever it waits for.
-func (w *waitingClaims) forget(uid types.UID) {
+// Forget removes the claim of uid from whatever it waits for.
+func (w *Waiting) Forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for class, claims := range w.byClass {
@@ -270,7 +271,7 @@ func (w *waitingClaims) forget(uid types.UID) {
 	}
 }
 
-func (w *waitingClaims) remove(class string, uid types.UID) {
+func (w *Waiting) Remove(class string, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.byClass[class], uid)
@@ -279,10 +280,10 @@ func (w *waitingClaims) remove(class string, uid types.UID) {
 	}
 }
 
-// still returns the claims waiting for class that live says still wait,
+// Still returns the claims waiting for class that live says still wait,
 // and forgets the others. live returns the claim as the cache has it, or
 // nil when it is gone, has another UID or has a volume.
-func (w *waitingClaims) still(class string, live func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
+func (w *Waiting) Still(class string, live func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []*corev1.PersistentVolumeClaim
@@ -299,18 +300,18 @@ func (w *waitingClaims) still(class string, live func(uid types.UID, key types.N
 	return out
 }
 
-// claimLocks has one caller at a time act on a claim.
-type claimLocks struct {
+// Locks has one caller at a time act on a claim.
+type Locks struct {
 	mu sync.Mutex
 	// held closes each channel when its claim is unlocked.
 	held map[types.UID]chan struct{}
 }
 
-func newClaimLocks() *claimLocks { return &claimLocks{held: map[types.UID]chan struct{}{}} }
+func NewLocks() *Locks { return &Locks{held: map[types.UID]chan struct{}{}} }
 
-// lock waits until no one else holds claim, takes it, and returns the
+// Lock waits until no one else holds claim, takes it, and returns the
 // unlock.
-func (l *claimLocks) lock(claim types.UID) (unlock func()) {
+func (l *Locks) Lock(claim types.UID) (unlock func()) {
 	for {
 		l.mu.Lock()
 		busy, ok := l.held[claim]

@@ -1,4 +1,4 @@
-package provisioner
+package memory
 
 import (
 	"maps"
@@ -13,59 +13,59 @@ import (
 
 func TestTakes(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(t0())
-	tk := newTakes(clk)
-	tk.expect("u1", "pv-a")
-	tk.expect("u2", "pv-b")
-	if got := tk.issuedTo("u1"); got != "pv-a" {
+	tk := NewTakes(clk)
+	tk.Expect("u1", "pv-a")
+	tk.Expect("u2", "pv-b")
+	if got := tk.IssuedTo("u1"); got != "pv-a" {
 		t.Errorf("issuedTo(u1) = %q, want pv-a", got)
 	}
-	if m := tk.members(); !m["pv-a"] || !m["pv-b"] || len(m) != 2 {
+	if m := tk.Members(); !m["pv-a"] || !m["pv-b"] || len(m) != 2 {
 		t.Errorf("members = %v", m)
 	}
 	// The cache shows pv-a pointing at another claim: not this expectation.
-	tk.observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u9"}}})
-	if tk.issuedTo("u1") != "pv-a" {
+	tk.Observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u9"}}})
+	if tk.IssuedTo("u1") != "pv-a" {
 		t.Error("an expectation dropped by another claim's volume")
 	}
-	tk.observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u1"}}})
-	if tk.issuedTo("u1") != "" {
+	tk.Observe(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-a"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{UID: "u1"}}})
+	if tk.IssuedTo("u1") != "" {
 		t.Error("an expectation kept once the cache met it")
 	}
-	clk.SetTime(t0().Add(expectationTTL + time.Second))
-	if m := tk.members(); len(m) != 0 {
+	clk.SetTime(t0().Add(ExpectationTTL + time.Second))
+	if m := tk.Members(); len(m) != 0 {
 		t.Errorf("members past their ttl: %v", m)
 	}
 }
 
 func TestPendingVolumes(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(t0())
-	v := newPendingVolumes(clk)
+	v := NewPending(clk)
 	cached := map[string]string{"old": ""}
 	inCache := func() map[string]string { return maps.Clone(cached) }
-	if n, _, ok := v.reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
+	if n, _, ok := v.Reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
 		t.Fatalf("reserve(new-1) = %d, %v; want 1, true", n, ok)
 	}
-	if n, _, ok := v.reserve("pool", "new-2", "", 2, 0, inCache); ok || n != 2 {
+	if n, _, ok := v.Reserve("pool", "new-2", "", 2, 0, inCache); ok || n != 2 {
 		t.Fatalf("reserve(new-2) = %d, %v; want 2, false: one cached, one pending", n, ok)
 	}
-	if n, _, ok := v.reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
+	if n, _, ok := v.Reserve("pool", "new-1", "", 2, 0, inCache); !ok || n != 1 {
 		t.Errorf("a retry for new-1 = %d, %v; want its place back", n, ok)
 	}
-	if _, _, ok := v.reserve("other", "x", "", 1, 0, func() map[string]string { return map[string]string{} }); !ok {
+	if _, _, ok := v.Reserve("other", "x", "", 1, 0, func() map[string]string { return map[string]string{} }); !ok {
 		t.Error("another class's pending volume counted")
 	}
-	v.unreserve("new-1")
-	if _, _, ok := v.reserve("pool", "new-2", "", 2, 0, inCache); !ok {
+	v.Unreserve("new-1")
+	if _, _, ok := v.Reserve("pool", "new-2", "", 2, 0, inCache); !ok {
 		t.Error("a place given up is not free")
 	}
-	clk.SetTime(t0().Add(expectationTTL + time.Second))
-	if n, _, ok := v.reserve("pool", "new-3", "", 2, 0, inCache); !ok || n != 1 {
+	clk.SetTime(t0().Add(ExpectationTTL + time.Second))
+	if n, _, ok := v.Reserve("pool", "new-3", "", 2, 0, inCache); !ok || n != 1 {
 		t.Errorf("reserve after the pending one expired = %d, %v; want 1, true", n, ok)
 	}
 }
 
 func TestPendingVolumesPerNode(t *testing.T) {
-	v := newPendingVolumes(testingclock.NewFakePassiveClock(t0()))
+	v := NewPending(testingclock.NewFakePassiveClock(t0()))
 	cached := map[string]string{"a1": "a", "b1": "b"}
 	inCache := func() map[string]string { return maps.Clone(cached) }
 	for _, tt := range []struct {
@@ -80,37 +80,37 @@ func TestPendingVolumesPerNode(t *testing.T) {
 		{"a2", "a", 1, true, "a retry gets its place back"},
 		{"c1", "c", 0, false, "the class limit (4) is reached whatever the node"},
 	} {
-		_, onNode, ok := v.reserve("pool", tt.name, tt.node, 4, 2, inCache)
+		_, onNode, ok := v.Reserve("pool", tt.name, tt.node, 4, 2, inCache)
 		if onNode != tt.wantOnNode || ok != tt.wantReserved {
 			t.Errorf("reserve(%s on %s) = %d on node, %v; want %d, %v: %s", tt.name, tt.node, onNode, ok, tt.wantOnNode, tt.wantReserved, tt.why)
 		}
 	}
-	if _, _, ok := v.reserve("other", "x", "", 0, 1, func() map[string]string { return map[string]string{"y": ""} }); !ok {
+	if _, _, ok := v.Reserve("other", "x", "", 0, 1, func() map[string]string { return map[string]string{"y": ""} }); !ok {
 		t.Error("a volume on no node counted against a per-node limit")
 	}
 }
 
 func TestWaitingClaims(t *testing.T) {
-	w := newWaitingClaims()
+	w := NewWaiting()
 	claim := func(name string) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + name)}}
 	}
-	w.add("pool", claim("a"))
-	w.add("pool", claim("b"))
-	w.add("other", claim("c"))
-	w.remove("pool", "u-b")
+	w.Add("pool", claim("a"))
+	w.Add("pool", claim("b"))
+	w.Add("other", claim("c"))
+	w.Remove("pool", "u-b")
 	live := func(uid types.UID, key types.NamespacedName) *corev1.PersistentVolumeClaim {
 		if key.Name == "gone" {
 			return nil
 		}
 		return claim(key.Name)
 	}
-	w.add("pool", claim("gone"))
-	got := w.still("pool", live)
+	w.Add("pool", claim("gone"))
+	got := w.Still("pool", live)
 	if len(got) != 1 || got[0].Name != "a" {
 		t.Fatalf("still waiting = %v, want a", got)
 	}
-	if again := w.still("pool", live); len(again) != 1 {
+	if again := w.Still("pool", live); len(again) != 1 {
 		t.Errorf("a waiting claim forgotten when woken: %v", again)
 	}
 	if len(w.byClass["pool"]) != 1 {
@@ -121,12 +121,12 @@ func TestWaitingClaims(t *testing.T) {
 // A class whose waiting claims are all gone is forgotten with them: the
 // waiting gauge lists no class that has none (a deleted class, say).
 func TestWaitingClaimsForgetAClassWithNoneLeft(t *testing.T) {
-	w := newWaitingClaims()
-	w.add("deleted", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "u-gone"}})
-	if got := w.still("deleted", func(types.UID, types.NamespacedName) *corev1.PersistentVolumeClaim { return nil }); len(got) != 0 {
+	w := NewWaiting()
+	w.Add("deleted", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone", UID: "u-gone"}})
+	if got := w.Still("deleted", func(types.UID, types.NamespacedName) *corev1.PersistentVolumeClaim { return nil }); len(got) != 0 {
 		t.Fatalf("still waiting = %v, want none", got)
 	}
-	if got := w.classes(); len(got) != 0 {
+	if got := w.Classes(); len(got) != 0 {
 		t.Errorf("classes with claims waiting = %v, want none", got)
 	}
 }
@@ -134,18 +134,20 @@ func TestWaitingClaimsForgetAClassWithNoneLeft(t *testing.T) {
 // A member one worker is taking is passed over by the others until it is
 // done with it.
 func TestTakesTrying(t *testing.T) {
-	tk := newTakes(testingclock.NewFakePassiveClock(time.Now()))
-	if !tk.try("pv-1") {
+	tk := NewTakes(testingclock.NewFakePassiveClock(time.Now()))
+	if !tk.Try("pv-1") {
 		t.Fatal("first try refused")
 	}
-	if tk.try("pv-1") {
+	if tk.Try("pv-1") {
 		t.Error("a member being taken was offered to a second worker")
 	}
-	if !tk.try("pv-2") {
+	if !tk.Try("pv-2") {
 		t.Error("another member refused")
 	}
-	tk.done("pv-1")
-	if !tk.try("pv-1") {
+	tk.Done("pv-1")
+	if !tk.Try("pv-1") {
 		t.Error("a member was not offered again once its take was done")
 	}
 }
+
+func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
