@@ -20,7 +20,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
-	"github.com/reclaimable/reclaimable/provisioner"
+	"github.com/reclaimable/reclaimable/provisioner/classpool"
 )
 
 // The class backend's tests run a pool in front of a StorageClass of a real
@@ -155,7 +155,7 @@ func TestAClassPoolUnderDeleteGivesTheVolumeBackToItsDriver(t *testing.T) {
 }
 
 // The provisioner killed (SIGKILL) right after each write of the hand-over
-// (provisioner.CrashAfterEnv): the one started afresh finishes the work.
+// (classpool.CrashAfterEnv): the one started afresh finishes the work.
 // The claim gets the one volume the driver made, no backing claim is left,
 // and the driver holds no volume that no object points at.
 func TestAClassPoolFinishesWhatACrashInterrupted(t *testing.T) {
@@ -163,7 +163,7 @@ func TestAClassPoolFinishesWhatACrashInterrupted(t *testing.T) {
 	for _, step := range []string{"asked", "kept", "released", "handed-over"} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
-			c := startClassPool(t, corev1.PersistentVolumeReclaimRetain, provisioner.CrashAfterEnv+"="+step)
+			c := startClassPool(t, corev1.PersistentVolumeReclaimRetain, classpool.CrashAfterEnv+"="+step)
 			claim := c.claim("crash", c.pool, "1Gi")
 			framework.Eventually(t, provisionerWait, func(context.Context) (bool, error) {
 				exited, _ := c.proc.Exited()

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/classpool"
 )
 
 // This file holds the members made ahead of any claim, for a VolumePool's
@@ -84,9 +85,9 @@ func (p *provisioner) AheadInFlight(class string) int {
 func (p *provisioner) aheadInFlight(class string) map[string]int {
 	out := p.pending.AheadInFlight(class, func(name string) bool {
 		_, exists, _ := p.volumes.GetByKey(name)
-		return exists || p.backingClaimCached(name)
+		return exists || p.classes.Cached(name)
 	})
-	if n := p.aheadThroughBacking(class); n > 0 {
+	if n := p.classes.AheadInFlight(class); n > 0 {
 		out[""] += n
 	}
 	return out
@@ -103,7 +104,8 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 		return 0, err
 	}
 	if backing := params.pool.BackingClass(); backing != nil {
-		return p.askAhead(ctx, class, pool, params, backing, n)
+		return p.classes.AskAhead(ctx, classpool.Ahead{Class: class.Name, Pool: pool.Name, Backing: backing,
+			Shape: aheadClaim(pool, "").Spec, MaxVolumes: params.maxVolumes, Node: p.zonePlacer(class, pool)}, n)
 	}
 	maker, _ := params.pool.Maker()
 	for made := 0; made < n; made++ {
@@ -134,7 +136,7 @@ func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageCla
 		keys.MadeAhead:      pool,
 		keys.StoragePending: "true",
 	})
-	pv.Spec.ClaimRef = aheadClaimRef(v.Name)
+	pv.Spec.ClaimRef = pools.AheadClaimRef(v.Name)
 	pv.Labels = p.ownLabels(pv.Labels)
 	created, err := p.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
@@ -220,23 +222,13 @@ func aheadClaim(pool *v1alpha1.VolumePool, pv string) *corev1.PersistentVolumeCl
 	}
 	fs := corev1.PersistentVolumeFilesystem
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: aheadNamespace, Name: keys.MadeAheadClaim(pv)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pools.AheadNamespace, Name: keys.MadeAheadClaim(pv)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: modes, VolumeMode: &fs,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacity}},
 		},
 	}
 }
-
-// aheadClaimRef is the claimRef of pv, a member made ahead that no claim
-// has had yet: the claim of aheadClaim, without UID, which never exists.
-func aheadClaimRef(pv string) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: aheadNamespace, Name: keys.MadeAheadClaim(pv)}
-}
-
-// aheadNamespace holds the claims named by members made ahead; none is
-// ever made. kube-system: who may create claims there may do far more.
-const aheadNamespace = metav1.NamespaceSystem
 
 // placeAhead holds a place within the class's maximum for a member made
 // ahead, named name: for a node-local class, on the node of aheadNodes with

@@ -210,7 +210,7 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			f.p.nodes = corelisters.NewNodeLister(nodes)
-			f.p.useClock(testingclock.NewFakePassiveClock(t0()))
+			f.useClock(testingclock.NewFakePassiveClock(t0()))
 			pending := f.add(volume("pvc-half", "1Gi", func(pv *corev1.PersistentVolume) {
 				pv.UID = "uid-half"
 				pv.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
@@ -223,7 +223,7 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 				if tt.node != "" {
 					pv.Annotations[keys.Node] = tt.node
 				}
-				pv.Spec.ClaimRef = aheadClaimRef("pvc-half")
+				pv.Spec.ClaimRef = pools.AheadClaimRef("pvc-half")
 				pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/pvc-half"}
 			}))
 			e := evictorFor(f)

@@ -40,21 +40,19 @@ const (
 // class in front of it, and the provisioner's backing claims cache.
 type classFixture struct {
 	*fixture
-	pool    *storagev1.StorageClass
-	backing cache.Indexer // the backing claims the cache shows
+	pool *storagev1.StorageClass
 }
 
 func newClassFixture(t *testing.T, params map[string]string, pvs []*corev1.PersistentVolume, claims ...*corev1.PersistentVolumeClaim) *classFixture {
 	t.Helper()
-	f := &classFixture{fixture: newFixture(t, pvs, claims...), backing: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
+	f := &classFixture{fixture: newFixture(t, pvs, claims...)}
 	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	if err := classes.Add(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete)}); err != nil {
 		t.Fatal(err)
 	}
 	f.p.useClasses(storagelisters.NewStorageClassLister(classes))
 	f.p.controllerID = "id"
-	f.p.backing = &backingClaims{namespace: testBackingNS, controllerID: "id", lister: corelisters.NewPersistentVolumeClaimLister(f.backing),
-		queue: newBackingQueue(f.p.syncBacking)}
+	f.useBacking()
 	all := map[string]string{"backend": "class", "backingClass": testBackingClass}
 	for k, v := range params {
 		all[k] = v
@@ -65,7 +63,7 @@ func newClassFixture(t *testing.T, params map[string]string, pvs []*corev1.Persi
 
 // backingClaim returns the backing claim the API server has for claim.
 func (f *classFixture) backingClaim(claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
-	return f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backingClaimName(claim.UID), metav1.GetOptions{})
+	return f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), "pvc-"+string(claim.UID), metav1.GetOptions{})
 }
 
 // catchUp has the caches show what the API server has of the backing
@@ -140,7 +138,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 		!backing.Spec.Resources.Requests.Storage().Equal(*claim.Spec.Resources.Requests.Storage()) {
 		t.Fatalf("backing claim = %+v", backing)
 	}
-	if !hasEvent(f.events(), "Normal "+reasonAskedBackingClass) {
+	if !hasEvent(f.events(), "Normal AskedBackingClass") {
 		t.Error("no event says the backing class was asked")
 	}
 	// A retry before the driver is done asks nothing again.
@@ -187,7 +185,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	if !slices.Equal(pv.Finalizers, []string{"kubernetes.io/pv-protection"}) {
 		t.Errorf("finalizers = %v, want the sidecar's gone and the others kept", pv.Finalizers)
 	}
-	if !hasEvent(f.events(), "Normal "+reasonProvisioningSucceeded) {
+	if !hasEvent(f.events(), "Normal ProvisioningSucceeded") {
 		t.Error("no event says the volume was issued")
 	}
 }
@@ -198,17 +196,23 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 	claim := claimFor("ns", "gone", "1Gi")
 	f := newClassFixture(t, nil, nil)
-	backing, _, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: claim, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	f.provision(f.pool, claim) // step 1: the backing claim
+	backing, err := f.backingClaim(claim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pv := f.driverMade(backing)
-	if err := f.p.keep(context.Background(), pv, forClaim(claim, "pool")); err != nil {
+	// Step 3, as a provisioner stopped right after it left it.
+	kept := pv.DeepCopy()
+	kept.Annotations[keys.BackingFor], kept.Annotations[keys.BackingForUID] = "ns/gone", string(claim.UID)
+	kept.Annotations[keys.PoolClass], kept.Annotations[keys.KeptBy] = "pool", testProvisioner
+	kept.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	if _, err := f.client.CoreV1().PersistentVolumes().Update(context.Background(), kept, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.catchUp(pv.Name)
 
-	if err := f.p.syncBacking(context.Background(), claim.UID); err != nil {
+	if err := f.p.classes.Sync(context.Background(), claim.UID); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[keys.BackingForUID] != "" {
@@ -225,14 +229,15 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
 	earlier, claim := claimFor("ns", "earlier", "1Gi"), claimFor("ns", "later", "1Gi")
 	f := newClassFixture(t, map[string]string{paramMaxVolumes: "1"}, nil, earlier, claim)
-	backing, _, err := f.p.ensureBackingClaim(context.Background(), lib.ProvisionOptions{PVC: earlier, StorageClass: f.pool}, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testBackingClass}, Provisioner: testDriver})
+	f.provision(f.pool, earlier) // its backing claim
+	backing, err := f.backingClaim(earlier)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.backing.Add(backing); err != nil {
 		t.Fatal(err)
 	}
-	f.p.useClock(f.p.clock) // forget what this provisioner reserved: as after a restart
+	f.useClock(f.p.clock) // forget what this provisioner reserved: as after a restart
 
 	_, _, err = f.provision(f.pool, claim)
 	if !errors.Is(err, errExhausted) {
@@ -336,7 +341,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	}
 
 	f.driverMade(backing)
-	if err := f.p.syncBacking(context.Background(), uid); err != nil {
+	if err := f.p.classes.Sync(context.Background(), uid); err != nil {
 		t.Fatal(err)
 	}
 	if kept := f.server(testBackingVolume); kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Annotations[keys.MadeAhead] != "pool" {
@@ -346,7 +351,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	if n := f.p.AheadInFlight("pool"); n != 1 {
 		t.Errorf("AheadInFlight, kept = %d, want 1", n)
 	}
-	if err := f.p.syncBacking(context.Background(), uid); err != nil {
+	if err := f.p.classes.Sync(context.Background(), uid); err != nil {
 		t.Fatal(err)
 	}
 	pv := f.server(testBackingVolume)
@@ -372,10 +377,10 @@ func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
 	}
 	f := newClassFixture(t, nil, []*corev1.PersistentVolume{theirs})
-	if uids := f.p.keptUIDs(); len(uids) != 0 {
+	if uids := f.p.classes.KeptUIDs(); len(uids) != 0 {
 		t.Errorf("keptUIDs = %v, want none of another provisioner's", uids)
 	}
-	if err := f.p.syncBacking(context.Background(), "their-claim"); err != nil {
+	if err := f.p.classes.Sync(context.Background(), "their-claim"); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.writes(); n != 0 {
@@ -506,7 +511,7 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newClassFixture(t, nil, nil)
-			f.p.useClock(testingclock.NewFakePassiveClock(t0()))
+			f.useClock(testingclock.NewFakePassiveClock(t0()))
 			pool := aheadPoolNamed("pool", 1)
 			if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
 				t.Fatalf("MakeAhead = %d, %v", made, err)
@@ -529,8 +534,8 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 			if err := f.backing.Add(backing); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.p.syncBacking(context.Background(), types.UID(backing.Annotations[keys.BackingForUID])); err != nil {
-				t.Fatalf("syncBacking: %v", err)
+			if err := f.p.classes.Sync(context.Background(), types.UID(backing.Annotations[keys.BackingForUID])); err != nil {
+				t.Fatalf("Sync: %v", err)
 			}
 			_, err = f.client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backing.Name, metav1.GetOptions{})
 			if given := apierrors.IsNotFound(err); given != tt.given {
@@ -561,7 +566,7 @@ func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 	claim := claimFor("ns", "cache", "1Gi")
 	f := newClassFixture(t, nil, nil, claim)
 	clock := testingclock.NewFakePassiveClock(t0())
-	f.p.useClock(clock)
+	f.useClock(clock)
 	lists := func() int {
 		n := 0
 		for _, a := range f.client.Actions() {
@@ -599,7 +604,7 @@ func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	retry()
-	if !hasEvent(f.events(), "Warning "+reasonBackingClassFailed) {
+	if !hasEvent(f.events(), "Warning BackingClassFailed") {
 		t.Error("the driver's failure was not relayed to the claim")
 	}
 	retry()
@@ -607,7 +612,7 @@ func TestWaitingForTheBackingClassListsItsEventsOncePerInterval(t *testing.T) {
 	if n := lists(); n != 3 {
 		t.Errorf("%d event lists after a failure was relayed, want 3: none within the interval", n)
 	}
-	clock.SetTime(t0().Add(relayInterval))
+	clock.SetTime(t0().Add(30 * time.Second)) // the relay interval
 	retry()
 	if n := lists(); n != 4 {
 		t.Errorf("%d event lists once the interval passed, want 4", n)

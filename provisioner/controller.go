@@ -26,6 +26,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
@@ -59,22 +60,21 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Only the claims that wait for a volume: a bound claim asks nothing
-	// of a provisioner, and most of a cluster's claims are bound.
-	c, err := newController(client, env.InformerFactory("", ""), env.WaitingClaims(), poolInformer, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.provisioner.controllerID = env.ControllerID
 	ns := cfg.BackingClaimNamespace
 	if ns == "" {
 		ns = env.Namespace()
 	}
-	backing := env.InformerFactory(ns, backingClaimSelector(env.ControllerID)).Core().V1().PersistentVolumeClaims().Informer()
-	if err := c.provisioner.useBackingClaims(backing, ns); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return newController(client, sources{
+		factory: env.InformerFactory("", ""),
+		// Only the claims that wait for a volume: a bound claim asks
+		// nothing of a provisioner, and most of a cluster's claims are
+		// bound.
+		claims:       env.WaitingClaims(),
+		pools:        poolInformer,
+		backing:      env.InformerFactory(ns, classpool.BackingClaimSelector(env.ControllerID)).Core().V1().PersistentVolumeClaims().Informer(),
+		backingNS:    ns,
+		controllerID: env.ControllerID,
+	}, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
 }
 
 // NotifyPools has notify told of each class whose pool changed in a way
@@ -86,10 +86,24 @@ func (c *Controller) NotifyPools(notify func(class string)) {
 	c.provisioner.measurer.OnMeasured(notify)
 }
 
-// newController wires the provisioner to the library on factory's informers.
+// sources are the informers the provisioner reads.
+type sources struct {
+	factory informers.SharedInformerFactory
+	// claims are the claims that wait for a volume; pools the VolumePools
+	// (nil: none).
+	claims, pools cache.SharedIndexInformer
+	// backing are the backing claims of the class pools, in backingNS,
+	// labelled for controllerID.
+	backing      cache.SharedIndexInformer
+	backingNS    string
+	controllerID string
+}
+
+// newController wires the provisioner to the library on src's informers.
 // Options in extra override the library's settings made here.
-func newController(client kubernetes.Interface, factory informers.SharedInformerFactory, claimInf cache.SharedIndexInformer, poolInformer cache.SharedIndexInformer, recorder record.EventRecorder, registry prometheus.Registerer,
+func newController(client kubernetes.Interface, src sources, recorder record.EventRecorder, registry prometheus.Registerer,
 	name string, cfg Config, extra ...func(*lib.ProvisionController) error) (*Controller, error) {
+	factory, claimInf := src.factory, src.claims
 	m, err := newMetrics(registry)
 	if err != nil {
 		return nil, fmt.Errorf("registering provisioner metrics: %w", err)
@@ -103,10 +117,18 @@ func newController(client kubernetes.Interface, factory informers.SharedInformer
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), corelisters.NewPersistentVolumeClaimLister(claimInf.GetIndexer()), recorder, m, cfg)
 	p.requeue = claims.requeue
+	p.controllerID = src.controllerID
 	p.nodes = factory.Core().V1().Nodes().Lister()
 	p.useClasses(classes.Lister())
 	early := newEarlyHandOff(p, classes.Lister())
-	if err := p.watch(claimInf, volumes, poolInformer, early); err != nil {
+	if src.pools != nil {
+		p.pools = src.pools.GetIndexer()
+	}
+	p.useBackingClaims(corelisters.NewPersistentVolumeClaimLister(src.backing.GetIndexer()), src.backingNS)
+	if err := p.classes.Watch(src.backing); err != nil {
+		return nil, err
+	}
+	if err := p.watch(claimInf, volumes, src.pools, early); err != nil {
 		return nil, err
 	}
 	opts := []func(*lib.ProvisionController) error{
@@ -142,7 +164,10 @@ func indexVolumes(volumes cache.SharedIndexInformer) error {
 	if err := pools.IndexVolumesByClass(volumes); err != nil {
 		return err
 	}
-	return volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor})
+	if err := volumes.AddIndexers(classpool.Indexers); err != nil {
+		return err
+	}
+	return volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID})
 }
 
 // watch has p follow claims (the early hand-off, and backing claims done
@@ -154,14 +179,13 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 		// for it may be done with.
 		DeleteFunc: func(obj any) {
 			if claim, ok := controller.Object[*corev1.PersistentVolumeClaim](obj); ok {
-				p.onClaimGone(claim)
+				p.classes.OnClaimGone(claim)
 			}
 		},
 	}); err != nil {
 		return fmt.Errorf("watching claims: %w", err)
 	}
 	if poolInformer != nil {
-		p.pools = poolInformer.GetIndexer()
 		// A pool's new maximum may serve the claims that wait for room.
 		if err := pools.OnPoolChange(poolInformer, p.wake); err != nil {
 			return err
@@ -171,7 +195,7 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 		AddFunc: func(obj any) {
 			if pv, ok := obj.(*corev1.PersistentVolume); ok {
 				p.onVolume(nil, pv)
-				p.onKeptVolume(pv)
+				p.classes.OnKeptVolume(pv)
 			}
 		},
 		UpdateFunc: func(old, cur any) {
@@ -179,7 +203,7 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 			c, ok2 := cur.(*corev1.PersistentVolume)
 			if ok1 && ok2 {
 				p.onVolume(o, c)
-				p.onKeptVolume(c)
+				p.classes.OnKeptVolume(c)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -235,10 +259,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wg.Go(func() { c.scrubber.Run(ctx) })
 	wg.Go(func() { c.evictor.Run(ctx) })
 	wg.Go(func() { c.provisioner.measurer.Run(ctx) })
-	if b := c.provisioner.backing; b != nil {
-		wg.Go(func() { controller.Every(ctx, backingSweep, c.provisioner.sweepBacking) })
-		wg.Go(func() { b.queue.Run(ctx) })
-	}
+	wg.Go(func() { c.provisioner.classes.Run(ctx) })
 	c.lib.Run(ctx)
 	wg.Wait()
 	return nil

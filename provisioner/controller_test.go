@@ -82,7 +82,8 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	reg := prometheus.NewRegistry()
-	c, err := newController(client, factory, factory.Core().V1().PersistentVolumeClaims().Informer(), nil, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), reg, name,
+	claims := factory.Core().V1().PersistentVolumeClaims().Informer()
+	c, err := newController(client, sources{factory: factory, claims: claims, backing: claims, backingNS: "reclaimable"}, broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "test"}), reg, name,
 		Config{DirectoryRoot: t.TempDir(), Workers: 1},
 		lib.RateLimiter(workqueue.NewItemExponentialFailureRateLimiter(time.Hour, time.Hour)))
 	if err != nil {

@@ -26,9 +26,6 @@ import (
 // says.
 
 const (
-	// reasonMemberNotMade: a member made ahead whose storage was not made
-	// in time, removed.
-	reasonMemberNotMade = "MemberNotMade"
 	// reasonMemberEvicted, on the pool, as the pool manager records it.
 	reasonMemberEvicted = "MemberEvicted"
 )
@@ -105,7 +102,7 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	case backend.EvictNever:
 		return false, nil
 	case backend.EvictHandingBack:
-		return p.evictToBacking(ctx, pv, cause)
+		return p.classes.HandBack(ctx, pv, cause)
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
 	res, err := evict.Fence(ctx, p.client, pv, cause)

@@ -26,7 +26,7 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 // limit). A retry for a name already counted always gets its place back.
 func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool) {
 	return p.pending.Reserve(class, name, node, max, maxPerNode, func() map[string]string {
-		names := p.pendingBacking(class)
+		names := p.classes.Pending(class)
 		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {
 			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {

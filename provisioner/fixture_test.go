@@ -3,6 +3,7 @@ package provisioner
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -36,6 +39,7 @@ type fixture struct {
 	client   *fake.Clientset
 	volumes  cache.Indexer // what the informer shows; tests decide when it catches up
 	claims   cache.Indexer
+	backing  cache.Indexer // the backing claims the cache shows
 	recorder *record.FakeRecorder
 	reg      *prometheus.Registry
 	root     string
@@ -50,8 +54,9 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{pools.VolumesByClass: pools.VolumeClass, indexClaimUID: indexByClaimUID, indexBackingFor: indexByBackingFor}),
+		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, volumeIndexers()),
 		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		backing:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		recorder: record.NewFakeRecorder(1000),
 		root:     t.TempDir(),
 	}
@@ -84,7 +89,29 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 		defer f.mu.Unlock()
 		f.requeued = append(f.requeued, c.Name)
 	}
+	f.useBacking()
 	return f
+}
+
+// volumeIndexers are the indexes indexVolumes adds to the volume informer.
+func volumeIndexers() cache.Indexers {
+	out := cache.Indexers{pools.VolumesByClass: pools.VolumeClass, indexClaimUID: indexByClaimUID}
+	maps.Copy(out, classpool.Indexers)
+	return out
+}
+
+// useBacking builds the provisioner's class pools on the fixture's backing
+// claims (namespace testBackingNS), with the provisioner's ID, clock and
+// memories as they are now.
+func (f *fixture) useBacking() {
+	f.p.useBackingClaims(corelisters.NewPersistentVolumeClaimLister(f.backing), testBackingNS)
+}
+
+// useClock has the provisioner, its class pools included, tell time on clk,
+// with memories afresh.
+func (f *fixture) useClock(clk clock.PassiveClock) {
+	f.p.useClock(clk)
+	f.useBacking()
 }
 
 // add puts pv into the cache and the API server, and returns it.

@@ -19,6 +19,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -128,14 +129,7 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 // ownLabels adds to labels the one that associates a volume with this
 // installation.
 func (p *provisioner) ownLabels(labels map[string]string) map[string]string {
-	if p.controllerID == "" {
-		return labels
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[keys.VolumeManagedBy] = p.controllerID
-	return labels
+	return pools.ManagedBy(labels, p.controllerID)
 }
 
 // volumeObject is the PersistentVolume of v, a volume of class, around what

@@ -22,6 +22,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
@@ -109,9 +110,9 @@ type provisioner struct {
 	// returns holds, by volume, the claims that wait for it to be released
 	// by the earlier claim of their name.
 	returns *memory.Waiting
-	// backing are the claims through which class pools grow; nil
-	// until useBackingClaims.
-	backing *backingClaims
+	// classes are the class backend's pools, which grow through backing
+	// claims; nil until useBackingClaims.
+	classes *classpool.Backing
 	// after runs f after d, as time.AfterFunc does.
 	after func(d time.Duration, f func())
 }

@@ -24,7 +24,7 @@ func returnFixture(t *testing.T, age time.Duration, ownSize string) (*fixture, *
 		volume("its-own", ownSize, bound("ns", "cache", "earlier-uid")),
 		volume("free", "1Gi"),
 	}, claim)
-	f.p.useClock(testingclock.NewFakePassiveClock(t0().Add(age)))
+	f.useClock(testingclock.NewFakePassiveClock(t0().Add(age)))
 	var waits []time.Duration
 	f.p.after = func(d time.Duration, fn func()) { waits = append(waits, d); fn() }
 	return f, claim, &waits

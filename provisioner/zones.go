@@ -2,14 +2,17 @@ package provisioner
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // This file holds where a class pool that binds on first consumer makes
@@ -75,11 +78,11 @@ func (p *provisioner) freeByZone(class string, nodes map[string][]*corev1.Node) 
 			}
 		}
 	}
-	for _, v := range p.inFlight(class) {
-		if !v.ahead || v.node == "" {
+	for _, v := range p.classes.InFlight(class) {
+		if !v.Ahead || v.Node == "" {
 			continue
 		}
-		if n, err := p.nodeNamed(v.node); err == nil {
+		if n, err := p.nodeNamed(v.Node); err == nil {
 			out[n.Labels[corev1.LabelTopologyZone]]++
 		}
 	}
@@ -100,4 +103,24 @@ func leastServedZone(zones []string, free map[string]int, nodes map[string][]*co
 		return "", nil, false
 	}
 	return best, nodes[best][0], true
+}
+
+// zonePlacer returns, for a class that binds on first consumer, what names
+// the node each next member made ahead for pool is asked for: one of the
+// least served of the pool's zones (leastServedZone), counted as served
+// from then on. Other classes place nothing: nil.
+func (p *provisioner) zonePlacer(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) func() (string, error) {
+	if backend.BindingMode(class) != storagev1.VolumeBindingWaitForFirstConsumer {
+		return nil
+	}
+	nodes := p.zoneNodes(pool)
+	free := p.freeByZone(class.Name, nodes)
+	return func() (string, error) {
+		zone, node, ok := leastServedZone(templateZones(pool), free, nodes)
+		if !ok {
+			return "", fmt.Errorf("no Ready, schedulable node of the zones %v matches the template's nodeSelector %v", templateZones(pool), templateNodes(pool))
+		}
+		free[zone]++
+		return node.Name, nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -78,6 +79,30 @@ func MadeAhead(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
 	_, marked := pv.Annotations[keys.MadeAhead]
 	return marked && ref != nil && ref.UID == "" && ref.Name == keys.MadeAheadClaim(pv.Name)
+}
+
+// AheadClaimRef is the claimRef of pv, a member made ahead that no claim
+// has had yet: keys.MadeAheadClaim in AheadNamespace, without UID, a claim
+// that never exists, so that the PV controller binds it to nobody.
+func AheadClaimRef(pv string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: AheadNamespace, Name: keys.MadeAheadClaim(pv)}
+}
+
+// AheadNamespace holds the claims named by members made ahead; none is
+// ever made. kube-system: who may create claims there may do far more.
+const AheadNamespace = metav1.NamespaceSystem
+
+// ManagedBy adds to labels the one that has the releaser of controllerID
+// look after a volume (keys.VolumeManagedBy); none without an ID.
+func ManagedBy(labels map[string]string, controllerID string) map[string]string {
+	if controllerID == "" {
+		return labels
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[keys.VolumeManagedBy] = controllerID
+	return labels
 }
 
 // StoragePending reports whether pv, made ahead, still waits for its

@@ -111,7 +111,7 @@ type Class interface {
 	Maker() (Maker, string)
 	// backingClass is the StorageClass whose provisioner makes the pool's
 	// new volumes, for a pool that grows through claims of another class
-	// (backing.go) rather than a maker; nil for the others.
+	// (provisioner/classpool) rather than a maker; nil for the others.
 	BackingClass() *storagev1.StorageClass
 	// aheadPlacement says where a member made ahead of claims goes.
 	AheadPlacement() Placement

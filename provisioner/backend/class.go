@@ -21,8 +21,8 @@ import (
 // volume; the driver still makes every disk and deletes it.
 //
 // A new member is obtained through a claim of the provisioner's own in the
-// backing class (a backing claim, backing.go) and handed over to the user's
-// claim once the backing provisioner has bound it. A member is marked as
+// backing class (a backing claim; provisioner/classpool) and handed over to
+// the user's claim once the backing provisioner has bound it. A member is marked as
 // this provisioner's like any other: pv.kubernetes.io/provisioned-by names
 // this provisioner, so the backing provisioner, which deletes only the
 // Released volumes of reclaim policy Delete that name it there, leaves it
@@ -126,11 +126,11 @@ func (c *backedClass) AheadPlacement() Placement {
 }
 
 // evicts: a member goes back to the provisioner of its storage
-// (evictToBacking).
+// (classpool.HandBack).
 func (*classPoolBackend) Evicts() (EvictionKind, error) { return EvictHandingBack, nil }
 
 // maker is nil: the flow grows a class pool through its backing class
-// (growThrough), not through a Maker.
+// (classpool.Backing.Grow), not through a Maker.
 func (c *backedClass) Maker() (Maker, string) { return nil, "" }
 
 // delete hands pv back to the provisioner that made its storage, as it was

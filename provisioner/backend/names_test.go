@@ -13,7 +13,7 @@ import (
 
 // No code outside a backend's files names it: the flow asks the backend
 // (Backend, Class) what it can do. A backend's files are those whose
-// name starts with its name (class.go, classahead.go); what they declare
+// name starts with its name (class.go, say); what they declare
 // (its name's constant, its types) appears in no other file.
 func TestBackendsAreNamedOnlyInTheirFiles(t *testing.T) {
 	fset := token.NewFileSet()

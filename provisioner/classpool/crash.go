@@ -1,4 +1,4 @@
-package provisioner
+package classpool
 
 import (
 	"os"
@@ -7,12 +7,11 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// CrashAfterEnv names a step of the class backend's hand-over (backing.go)
-// after whose write the provisioner kills itself with SIGKILL, as a crash
-// or an OOM kill would: the end-to-end tests start it so, one step at a
-// time, and check that a provisioner started afresh finishes the work with
-// nothing leaked and nothing made twice. Unset, as everywhere else, it
-// does nothing.
+// CrashAfterEnv names a step of the hand-over (grow.go) after whose write
+// the provisioner kills itself with SIGKILL, as a crash or an OOM kill
+// would: the end-to-end tests start it so, one step at a time, and check
+// that a provisioner started afresh finishes the work with nothing leaked
+// and nothing made twice. Unset, as everywhere else, it does nothing.
 const CrashAfterEnv = "RECLAIMABLE_CRASH_AFTER"
 
 // The steps CrashAfterEnv may name, in their order.
