@@ -43,7 +43,7 @@ unit:
 FUZZTIME ?= 15s
 fuzz:
 	$(GO) test ./podwatcher/ -run '^$$' -fuzz '^FuzzParseRequests$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./provisioner/ -run '^$$' -fuzz '^FuzzParseParameters$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./provisioner/backend/ -run '^$$' -fuzz '^FuzzParseParameters$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./provisioner/backend/ -run '^$$' -fuzz '^FuzzForClass$$' -fuzztime $(FUZZTIME)
 
 e2e: node-deps

@@ -39,12 +39,12 @@ var defaultAheadCapacity = resource.MustParse("1Gi")
 // CheckAhead says why the pool of class (as pool makes it) cannot keep
 // members made ahead, or nil when it can. It does no I/O.
 func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) error {
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return err
 	}
-	maker, advice := params.pool.Maker()
-	placement := params.pool.AheadPlacement()
+	maker, advice := params.Pool.Maker()
+	placement := params.Pool.AheadPlacement()
 	switch {
 	case len(templateZones(pool)) > 0 && placement != backend.PlaceInZone:
 		return fmt.Errorf("the template names zones, which only a class of the class backend that binds on first consumer makes members ahead in: this class's driver or backend chooses where each volume goes")
@@ -52,11 +52,11 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 		return fmt.Errorf("the class's volumeBindingMode is %s: a member made ahead through its backing class is made for a node, and the template names no zones to make them in", backend.BindingMode(class))
 	case placement == backend.PlaceInZone && len(p.zoneNodes(pool)) == 0:
 		return fmt.Errorf("no Ready, schedulable node of the template's zones %v (label %s) matches its nodeSelector %v", templateZones(pool), corev1.LabelTopologyZone, templateNodes(pool))
-	case params.pool.BackingClass() != nil:
+	case params.Pool.BackingClass() != nil:
 	case maker == nil:
-		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.backend, advice)
+		return fmt.Errorf("the %s backend makes no volumes (%s): it cannot keep members ready", params.Backend, advice)
 	case placement == backend.PlaceOnNode && len(p.aheadNodes(class, pool)) == 0:
-		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), params.backend)
+		return fmt.Errorf("no Ready, schedulable node matches the template's nodeSelector %v within the class's allowedTopologies: the %s backend makes each member on a node", templateNodes(pool), params.Backend)
 	case class.ReclaimPolicy != nil && *class.ReclaimPolicy != corev1.PersistentVolumeReclaimRetain:
 		return fmt.Errorf("the class's reclaimPolicy is %s: its volumes leave the pool when released, so members made ahead would be used once", *class.ReclaimPolicy)
 	}
@@ -66,8 +66,8 @@ func (p *provisioner) CheckAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 			return fmt.Errorf("the template is refused: %w", err)
 		}
 	}
-	if max := params.maxCapacity; max != nil && claim.Spec.Resources.Requests.Storage().Cmp(*max) > 0 {
-		return fmt.Errorf("the template's capacity %s is above the class's %s %s", claim.Spec.Resources.Requests.Storage(), paramMaxCapacity, max)
+	if max := params.MaxCapacity; max != nil && claim.Spec.Resources.Requests.Storage().Cmp(*max) > 0 {
+		return fmt.Errorf("the template's capacity %s is above the class's %s %s", claim.Spec.Resources.Requests.Storage(), backend.MaxCapacity, max)
 	}
 	return nil
 }
@@ -99,15 +99,15 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	if err := p.CheckAhead(class, pool); err != nil {
 		return 0, err
 	}
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return 0, err
 	}
-	if backing := params.pool.BackingClass(); backing != nil {
+	if backing := params.Pool.BackingClass(); backing != nil {
 		return p.classes.AskAhead(ctx, classpool.Ahead{Class: class.Name, Pool: pool.Name, Backing: backing,
-			Shape: aheadClaim(pool, "").Spec, MaxVolumes: params.maxVolumes, Node: p.zonePlacer(class, pool)}, n)
+			Shape: aheadClaim(pool, "").Spec, MaxVolumes: params.MaxVolumes, Node: p.zonePlacer(class, pool)}, n)
 	}
-	maker, _ := params.pool.Maker()
+	maker, _ := params.Pool.Maker()
 	for made := 0; made < n; made++ {
 		name := "pvc-" + string(uuid.NewUUID())
 		node, ok := p.placeAhead(class, pool, name, params)
@@ -117,7 +117,7 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 		p.pending.MarkAhead(name)
 		start := p.clock.Now()
 		v := backend.NewVolume{Name: name, Claim: aheadClaim(pool, name), Node: node}
-		if err := p.makeAhead(ctx, class, params.backend, maker, pool.Name, v); err != nil {
+		if err := p.makeAhead(ctx, class, params.Backend, maker, pool.Name, v); err != nil {
 			return made, err
 		}
 		p.metrics.madeAhead.WithLabelValues(class.Name).Observe(p.clock.Since(start).Seconds())
@@ -125,13 +125,13 @@ func (p *provisioner) MakeAhead(ctx context.Context, class *storagev1.StorageCla
 	return n, nil
 }
 
-func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageClass, backend string, maker backend.Maker, pool string, v backend.NewVolume) error {
+func (p *provisioner) makeAhead(ctx context.Context, class *storagev1.StorageClass, backendName string, maker backend.Maker, pool string, v backend.NewVolume) error {
 	plan, err := maker.Plan(v)
 	if err != nil {
 		p.pending.Unreserve(v.Name)
 		return err
 	}
-	pv := volumeObject(class, backend, v, plan, nodeAffinity(class), map[string]string{
+	pv := volumeObject(class, backendName, v, plan, backend.NodeAffinity(class), map[string]string{
 		keys.ProvisionedBy:  p.name,
 		keys.MadeAhead:      pool,
 		keys.StoragePending: "true",
@@ -184,11 +184,11 @@ func (p *provisioner) finishAhead(ctx context.Context, maker backend.Maker, pv *
 // making the storage failed. One that waits too long is the evictor's to
 // remove (removeIfNotMade).
 func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageClass) error {
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return err
 	}
-	maker, _ := params.pool.Maker()
+	maker, _ := params.Pool.Maker()
 	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class.Name)
 	var errs []error
 	for _, o := range objs {
@@ -197,7 +197,7 @@ func (p *provisioner) FinishAhead(ctx context.Context, class *storagev1.StorageC
 			continue
 		}
 		if maker == nil {
-			errs = append(errs, fmt.Errorf("volume %s waits for its storage, and the %s backend makes none", pv.Name, params.backend))
+			errs = append(errs, fmt.Errorf("volume %s waits for its storage, and the %s backend makes none", pv.Name, params.Backend))
 			continue
 		}
 		klog.FromContext(ctx).Info("Finishing a member made ahead", "pv", pv.Name)
@@ -234,9 +234,9 @@ func aheadClaim(pool *v1alpha1.VolumePool, pv string) *corev1.PersistentVolumeCl
 // ahead, named name: for a node-local class, on the node of aheadNodes with
 // the fewest free members of the class that has room (maxVolumesPerNode),
 // which it returns. It reports false when there is no room.
-func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool, name string, params *params) (*corev1.Node, bool) {
-	if params.pool.AheadPlacement() != backend.PlaceOnNode {
-		_, _, ok := p.reserve(class.Name, name, "", params.maxVolumes, params.maxVolumesPerNode)
+func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.VolumePool, name string, params *backend.Params) (*corev1.Node, bool) {
+	if params.Pool.AheadPlacement() != backend.PlaceOnNode {
+		_, _, ok := p.reserve(class.Name, name, "", params.MaxVolumes, params.MaxVolumesPerNode)
 		return nil, ok
 	}
 	nodes := p.aheadNodes(class, pool)
@@ -249,11 +249,11 @@ func (p *provisioner) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.V
 	}
 	slices.SortStableFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(free[a.Name], free[b.Name]) })
 	for _, node := range nodes {
-		count, _, ok := p.reserve(class.Name, name, node.Name, params.maxVolumes, params.maxVolumesPerNode)
+		count, _, ok := p.reserve(class.Name, name, node.Name, params.MaxVolumes, params.MaxVolumesPerNode)
 		if ok {
 			return node, true
 		}
-		if params.maxVolumes > 0 && count >= params.maxVolumes {
+		if params.MaxVolumes > 0 && count >= params.MaxVolumes {
 			return nil, false
 		}
 	}
@@ -271,7 +271,7 @@ func (p *provisioner) aheadNodes(class *storagev1.StorageClass, pool *v1alpha1.V
 	if err != nil {
 		return nil
 	}
-	affinity := nodeAffinity(class)
+	affinity := backend.NodeAffinity(class)
 	var out []*corev1.Node
 	for _, n := range all {
 		if n.Spec.Unschedulable || !nodeReady(n) {

@@ -123,11 +123,11 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	f := newFixture(t, nil)
 	class := f.directoryClass(nil)
-	params, err := parseParameters(class, f.p.backends)
+	params, err := backend.ParseParameters(class, f.p.backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	maker, _ := params.pool.Maker()
+	maker, _ := params.Pool.Maker()
 	half := volumeObject(class, "directory", backend.NewVolume{Name: "pvc-half", Claim: aheadClaim(aheadPool(), "pvc-half")}, backend.MadeVolume{}, nil,
 		map[string]string{keys.ProvisionedBy: testProvisioner, keys.MadeAhead: "warm", keys.StoragePending: "true"})
 	plan, _ := maker.Plan(backend.NewVolume{Name: "pvc-half"})

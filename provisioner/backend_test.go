@@ -29,16 +29,16 @@ func TestEveryBackendsClassParses(t *testing.T) {
 				t.Fatalf("backend %q has no valid class in backendtest.Classes", name)
 			}
 			for _, p := range b.Parameters() {
-				if slices.Contains(commonParams, p) {
+				if slices.Contains(backend.CommonParams, p) {
 					t.Errorf("Parameters() lists %q, which every class may set", p)
 				}
 			}
-			if _, err := parseParameters(class, backends); err != nil {
+			if _, err := backend.ParseParameters(class, backends); err != nil {
 				t.Fatalf("its valid class is refused: %v", err)
 			}
 			withUnknown := class.DeepCopy()
 			withUnknown.Parameters["notAParameter"] = "x"
-			if _, err := parseParameters(withUnknown, backends); err == nil || !strings.Contains(err.Error(), "notAParameter") {
+			if _, err := backend.ParseParameters(withUnknown, backends); err == nil || !strings.Contains(err.Error(), "notAParameter") {
 				t.Errorf("an unknown parameter: %v, want it named in an error", err)
 			}
 		})

@@ -228,7 +228,7 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 // other record of them, does not grow the pool past its maximum.
 func TestBackingClaimsCountAgainstMaxVolumes(t *testing.T) {
 	earlier, claim := claimFor("ns", "earlier", "1Gi"), claimFor("ns", "later", "1Gi")
-	f := newClassFixture(t, map[string]string{paramMaxVolumes: "1"}, nil, earlier, claim)
+	f := newClassFixture(t, map[string]string{backend.MaxVolumes: "1"}, nil, earlier, claim)
 	f.provision(f.pool, earlier) // its backing claim
 	backing, err := f.backingClaim(earlier)
 	if err != nil {
@@ -292,7 +292,7 @@ func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 // the member it is from then on.
 func TestAClassMemberIsCountedOnce(t *testing.T) {
 	first, second := claimFor("ns", "first", "1Gi"), claimFor("ns", "second", "1Gi")
-	f := newClassFixture(t, map[string]string{paramMaxVolumes: "2"}, nil, first, second)
+	f := newClassFixture(t, map[string]string{backend.MaxVolumes: "2"}, nil, first, second)
 	if _, state, _ := f.provision(f.pool, first); state != lib.ProvisioningInBackground {
 		t.Fatalf("first claim: state %v", state)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/reclaimable/reclaimable/internal/docsyaml"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // docs/pools.md's table of StorageClass parameters lists every parameter a
@@ -49,7 +50,7 @@ func TestTheParameterTableIsTheBackendsParameters(t *testing.T) {
 	all := newBackends(testProvisioner, nil, nil, Config{}, nil, nil)
 	names := sets.KeySet(all)
 	code := map[string]sets.Set[string]{}
-	for _, p := range commonParams {
+	for _, p := range backend.CommonParams {
 		code[p] = sets.New("all")
 	}
 	for name, b := range all {
@@ -78,7 +79,7 @@ func TestTheParameterTableIsTheBackendsParameters(t *testing.T) {
 }
 
 // Every StorageClass of this provisioner in the README files and docs/ is
-// one the provisioner accepts: its parameters as parseParameters reads them.
+// one the provisioner accepts: its parameters as backend.ParseParameters reads them.
 func TestTheDocsStorageClassesAreValid(t *testing.T) {
 	files, err := docsyaml.Files("..")
 	if err != nil {
@@ -122,7 +123,7 @@ func TestTheDocsStorageClassesAreValid(t *testing.T) {
 			continue
 		}
 		checked++
-		if _, err := parseParameters(class, backends); err != nil {
+		if _, err := backend.ParseParameters(class, backends); err != nil {
 			t.Errorf("%s: StorageClass %s is refused: %v", at[i], class.Name, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
 // The early hand-off. The library provisions a claim once the PV controller
@@ -59,7 +60,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 		return nil
 	}
 	class = pools.EffectiveClass(class, pools.PoolOf(e.p.pools, class.Name))
-	params, err := parseParameters(class, e.p.backends)
+	params, err := backend.ParseParameters(class, e.p.backends)
 	if err != nil {
 		return nil
 	}
@@ -67,11 +68,11 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if e.p.issuedTo(claim) != "" {
 		return nil
 	}
-	cands := earlyCandidates(e.p.members(class.Name, params.pool), claim, params.rules())
+	cands := earlyCandidates(e.p.members(class.Name, params.Pool), claim, rulesOf(params))
 	if len(cands) == 0 {
 		return nil
 	}
-	pv, result, err := e.p.issueFromPool(ctx, claim, class.Name, params.namespaced, cands, func(live *corev1.PersistentVolume) bool {
+	pv, result, err := e.p.issueFromPool(ctx, claim, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
 		return misfit(live, claim, nil, nil) == ""
 	})
 	if err != nil || result != taken {

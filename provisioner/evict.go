@@ -33,11 +33,11 @@ const (
 // CheckEvict says why the members of class, as its pool makes it, cannot
 // be evicted, or nil.
 func (p *provisioner) CheckEvict(class *storagev1.StorageClass) error {
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return err
 	}
-	_, err = p.backends[params.backend].Evicts()
+	_, err = p.backends[params.Backend].Evicts()
 	return err
 }
 
@@ -127,8 +127,8 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 // (eviction.Victim) and the claim waits, woken when the member is gone. A
 // member already being evicted for each claim that waits is room enough:
 // a claim retried meanwhile evicts no second one.
-func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *params, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
-	members := p.members(class.Name, params.pool)
+func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	members := p.members(class.Name, params.Pool)
 	evicting := 0
 	for _, pv := range members {
 		if pools.Evicting(pv) {
@@ -152,7 +152,7 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; %s", msg, why)
 		if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
 			p.recorder.Eventf(pool, corev1.EventTypeNormal, reasonMemberEvicted, "Evicted volume %s (%s), with its data, for claim %s/%s: the pool is at maxVolumes %d (evictForClaims)",
-				victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name, params.maxVolumes)
+				victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name, params.MaxVolumes)
 		}
 	}
 	p.onWaitingChange(class.Name)

@@ -49,7 +49,7 @@ func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error
 
 // grow makes a new volume for claim through the class's backend, within the
 // class's growth limits.
-func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *params, maker backend.Maker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if reason, err := maker.Refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
@@ -66,7 +66,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		}
 		return nil, lib.ProvisioningFinished, err
 	}
-	pv := volumeObject(class, params.backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
+	pv := volumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
 		keys.LastClaim, claimKey(claim),
 		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
@@ -77,14 +77,14 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
 	p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
-	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.backend, "volumes", g.count+1)
+	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.Backend, "volumes", g.count+1)
 	return pv, lib.ProvisioningFinished, nil
 }
 
 // admit runs the checks every new volume of a class passes, whatever makes
 // it, and holds its place (under opts.PVName) within the class's growth
 // limits; or returns what Provision says instead.
-func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, params *params, selector labels.Selector, state poolState) (growth, *verdict) {
+func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, selector labels.Selector, state poolState) (growth, *verdict) {
 	claim, class := opts.PVC, opts.StorageClass
 	// A size beyond what a byte count holds is no real request (and would
 	// overflow the consumers' arithmetic); a class may set a lower bound.
@@ -92,14 +92,14 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 	if request.CmpInt64(math.MaxInt64) >= 0 { // Quantity saturates at the largest int64
 		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s, at least 8 EiB, more than any volume holds", request.String())))
 	}
-	if max := params.maxCapacity; max != nil && request.Cmp(*max) > 0 {
-		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), paramMaxCapacity)))
+	if max := params.MaxCapacity; max != nil && request.Cmp(*max) > 0 {
+		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), backend.MaxCapacity)))
 	}
 	volumeLabels, err := labelsFor(selector)
 	if err != nil {
 		return growth{}, decided(p.refuse(claim, reasonUnsupportedSelector, err))
 	}
-	affinity := nodeAffinity(class)
+	affinity := backend.NodeAffinity(class)
 	if node := opts.SelectedNode; node != nil && affinity != nil {
 		if ok, err := corev1helpers.MatchNodeSelectorTerms(node, affinity.Required); err != nil || !ok {
 			return growth{}, decided(nil, lib.ProvisioningReschedule, fmt.Errorf("node %s is outside the allowedTopologies of class %s", node.Name, class.Name))
@@ -110,18 +110,18 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 	if opts.SelectedNode != nil {
 		node = opts.SelectedNode.Name
 	}
-	count, onNode, ok := p.reserve(class.Name, opts.PVName, node, params.maxVolumes, params.maxVolumesPerNode)
+	count, onNode, ok := p.reserve(class.Name, opts.PVName, node, params.MaxVolumes, params.MaxVolumesPerNode)
 	switch {
-	case !ok && params.maxVolumes > 0 && count >= params.maxVolumes:
+	case !ok && params.MaxVolumes > 0 && count >= params.MaxVolumes:
 		msg := fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",
-			class.Name, count, params.maxVolumes, paramMaxVolumes, params.maxVolumes, state, paramMaxVolumes)
-		if params.evictForClaims {
+			class.Name, count, params.MaxVolumes, backend.MaxVolumes, params.MaxVolumes, state, backend.MaxVolumes)
+		if params.EvictForClaims {
 			return growth{}, decided(p.evictForClaim(ctx, claim, class, params, state, msg))
 		}
 		return growth{}, decided(p.exhausted(ctx, claim, class, state, msg))
 	case !ok:
 		return growth{}, decided(p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes on node %s (%s=%d) and its pool has nothing that fits there: %s; free a volume on that node or raise %s",
-			class.Name, onNode, params.maxVolumesPerNode, node, paramMaxVolumesPerNode, params.maxVolumesPerNode, state, paramMaxVolumesPerNode)))
+			class.Name, onNode, params.MaxVolumesPerNode, node, backend.MaxVolumesPerNode, params.MaxVolumesPerNode, state, backend.MaxVolumesPerNode)))
 	}
 	return growth{labels: volumeLabels, affinity: affinity, count: count}, nil
 }

@@ -454,3 +454,8 @@ func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolum
 	}
 	return best
 }
+
+// rulesOf are the parameters of a class that decide who may have a member.
+func rulesOf(p *backend.Params) poolRules {
+	return poolRules{namespaced: p.Namespaced, reserving: p.ReserveFor > 0, scrub: p.Scrub}
+}

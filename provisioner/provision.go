@@ -201,17 +201,17 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	if pv := p.issuedTo(claim); pv != "" {
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s is already issued to the claim", pv)}
 	}
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return p.refuse(claim, reasonInvalidParameters, fmt.Errorf("StorageClass %s: %w", class.Name, err))
 	}
 	if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
-		params.evictForClaims = pool.Spec.EvictForClaims
+		params.EvictForClaims = pool.Spec.EvictForClaims
 	}
 	if claim.Spec.DataSource != nil || claim.Spec.DataSourceRef != nil {
 		return p.refuse(claim, reasonUnsupportedDataSource, errors.New("a claim of this class cannot be populated from a data source; its volume comes from a pool or is created empty"))
 	}
-	allowed := params.selectorKeys.Clone().Insert(params.pool.SelectorKeys()...)
+	allowed := params.SelectorKeys.Clone().Insert(params.Pool.SelectorKeys()...)
 	selector, err := claimSelector(claim, allowed)
 	if err != nil {
 		return p.refuse(claim, reasonUnsupportedSelector, err)
@@ -233,9 +233,9 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 	}()
 
-	members := p.members(class.Name, params.pool)
-	cands, state := candidates(members, claim, params.rules(), opts.SelectedNode, selector)
-	if params.namespaced && params.scrubAcross && state.otherNamespace > 0 {
+	members := p.members(class.Name, params.Pool)
+	cands, state := candidates(members, claim, rulesOf(params), opts.SelectedNode, selector)
+	if params.Namespaced && params.ScrubAcross && state.otherNamespace > 0 {
 		state.crossable = crossable(members, claim, opts.SelectedNode, selector)
 	}
 	if pv := state.returning; pv != nil {
@@ -243,7 +243,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 			return p.awaitReturn(claim, pv, left)
 		}
 	}
-	pv, result, err := p.issueFromPool(ctx, claim, class.Name, params.namespaced, cands, func(live *corev1.PersistentVolume) bool {
+	pv, result, err := p.issueFromPool(ctx, claim, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
 		return misfit(live, claim, opts.SelectedNode, selector) == ""
 	})
 	switch {
@@ -256,16 +256,16 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
-	if backing := params.pool.BackingClass(); backing != nil {
+	if backing := params.Pool.BackingClass(); backing != nil {
 		return p.growThrough(ctx, opts, params, backing, selector, state)
 	}
-	maker, advice := params.pool.Maker()
+	maker, advice := params.Pool.Maker()
 	if maker == nil {
 		if opts.SelectedNode != nil && state.unfit["node"] > 0 {
 			// A free volume exists elsewhere: let the scheduler pick another node.
-			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.backend, class.Name, opts.SelectedNode.Name, state)
+			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.Backend, class.Name, opts.SelectedNode.Name, state)
 		}
-		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.backend, class.Name, state, advice))
+		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.Backend, class.Name, state, advice))
 	}
 	return p.grow(ctx, opts, params, maker, selector, state)
 }
@@ -410,11 +410,11 @@ func (p *provisioner) memberStates() map[[3]string]int {
 // VolumePool makes it, or says why the class is refused: what its claims
 // are told with InvalidStorageClassParameters.
 func (p *provisioner) Members(class *storagev1.StorageClass) ([]*corev1.PersistentVolume, error) {
-	params, err := parseParameters(class, p.backends)
+	params, err := backend.ParseParameters(class, p.backends)
 	if err != nil {
 		return nil, err
 	}
-	return p.members(class.Name, params.pool), nil
+	return p.members(class.Name, params.Pool), nil
 }
 
 // markForScrub hands pv, as the cache showed it, to the scrubber: a

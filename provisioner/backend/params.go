@@ -1,4 +1,4 @@
-package provisioner
+package backend
 
 import (
 	"errors"
@@ -17,117 +17,105 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
-	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
-
-// Keys this provisioner writes and reads, in addition to the shared ones in
-// internal/keys.
-const ()
 
 // Names of the StorageClass parameters every backend shares; a backend
-// names its own.
+// names its own. The growth limits (MaxVolumes, MaxVolumesPerNode,
+// MaxCapacity) are read here for the backends that list them.
 const (
-	paramBackend      = "backend"
-	paramSelectorKeys = "selectorKeys"
-	// The growth limits.
-	paramMaxVolumes        = keys.MaxVolumes
-	paramMaxVolumesPerNode = keys.MaxVolumesPerNode
-	paramMaxCapacity       = "maxCapacity"
+	ParamBackend      = "backend"
+	ParamSelectorKeys = "selectorKeys"
 )
 
-// params is a validated StorageClass configuration.
-type params struct {
-	backend string // the backend's name
-	// pool is the backend's view of the class.
-	pool backend.Class
-	// selectorKeys are the label keys a claim's selector may use.
-	selectorKeys sets.Set[string]
+// Params is a validated StorageClass configuration: the parameters every
+// backend shares, and the backend's view of the class.
+type Params struct {
+	Backend string // the backend's name
+	// Pool is the backend's view of the class.
+	Pool Class
+	// SelectorKeys are the label keys a claim's selector may use.
+	SelectorKeys sets.Set[string]
 
-	// reserveFor keeps a released volume for its last claim's namespace and
+	// ReserveFor keeps a released volume for its last claim's namespace and
 	// name this long (the releaser does); 0: not at all. Default:
 	// pools.DefaultReserveFor.
-	reserveFor time.Duration
-	// namespaced (reuseScope namespace, the default) issues a volume again
+	ReserveFor time.Duration
+	// Namespaced (reuseScope namespace, the default) issues a volume again
 	// only to claims of the namespace it was last bound in.
-	namespaced bool
-	// scrub (onRelease Scrub or ScrubUnlessSucceeded) may empty a
+	Namespaced bool
+	// Scrub (onRelease Scrub or ScrubUnlessSucceeded) may empty a
 	// released volume before any claim may have it: the releaser decides,
 	// and the provisioner takes no Released volume itself.
-	scrub bool
-	// scrubAcross lets a claim that finds no free member have a volume
+	Scrub bool
+	// ScrubAcross lets a claim that finds no free member have a volume
 	// held for another namespace once it is emptied.
-	scrubAcross bool
-	// evictForClaims, a VolumePool's setting (no class parameter), has a
+	ScrubAcross bool
+	// EvictForClaims, a VolumePool's setting (no class parameter), has a
 	// claim at maxVolumes evict the least recently used member.
-	evictForClaims bool
+	EvictForClaims bool
 
 	// Growth limits, for a backend that lists them among its parameters.
-	maxVolumes int // 0: no limit
-	// maxVolumesPerNode bounds the volumes on one node (keys.Node), for a
+	MaxVolumes int // 0: no limit
+	// MaxVolumesPerNode bounds the volumes on one node (keys.Node), for a
 	// backend whose volumes are each on one node's disk; 0: no limit.
-	maxVolumesPerNode int
-	maxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold
+	MaxVolumesPerNode int
+	MaxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold
 }
 
-// rules are the parameters that decide who may have a member.
-func (p *params) rules() poolRules {
-	return poolRules{namespaced: p.namespaced, reserving: p.reserveFor > 0, scrub: p.scrub}
-}
+// CommonParams may be set on a class of any backend.
+var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces}
 
-// commonParams may be set on a class of any backend.
-var commonParams = []string{paramBackend, paramSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces}
-
-// parseParameters validates the parameters of class for one of backends. All
+// ParseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
 // one go.
-func parseParameters(class *storagev1.StorageClass, backends map[string]backend.Backend) (*params, error) {
+func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend) (*Params, error) {
 	in := class.Parameters
-	p := &params{backend: in[paramBackend], selectorKeys: sets.New[string]()}
-	b, ok := backends[p.backend]
+	p := &Params{Backend: in[ParamBackend], SelectorKeys: sets.New[string]()}
+	b, ok := backends[p.Backend]
 	if !ok {
-		return nil, fmt.Errorf("parameter %q must be %s, not %q", paramBackend, backend.Names(backends), p.backend)
+		return nil, fmt.Errorf("parameter %q must be %s, not %q", ParamBackend, Names(backends), p.Backend)
 	}
-	allowed := append(slices.Clone(commonParams), b.Parameters()...)
+	allowed := append(slices.Clone(CommonParams), b.Parameters()...)
 
 	var errs []error
 	for _, name := range sortedKeys(in) {
 		if !slices.Contains(allowed, name) {
-			errs = append(errs, fmt.Errorf("unknown parameter %q for backend %q (known: %s)", name, p.backend, strings.Join(allowed, ", ")))
+			errs = append(errs, fmt.Errorf("unknown parameter %q for backend %q (known: %s)", name, p.Backend, strings.Join(allowed, ", ")))
 		}
 	}
-	if s, ok := in[paramSelectorKeys]; ok {
+	if s, ok := in[ParamSelectorKeys]; ok {
 		for _, key := range strings.Split(s, ",") {
 			key = strings.TrimSpace(key)
 			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a label key: %s", paramSelectorKeys, key, strings.Join(msgs, "; ")))
+				errs = append(errs, fmt.Errorf("%s: %q is not a label key: %s", ParamSelectorKeys, key, strings.Join(msgs, "; ")))
 				continue
 			}
-			p.selectorKeys.Insert(key)
+			p.SelectorKeys.Insert(key)
 		}
 	}
 	if class.ReclaimPolicy != nil && *class.ReclaimPolicy == corev1.PersistentVolumeReclaimRecycle {
 		errs = append(errs, errors.New("reclaimPolicy Recycle is not supported; use Retain to keep volumes in the pool or Delete to remove them"))
 	}
-	p.reserveFor = pools.DefaultReserveFor
+	p.ReserveFor = pools.DefaultReserveFor
 	if s, ok := in[keys.ReserveFor]; ok {
 		d, err := pools.ParseReserveFor(s)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.reserveFor = d
+		p.ReserveFor = d
 	}
 	namespaced, err := pools.ParseReuseScope(in[keys.ReuseScope])
 	if err != nil {
 		errs = append(errs, err)
 	}
-	p.namespaced = namespaced
+	p.Namespaced = namespaced
 	onRelease, err := pools.ParseOnRelease(in[keys.OnRelease])
 	if err != nil {
 		errs = append(errs, err)
 	}
-	p.scrub = onRelease != keys.OnReleaseKeep
+	p.Scrub = onRelease != keys.OnReleaseKeep
 	if v, ok := in[keys.ScrubAcrossNamespaces]; ok {
-		if p.scrubAcross, err = strconv.ParseBool(v); err != nil {
+		if p.ScrubAcross, err = strconv.ParseBool(v); err != nil {
 			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", keys.ScrubAcrossNamespaces, v))
 		}
 	}
@@ -137,18 +125,18 @@ func parseParameters(class *storagev1.StorageClass, backends map[string]backend.
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	p.pool = pool
+	p.Pool = pool
 	return p, nil
 }
 
 // parseGrowthLimits reads the limits on new volumes that the flow enforces
 // for any backend that grows, if the backend allows them.
-func (p *params) parseGrowthLimits(in map[string]string, allowed []string) []error {
+func (p *Params) parseGrowthLimits(in map[string]string, allowed []string) []error {
 	var errs []error
 	for _, limit := range []struct {
 		name string
 		into *int
-	}{{paramMaxVolumes, &p.maxVolumes}, {paramMaxVolumesPerNode, &p.maxVolumesPerNode}} {
+	}{{MaxVolumes, &p.MaxVolumes}, {MaxVolumesPerNode, &p.MaxVolumesPerNode}} {
 		if s, ok := in[limit.name]; ok && slices.Contains(allowed, limit.name) {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
@@ -157,22 +145,22 @@ func (p *params) parseGrowthLimits(in map[string]string, allowed []string) []err
 			*limit.into = n
 		}
 	}
-	if s, ok := in[paramMaxCapacity]; ok && slices.Contains(allowed, paramMaxCapacity) {
+	if s, ok := in[MaxCapacity]; ok && slices.Contains(allowed, MaxCapacity) {
 		q, err := resource.ParseQuantity(s)
 		if err != nil || q.Sign() <= 0 || q.CmpInt64(math.MaxInt64) >= 0 {
-			errs = append(errs, fmt.Errorf("parameter %q must be a positive size such as 100Gi, not %q", paramMaxCapacity, s))
+			errs = append(errs, fmt.Errorf("parameter %q must be a positive size such as 100Gi, not %q", MaxCapacity, s))
 		} else {
-			p.maxCapacity = &q
+			p.MaxCapacity = &q
 		}
 	}
 	return errs
 }
 
-// nodeAffinity turns the class's allowedTopologies into the node affinity of
+// NodeAffinity turns the class's allowedTopologies into the node affinity of
 // a new volume: the nodes where the volume's path leads to the directory the
 // provisioner made. The scheduler only picks such nodes for a claim that
 // waits for its first consumer, so the volume fits the selected node.
-func nodeAffinity(class *storagev1.StorageClass) *corev1.VolumeNodeAffinity {
+func NodeAffinity(class *storagev1.StorageClass) *corev1.VolumeNodeAffinity {
 	if len(class.AllowedTopologies) == 0 {
 		return nil
 	}

@@ -1,12 +1,13 @@
-package provisioner
+package backend
 
 import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
-	storagev1 "k8s.io/api/storage/v1"
 )
 
 // FuzzParseParameters feeds arbitrary StorageClass parameters to the parser.
@@ -43,19 +44,19 @@ func FuzzParseParameters(f *testing.F) {
 		// Every class binds on first use, which the local backend needs and
 		// the others ignore.
 		wffc := storagev1.VolumeBindingWaitForFirstConsumer
-		p, err := parseParameters(&storagev1.StorageClass{Parameters: in, VolumeBindingMode: &wffc}, newBackends(testProvisioner, nil, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
+		p, err := ParseParameters(&storagev1.StorageClass{Parameters: in, VolumeBindingMode: &wffc}, paramsBackends(root))
 		if err != nil {
 			return
 		}
-		if p.maxVolumes < 0 || p.maxVolumesPerNode < 0 {
-			t.Fatalf("accepted maxVolumes %d, maxVolumesPerNode %d", p.maxVolumes, p.maxVolumesPerNode)
+		if p.MaxVolumes < 0 || p.MaxVolumesPerNode < 0 {
+			t.Fatalf("accepted maxVolumes %d, maxVolumesPerNode %d", p.MaxVolumes, p.MaxVolumesPerNode)
 		}
-		if p.reserveFor < 0 || p.reserveFor > pools.MaxReserveFor {
-			t.Fatalf("accepted reserveFor %s", p.reserveFor)
+		if p.ReserveFor < 0 || p.ReserveFor > pools.MaxReserveFor {
+			t.Fatalf("accepted reserveFor %s", p.ReserveFor)
 		}
 		// Only the exact word cluster shares a volume across namespaces.
-		if scope := in[keys.ReuseScope]; p.namespaced == (scope == keys.ReuseScopeCluster) || (scope != "" && scope != keys.ReuseScopeNamespace && scope != keys.ReuseScopeCluster) {
-			t.Fatalf("accepted reuseScope %q as namespaced=%v", scope, p.namespaced)
+		if scope := in[keys.ReuseScope]; p.Namespaced == (scope == keys.ReuseScopeCluster) || (scope != "" && scope != keys.ReuseScopeNamespace && scope != keys.ReuseScopeCluster) {
+			t.Fatalf("accepted reuseScope %q as namespaced=%v", scope, p.Namespaced)
 		}
 	})
 }

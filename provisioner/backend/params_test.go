@@ -1,17 +1,25 @@
-package provisioner
+package backend
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/reclaimable/reclaimable/internal/pools"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/utils/ptr"
+
+	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
+
+// paramsBackends are the backends, their shares under root.
+func paramsBackends(root string) map[string]Backend {
+	return New(Deps{Provisioner: testProvisioner, DirectoryRoot: root, Pods: lifecycle.NewPods(nil, "lifecycle", "reclaimable:test", 0, nil, nil)})
+}
 
 func TestParseParameters(t *testing.T) {
 	const root = "/var/lib/reclaimable"
@@ -31,39 +39,39 @@ func TestParseParameters(t *testing.T) {
 		params  map[string]string
 		policy  corev1.PersistentVolumeReclaimPolicy
 		wffc    bool // volumeBindingMode WaitForFirstConsumer
-		want    *params
+		want    *Params
 		wantErr []string // substrings, all expected
 	}{
 		{
 			name:   "hostPath with defaults",
 			params: hostPathClass(nil),
-			want:   &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New[string]()},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "directory", SelectorKeys: sets.New[string]()},
 		},
 		{
 			name: "nfs with every option",
 			params: map[string]string{"backend": "directory", "baseDir": root, "source": "nfs", "nfsServer": "nfs.example.com",
 				"nfsPath": "/export/caches", "maxVolumes": "20", "directoryMode": "2775", "selectorKeys": "cache, example.com/team"},
-			want: &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "directory", selectorKeys: sets.New("cache", "example.com/team"), maxVolumes: 20},
+			want: &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "directory", SelectorKeys: sets.New("cache", "example.com/team"), MaxVolumes: 20},
 		},
 		{
 			name:   "reserveFor on any backend",
 			params: map[string]string{"backend": "static", "reserveFor": "10m"},
-			want:   &params{namespaced: true, backend: "static", selectorKeys: sets.New[string](), reserveFor: 10 * time.Minute},
+			want:   &Params{Namespaced: true, Backend: "static", SelectorKeys: sets.New[string](), ReserveFor: 10 * time.Minute},
 		},
 		{
 			name:   "reuseScope cluster",
 			params: map[string]string{"backend": "static", "reuseScope": "cluster"},
-			want:   &params{reserveFor: pools.DefaultReserveFor, backend: "static", selectorKeys: sets.New[string]()},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Backend: "static", SelectorKeys: sets.New[string]()},
 		},
 		{
 			name:   "reuseScope namespace",
 			params: map[string]string{"backend": "static", "reuseScope": "namespace"},
-			want:   &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New[string]()},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "static", SelectorKeys: sets.New[string]()},
 		},
 		{
 			name:   "local",
 			params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "directoryMode": "0775", "maxVolumes": "10", "maxVolumesPerNode": "3"}, wffc: true,
-			want: &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "local", selectorKeys: sets.New[string](), maxVolumes: 10, maxVolumesPerNode: 3},
+			want: &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "local", SelectorKeys: sets.New[string](), MaxVolumes: 10, MaxVolumesPerNode: 3},
 		},
 		{name: "local lifecycleTemplates not a name", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "lifecycleTemplates": "../x"}, wffc: true, wantErr: []string{`"lifecycleTemplates" must name a ConfigMap`}},
 		{name: "local maxVolumesPerNode zero", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "maxVolumesPerNode": "0"}, wffc: true, wantErr: []string{`"maxVolumesPerNode" must be a positive integer`}},
@@ -80,7 +88,7 @@ func TestParseParameters(t *testing.T) {
 		{
 			name:   "static",
 			params: map[string]string{"backend": "static", "selectorKeys": "cache"},
-			want:   &params{reserveFor: pools.DefaultReserveFor, namespaced: true, backend: "static", selectorKeys: sets.New("cache")},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "static", SelectorKeys: sets.New("cache")},
 		},
 		{name: "no backend", params: map[string]string{}, wantErr: []string{`"backend" must be`}},
 		{name: "unknown backend", params: map[string]string{"backend": "ceph"}, wantErr: []string{`not "ceph"`}},
@@ -122,7 +130,7 @@ func TestParseParameters(t *testing.T) {
 			if tt.wffc {
 				class.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
 			}
-			got, err := parseParameters(class, newBackends(testProvisioner, nil, nil, Config{DirectoryRoot: root, LifecycleImage: "reclaimable:test"}, nil, nil))
+			got, err := ParseParameters(class, paramsBackends(root))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -146,20 +154,20 @@ func TestParseParameters(t *testing.T) {
 
 // equalParams compares the parameters every class shares; the backend's
 // view of the class (pool) is the backend's to test.
-func equalParams(a, b *params) bool {
-	return a.pool != nil && a.backend == b.backend && a.selectorKeys.Equal(b.selectorKeys) && a.maxVolumes == b.maxVolumes &&
-		a.maxVolumesPerNode == b.maxVolumesPerNode && a.reserveFor == b.reserveFor && a.namespaced == b.namespaced
+func equalParams(a, b *Params) bool {
+	return a.Pool != nil && a.Backend == b.Backend && a.SelectorKeys.Equal(b.SelectorKeys) && a.MaxVolumes == b.MaxVolumes &&
+		a.MaxVolumesPerNode == b.MaxVolumesPerNode && a.ReserveFor == b.ReserveFor && a.Namespaced == b.Namespaced
 }
 
 func TestNodeAffinity(t *testing.T) {
-	if got := nodeAffinity(&storagev1.StorageClass{}); got != nil {
+	if got := NodeAffinity(&storagev1.StorageClass{}); got != nil {
 		t.Errorf("no allowedTopologies: affinity %v, want none", got)
 	}
 	class := &storagev1.StorageClass{AllowedTopologies: []corev1.TopologySelectorTerm{
 		{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: "zone", Values: []string{"a", "b"}}, {Key: "share", Values: []string{"yes"}}}},
 		{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{{Key: "kubernetes.io/hostname", Values: []string{"n1"}}}},
 	}}
-	got := nodeAffinity(class)
+	got := NodeAffinity(class)
 	node := func(l map[string]string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}} }
 	pv := &corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{NodeAffinity: got}}
 	for _, tt := range []struct {
@@ -172,7 +180,7 @@ func TestNodeAffinity(t *testing.T) {
 		{map[string]string{"kubernetes.io/hostname": "n1"}, true},
 		{map[string]string{}, false},
 	} {
-		if ok := fitsNode(pv, node(tt.labels)); ok != tt.want {
+		if ok, err := corev1helpers.MatchNodeSelectorTerms(node(tt.labels), pv.Spec.NodeAffinity.Required); err != nil || ok != tt.want {
 			t.Errorf("node with %v fits = %v, want %v", tt.labels, ok, tt.want)
 		}
 	}
