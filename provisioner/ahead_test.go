@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -61,20 +62,20 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 	pool := aheadPool(func(p *v1alpha1.VolumePool) {
 		p.Spec.Template = &v1alpha1.VolumePoolTemplate{Capacity: ptr.To(resource.MustParse("2Gi")), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}}
 	})
-	made, err := f.p.MakeAhead(context.Background(), class, pool, 2)
+	made, err := f.p.ahead().Make(context.Background(), class, pool, 2)
 	if err != nil || made != 2 {
 		t.Fatalf("MakeAhead = %d, %v; want 2", made, err)
 	}
-	if n := f.p.AheadInFlight("pool"); n != 2 {
+	if n := f.p.ahead().InFlight("pool"); n != 2 {
 		t.Errorf("in flight before the cache shows them: %d, want 2", n)
 	}
 	// Not cached yet, they still count against the maximum: one more only.
-	if made, err := f.p.MakeAhead(context.Background(), class, pool, 5); err != nil || made != 1 {
+	if made, err := f.p.ahead().Make(context.Background(), class, pool, 5); err != nil || made != 1 {
 		t.Fatalf("MakeAhead at the maximum = %d, %v; want 1", made, err)
 	}
 	pvs := f.cached()
-	if len(pvs) != 3 || f.p.AheadInFlight("pool") != 0 {
-		t.Fatalf("%d volumes, %d in flight; want 3 and 0", len(pvs), f.p.AheadInFlight("pool"))
+	if len(pvs) != 3 || f.p.ahead().InFlight("pool") != 0 {
+		t.Fatalf("%d volumes, %d in flight; want 3 and 0", len(pvs), f.p.ahead().InFlight("pool"))
 	}
 	for _, pv := range pvs {
 		if !pools.MadeAhead(pv) || pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
@@ -128,7 +129,7 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 		t.Fatal(err)
 	}
 	maker, _ := params.Pool.Maker()
-	half := volumeObject(class, "directory", backend.NewVolume{Name: "pvc-half", Claim: aheadClaim(aheadPool(), "pvc-half")}, backend.MadeVolume{}, nil,
+	half := backend.VolumeObject(class, "directory", backend.NewVolume{Name: "pvc-half", Claim: ahead.Claim(aheadPool(), "pvc-half")}, backend.MadeVolume{}, nil,
 		map[string]string{keys.ProvisionedBy: testProvisioner, keys.MadeAhead: "warm", keys.StoragePending: "true"})
 	plan, _ := maker.Plan(backend.NewVolume{Name: "pvc-half"})
 	half.Spec.PersistentVolumeSource = plan.Source
@@ -141,7 +142,7 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	if a := availabilityOf(pv, claim, true); a != inUse || pools.StateOf(pv) != pools.StateOther {
 		t.Errorf("half made: availability %v, state %s; want in use, other", a, pools.StateOf(pv))
 	}
-	if err := f.p.FinishAhead(context.Background(), class); err != nil {
+	if err := f.p.ahead().Finish(context.Background(), class); err != nil {
 		t.Fatal(err)
 	}
 	pv = f.cached()[0]
@@ -171,11 +172,11 @@ func TestCheckAhead(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"directory", f.p.CheckAhead(f.directoryClass(nil), aheadPool()), ""},
-		{"a static pool", f.p.CheckAhead(static, aheadPool()), "makes no volumes"},
-		{"reclaim policy Delete", f.p.CheckAhead(deleting, aheadPool()), "reclaimPolicy is Delete"},
-		{"a local class without a node to make members on", f.p.CheckAhead(local, aheadPool()), "no Ready, schedulable node"},
-		{"a template above maxCapacity", f.p.CheckAhead(f.directoryClass(map[string]string{"maxCapacity": "1Gi"}), aheadPool(func(p *v1alpha1.VolumePool) {
+		{"directory", f.p.ahead().Check(f.directoryClass(nil), aheadPool()), ""},
+		{"a static pool", f.p.ahead().Check(static, aheadPool()), "makes no volumes"},
+		{"reclaim policy Delete", f.p.ahead().Check(deleting, aheadPool()), "reclaimPolicy is Delete"},
+		{"a local class without a node to make members on", f.p.ahead().Check(local, aheadPool()), "no Ready, schedulable node"},
+		{"a template above maxCapacity", f.p.ahead().Check(f.directoryClass(map[string]string{"maxCapacity": "1Gi"}), aheadPool(func(p *v1alpha1.VolumePool) {
 			p.Spec.Template = &v1alpha1.VolumePoolTemplate{Capacity: ptr.To(resource.MustParse("5Gi"))}
 		})), "above the class's maxCapacity"},
 	} {

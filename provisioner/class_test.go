@@ -25,6 +25,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -321,10 +322,10 @@ func TestAClassMemberIsCountedOnce(t *testing.T) {
 func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	f := newClassFixture(t, nil, nil)
 	pool := &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MinAvailable: ptr.To[int32](1)}}
-	if err := f.p.CheckAhead(f.pool, pool); err != nil {
+	if err := f.p.ahead().Check(f.pool, pool); err != nil {
 		t.Fatalf("CheckAhead = %v", err)
 	}
-	if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
+	if made, err := f.p.ahead().Make(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
 		t.Fatalf("MakeAhead = %d, %v", made, err)
 	}
 	claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
@@ -333,10 +334,10 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	}
 	backing := &claims.Items[0]
 	uid := types.UID(backing.Annotations[keys.BackingForUID])
-	if backing.Annotations[keys.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(defaultAheadCapacity) {
+	if backing.Annotations[keys.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(ahead.DefaultCapacity) {
 		t.Fatalf("backing claim = %+v, want one of the pool's template, made ahead", backing)
 	}
-	if n := f.p.AheadInFlight("pool"); n != 1 {
+	if n := f.p.ahead().InFlight("pool"); n != 1 {
 		t.Errorf("AheadInFlight = %d, want the one asked for", n)
 	}
 
@@ -348,7 +349,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatalf("kept volume = policy %s, annotations %v", kept.Spec.PersistentVolumeReclaimPolicy, kept.Annotations)
 	}
 	f.catchUp(testBackingVolume)
-	if n := f.p.AheadInFlight("pool"); n != 1 {
+	if n := f.p.ahead().InFlight("pool"); n != 1 {
 		t.Errorf("AheadInFlight, kept = %d, want 1", n)
 	}
 	if err := f.p.classes.Sync(context.Background(), uid); err != nil {
@@ -361,7 +362,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)
 	}
 	f.catchUp(testBackingVolume)
-	if n := f.p.AheadInFlight("pool"); n != 0 {
+	if n := f.p.ahead().InFlight("pool"); n != 0 {
 		t.Errorf("AheadInFlight, made = %d, want 0", n)
 	}
 }
@@ -386,7 +387,7 @@ func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
 	if n := f.writes(); n != 0 {
 		t.Errorf("%d writes, want none", n)
 	}
-	if n := f.p.AheadInFlight("pool"); n != 0 {
+	if n := f.p.ahead().InFlight("pool"); n != 0 {
 		t.Errorf("AheadInFlight = %d, want another provisioner's volume not counted", n)
 	}
 }
@@ -427,17 +428,17 @@ func TestAZonedClassPoolMakesMembersAheadWhereFewestAreFree(t *testing.T) {
 		err   error
 		wants string
 	}{
-		{"no zones", f.p.CheckAhead(f.pool, pool()), "names no zones"},
-		{"zones without a Ready node", f.p.CheckAhead(f.pool, pool("zone-d")), "no Ready, schedulable node"},
-		{"zones on a class of another backend", f.p.CheckAhead(f.directoryClass(nil), pool("zone-a")), "only a class of the class backend that binds on first consumer"},
-		{"two zones", f.p.CheckAhead(f.pool, pool("zone-a", "zone-b")), ""},
+		{"no zones", f.p.ahead().Check(f.pool, pool()), "names no zones"},
+		{"zones without a Ready node", f.p.ahead().Check(f.pool, pool("zone-d")), "no Ready, schedulable node"},
+		{"zones on a class of another backend", f.p.ahead().Check(f.directoryClass(nil), pool("zone-a")), "only a class of the class backend that binds on first consumer"},
+		{"two zones", f.p.ahead().Check(f.pool, pool("zone-a", "zone-b")), ""},
 	} {
 		if (tt.wants == "") != (tt.err == nil) || tt.err != nil && !strings.Contains(tt.err.Error(), tt.wants) {
 			t.Errorf("%s: CheckAhead = %v, want %q", tt.name, tt.err, tt.wants)
 		}
 	}
 
-	if made, err := f.p.MakeAhead(context.Background(), f.pool, pool("zone-a", "zone-b"), 3); made != 3 || err != nil {
+	if made, err := f.p.ahead().Make(context.Background(), f.pool, pool("zone-a", "zone-b"), 3); made != 3 || err != nil {
 		t.Fatalf("MakeAhead = %d, %v", made, err)
 	}
 	claims, err := f.client.CoreV1().PersistentVolumeClaims(testBackingNS).List(context.Background(), metav1.ListOptions{})
@@ -451,28 +452,6 @@ func TestAZonedClassPoolMakesMembersAheadWhereFewestAreFree(t *testing.T) {
 	// zone-a has one free member: two go to zone-b's Ready node, one to zone-a's.
 	if want := map[string]int{"a-1": 1, "b-1": 2}; !maps.Equal(got, want) {
 		t.Errorf("backing claims by selected node = %v, want %v", got, want)
-	}
-}
-
-func TestLeastServedZone(t *testing.T) {
-	a, b := zoneNode("a-1", "zone-a", true), zoneNode("b-1", "zone-b", true)
-	nodes := map[string][]*corev1.Node{"zone-a": {a}, "zone-b": {b}}
-	for _, tt := range []struct {
-		name  string
-		zones []string
-		free  map[string]int
-		want  string
-	}{
-		{"none free: the first named", []string{"zone-b", "zone-a"}, nil, "zone-b"},
-		{"the fewest free", []string{"zone-a", "zone-b"}, map[string]int{"zone-a": 2, "zone-b": 1}, "zone-b"},
-		{"a tie: the first named", []string{"zone-a", "zone-b"}, map[string]int{"zone-a": 1, "zone-b": 1}, "zone-a"},
-		{"a zone without a node is passed over", []string{"zone-c", "zone-a"}, nil, "zone-a"},
-		{"no zone with a node", []string{"zone-c"}, nil, ""},
-	} {
-		zone, node, ok := leastServedZone(tt.zones, tt.free, nodes)
-		if zone != tt.want || ok != (tt.want != "") || ok && node != nodes[zone][0] {
-			t.Errorf("%s: leastServedZone = %q, %v, %v; want %q", tt.name, zone, node, ok, tt.want)
-		}
 	}
 }
 
@@ -513,7 +492,7 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 			f := newClassFixture(t, nil, nil)
 			f.useClock(testingclock.NewFakePassiveClock(t0()))
 			pool := aheadPoolNamed("pool", 1)
-			if made, err := f.p.MakeAhead(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
+			if made, err := f.p.ahead().Make(context.Background(), f.pool, pool, 1); made != 1 || err != nil {
 				t.Fatalf("MakeAhead = %d, %v", made, err)
 			}
 			if tt.pool != nil {
@@ -543,7 +522,7 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 			}
 			if tt.given {
 				_ = f.backing.Delete(backing)
-				if n := f.p.AheadInFlight("pool"); n != 0 {
+				if n := f.p.ahead().InFlight("pool"); n != 0 {
 					t.Errorf("AheadInFlight = %d, want the place given back", n)
 				}
 			}

@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -66,7 +62,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		}
 		return nil, lib.ProvisioningFinished, err
 	}
-	pv := volumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
+	pv := backend.VolumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
 		keys.LastClaim, claimKey(claim),
 		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
@@ -130,35 +126,4 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 // installation.
 func (p *provisioner) ownLabels(labels map[string]string) map[string]string {
 	return pools.ManagedBy(labels, p.controllerID)
-}
-
-// volumeObject is the PersistentVolume of v, a volume of class, around what
-// its backend made (or will make) of it: shaped as v's claim asks, pinned by
-// affinity, with the annotations given and the backend's.
-func volumeObject(class *storagev1.StorageClass, backend string, v backend.NewVolume, made backend.MadeVolume, affinity *corev1.VolumeNodeAffinity, annotations map[string]string) *corev1.PersistentVolume {
-	if made.NodeAffinity != nil {
-		affinity = made.NodeAffinity
-	}
-	policy := corev1.PersistentVolumeReclaimRetain
-	if class.ReclaimPolicy != nil {
-		policy = *class.ReclaimPolicy
-	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: v.Name, Annotations: map[string]string{}},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: v.Claim.Spec.Resources.Requests[corev1.ResourceStorage]},
-			AccessModes: v.Claim.Spec.AccessModes,
-			// A backend refuses the modes it cannot make.
-			VolumeMode:                    ptr.To(ptr.Deref(v.Claim.Spec.VolumeMode, corev1.PersistentVolumeFilesystem)),
-			PersistentVolumeReclaimPolicy: policy,
-			StorageClassName:              class.Name,
-			MountOptions:                  class.MountOptions,
-			NodeAffinity:                  affinity,
-			PersistentVolumeSource:        made.Source,
-		},
-	}
-	pv.Annotations[keys.Backend] = backend
-	maps.Copy(pv.Annotations, annotations)
-	maps.Copy(pv.Annotations, made.Annotations)
-	return pv
 }

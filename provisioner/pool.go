@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
@@ -159,18 +158,10 @@ func misfit(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, no
 		return "volume attributes class"
 	case selector != nil && !selector.Matches(labels.Set(pv.Labels)):
 		return "selector"
-	case node != nil && !fitsNode(pv, node):
+	case node != nil && !pools.FitsNode(pv, node):
 		return "node"
 	}
 	return ""
-}
-
-func fitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return true
-	}
-	ok, err := corev1helpers.MatchNodeSelectorTerms(node, pv.Spec.NodeAffinity.Required)
-	return err == nil && ok
 }
 
 // poolState counts a pool's members for events and decisions.

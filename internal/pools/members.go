@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -91,6 +92,16 @@ func AheadClaimRef(pv string) *corev1.ObjectReference {
 // AheadNamespace holds the claims named by members made ahead; none is
 // ever made. kube-system: who may create claims there may do far more.
 const AheadNamespace = metav1.NamespaceSystem
+
+// FitsNode reports whether pv may be used on node: its node affinity, if
+// any, admits the node.
+func FitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return true
+	}
+	ok, err := corev1helpers.MatchNodeSelectorTerms(node, pv.Spec.NodeAffinity.Required)
+	return err == nil && ok
+}
 
 // ManagedBy adds to labels the one that has the releaser of controllerID
 // look after a volume (keys.VolumeManagedBy); none without an ID.

@@ -81,10 +81,10 @@ const (
 	// PlaceAnywhere: the backend or its driver decides.
 	PlaceAnywhere Placement = iota
 	// PlaceOnNode: on one node's disk, chosen by the flow among the nodes
-	// the class and the pool's template allow (aheadNodes).
+	// the class and the pool's template allow (provisioner/ahead).
 	PlaceOnNode
 	// PlaceInZone: for a node of one of the pool's template zones
-	// (zones.go).
+	// (provisioner/ahead, zones.go).
 	PlaceInZone
 )
 

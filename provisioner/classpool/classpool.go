@@ -2,8 +2,9 @@
 // (provisioner/backend, class.go), pools in front of another StorageClass:
 // a new volume is asked of the backing class through a claim of the
 // provisioner's own, kept, and handed over to the user's claim (grow.go)
-// or made a free member ahead of claims (ahead.go); a member is evicted by
-// handing it back to the provisioner of its storage (handback.go). The
+// or made a free member ahead of claims (ahead.go, which provisioner/ahead
+// calls); a member is evicted by handing it back to the provisioner of its
+// storage (handback.go). The
 // claims it makes and the volumes it keeps are looked at by a loop of its
 // own, which runs while the provisioner leads.
 package classpool

@@ -124,7 +124,7 @@ func (e *Evictor) Wants(pv *corev1.PersistentVolume) bool {
 // once it has waited AheadBound or its node is gone: no claim had it, so no
 // data goes, and it would otherwise count against maxVolumes for good. The
 // pool makes another. Until then it is looked at again when the bound ends;
-// making its storage (FinishAhead) is the pool manager's.
+// making its storage (ahead.Members.Finish) is the pool manager's.
 func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolume) error {
 	why := ""
 	if node := pv.Annotations[keys.Node]; node != "" && e.cfg.Nodes != nil {

@@ -1,4 +1,4 @@
-package provisioner
+package ahead
 
 import (
 	"cmp"
@@ -32,9 +32,9 @@ func templateZones(pool *v1alpha1.VolumePool) []string {
 // zoneNodes lists by zone the Ready, schedulable nodes of the pool's
 // template zones that its nodeSelector names, by name; a zone without
 // such a node is left out.
-func (p *provisioner) zoneNodes(pool *v1alpha1.VolumePool) map[string][]*corev1.Node {
+func (m *Members) zoneNodes(pool *v1alpha1.VolumePool) map[string][]*corev1.Node {
 	zones := templateZones(pool)
-	if p.nodes == nil || len(zones) == 0 {
+	if m.cfg.Nodes == nil || len(zones) == 0 {
 		return nil
 	}
 	sel := labels.SelectorFromSet(templateNodes(pool))
@@ -42,7 +42,7 @@ func (p *provisioner) zoneNodes(pool *v1alpha1.VolumePool) map[string][]*corev1.
 	if err != nil {
 		return nil
 	}
-	all, err := p.nodes.List(sel.Add(*in))
+	all, err := m.cfg.Nodes.List(sel.Add(*in))
 	if err != nil {
 		return nil
 	}
@@ -64,25 +64,25 @@ func (p *provisioner) zoneNodes(pool *v1alpha1.VolumePool) map[string][]*corev1.
 // whose nodes its node affinity admits (every zone, for a member without
 // affinity); a backing claim on its way, in the zone of the node it was
 // asked for.
-func (p *provisioner) freeByZone(class string, nodes map[string][]*corev1.Node) map[string]int {
+func (m *Members) freeByZone(class string, nodes map[string][]*corev1.Node) map[string]int {
 	out := map[string]int{}
-	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
+	objs, _ := m.cfg.Volumes.ByIndex(pools.VolumesByClass, class)
 	for _, o := range objs {
 		pv, ok := o.(*corev1.PersistentVolume)
 		if !ok || pools.StateOf(pv) != pools.StateFree {
 			continue
 		}
 		for zone, ns := range nodes {
-			if slices.ContainsFunc(ns, func(n *corev1.Node) bool { return fitsNode(pv, n) }) {
+			if slices.ContainsFunc(ns, func(n *corev1.Node) bool { return pools.FitsNode(pv, n) }) {
 				out[zone]++
 			}
 		}
 	}
-	for _, v := range p.classes.InFlight(class) {
+	for _, v := range m.cfg.Classes.InFlight(class) {
 		if !v.Ahead || v.Node == "" {
 			continue
 		}
-		if n, err := p.nodeNamed(v.Node); err == nil {
+		if n, err := m.nodeNamed(v.Node); err == nil {
 			out[n.Labels[corev1.LabelTopologyZone]]++
 		}
 	}
@@ -109,12 +109,12 @@ func leastServedZone(zones []string, free map[string]int, nodes map[string][]*co
 // the node each next member made ahead for pool is asked for: one of the
 // least served of the pool's zones (leastServedZone), counted as served
 // from then on. Other classes place nothing: nil.
-func (p *provisioner) zonePlacer(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) func() (string, error) {
+func (m *Members) zonePlacer(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) func() (string, error) {
 	if backend.BindingMode(class) != storagev1.VolumeBindingWaitForFirstConsumer {
 		return nil
 	}
-	nodes := p.zoneNodes(pool)
-	free := p.freeByZone(class.Name, nodes)
+	nodes := m.zoneNodes(pool)
+	free := m.freeByZone(class.Name, nodes)
 	return func() (string, error) {
 		zone, node, ok := leastServedZone(templateZones(pool), free, nodes)
 		if !ok {
