@@ -41,8 +41,8 @@ func (p *provisioner) useBackingClaims(lister corelisters.PersistentVolumeClaimL
 // classFlow is what the class pools ask of the provisioner.
 type classFlow struct{ p *provisioner }
 
-func (f classFlow) Reserve(class, name string, max int) bool {
-	_, _, ok := f.p.reserve(class, name, "", max, 0)
+func (f classFlow) Reserve(class, name string, maxVolumes int) bool {
+	_, _, ok := f.p.reserve(class, name, "", maxVolumes, 0)
 	return ok
 }
 
@@ -71,7 +71,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 	if asked {
 		p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
 	}
-	if errors.As(err, new(classpool.Waiting)) {
+	if errors.As(err, new(classpool.WaitingError)) {
 		err = reportedError{err} // nothing to report: it waits
 	}
 	return nil, result, err

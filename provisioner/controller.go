@@ -164,7 +164,7 @@ func indexVolumes(volumes cache.SharedIndexInformer) error {
 	if err := pools.IndexVolumesByClass(volumes); err != nil {
 		return err
 	}
-	if err := volumes.AddIndexers(classpool.Indexers); err != nil {
+	if err := volumes.AddIndexers(classpool.Indexers()); err != nil {
 		return err
 	}
 	return volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID})
@@ -251,9 +251,10 @@ func (c *Controller) Start(ctx context.Context) error { return c.lifecycle.Start
 
 // Run provisions and deletes until ctx is done; Start comes first.
 func (c *Controller) Run(ctx context.Context) error {
-	// The early hand-off, the scrubber, the evictor and the measurer run
-	// while the provisioner leads: they act on what the provisioner and
-	// the pool manager, which runs beside it under the same lease, decide.
+	// The early hand-off, the scrubber, the evictor, the measurer and the
+	// class pools' loop run while the provisioner leads: they act on what
+	// the provisioner and the pool manager, which runs beside it under the
+	// same lease, decide.
 	var wg sync.WaitGroup
 	wg.Go(func() { c.early.run(ctx, c.workers) })
 	wg.Go(func() { c.scrubber.Run(ctx) })

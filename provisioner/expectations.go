@@ -20,12 +20,12 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 	return p.takes.IssuedTo(claim.UID)
 }
 
-// reserve counts the volumes of class this provisioner created, including the
-// ones on their way (a class pool's backing claims among them), in the class and on node (a volume's keys.Node), and holds
-// a place for name on node unless that would exceed max or maxPerNode (0: no
-// limit). A retry for a name already counted always gets its place back.
-func (p *provisioner) reserve(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool) {
-	return p.pending.Reserve(class, name, node, max, maxPerNode, func() map[string]string {
+// reserve counts the volumes of class this provisioner created, including
+// the ones on their way (a class pool's backing claims among them), in the
+// class and on node (a volume's keys.Node), and holds a place for name on
+// node unless that would exceed maxVolumes or maxPerNode (0: no limit). A retry for a name already counted always gets its place back.
+func (p *provisioner) reserve(class, name, node string, maxVolumes, maxPerNode int) (count, onNode int, ok bool) {
+	return p.pending.Reserve(class, name, node, maxVolumes, maxPerNode, func() map[string]string {
 		names := p.classes.Pending(class)
 		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {

@@ -96,7 +96,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 // volumeIndexers are the indexes indexVolumes adds to the volume informer.
 func volumeIndexers() cache.Indexers {
 	out := cache.Indexers{pools.VolumesByClass: pools.VolumeClass, indexClaimUID: indexByClaimUID}
-	maps.Copy(out, classpool.Indexers)
+	maps.Copy(out, classpool.Indexers())
 	return out
 }
 

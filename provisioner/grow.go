@@ -125,5 +125,5 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 // ownLabels adds to labels the one that associates a volume with this
 // installation.
 func (p *provisioner) ownLabels(labels map[string]string) map[string]string {
-	return pools.ManagedBy(labels, p.controllerID)
+	return pools.SetManagedBy(labels, p.controllerID)
 }

@@ -112,7 +112,7 @@ type provisioner struct {
 	returns *memory.Waiting
 	// classes are the class backend's pools, which grow through backing
 	// claims; nil until useBackingClaims.
-	classes *classpool.Backing
+	classes *classpool.Pools
 	// after runs f after d, as time.AfterFunc does.
 	after func(d time.Duration, f func())
 }
@@ -148,7 +148,9 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	return p
 }
 
-// useClock builds the memories that tell time on clk.
+// useClock builds the memories that tell time on clk. The class pools
+// share them and the clock: it comes before useBackingClaims (the tests'
+// fixture.useClock builds the class pools again).
 func (p *provisioner) useClock(clk clock.PassiveClock) {
 	p.clock = clk
 	p.takes = memory.NewTakes(clk)

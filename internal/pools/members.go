@@ -103,9 +103,9 @@ func FitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
 	return err == nil && ok
 }
 
-// ManagedBy adds to labels the one that has the releaser of controllerID
+// SetManagedBy adds to labels the one that has the releaser of controllerID
 // look after a volume (keys.VolumeManagedBy); none without an ID.
-func ManagedBy(labels map[string]string, controllerID string) map[string]string {
+func SetManagedBy(labels map[string]string, controllerID string) map[string]string {
 	if controllerID == "" {
 		return labels
 	}

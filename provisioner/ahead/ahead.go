@@ -42,7 +42,7 @@ import (
 // the class's backend; then the mark goes. The object comes first so that
 // a provisioner stopped at any point leaves something that lists what it
 // started, and Finish completes it. A class pool asks its backing class
-// instead (classpool.Backing.AskAhead), for a node of the least served of
+// instead (classpool.Pools.AskAhead), for a node of the least served of
 // the pool's zones when it binds on first consumer (zones.go).
 
 // Config is what members made ahead are made with: the provisioner's
@@ -56,13 +56,13 @@ type Config struct {
 	Nodes   corelisters.NodeLister
 	// Backends are the provisioner's, by name; Classes its class pools.
 	Backends map[string]backend.Backend
-	Classes  *classpool.Backing
+	Classes  *classpool.Pools
 	// Pending is the provisioner's record of the volumes on their way.
 	Pending *memory.Pending
 	// Reserve holds a place for the volume name of class on node ("" for
 	// none), within max and maxPerNode (0: no limit), as the provisioner
 	// counts the class's volumes; it returns the class's count besides it.
-	Reserve func(class, name, node string, max, maxPerNode int) (count, onNode int, ok bool)
+	Reserve func(class, name, node string, maxVolumes, maxPerNode int) (count, onNode int, ok bool)
 	Clock   clock.PassiveClock
 	// Made observes how long making a member took, by class.
 	Made *prometheus.HistogramVec
@@ -108,8 +108,8 @@ func (m *Members) Check(class *storagev1.StorageClass, pool *v1alpha1.VolumePool
 			return fmt.Errorf("the template is refused: %w", err)
 		}
 	}
-	if max := params.MaxCapacity; max != nil && claim.Spec.Resources.Requests.Storage().Cmp(*max) > 0 {
-		return fmt.Errorf("the template's capacity %s is above the class's %s %s", claim.Spec.Resources.Requests.Storage(), backend.MaxCapacity, max)
+	if limit := params.MaxCapacity; limit != nil && claim.Spec.Resources.Requests.Storage().Cmp(*limit) > 0 {
+		return fmt.Errorf("the template's capacity %s is above the class's %s %s", claim.Spec.Resources.Requests.Storage(), backend.MaxCapacity, limit)
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func (m *Members) makeAhead(ctx context.Context, class *storagev1.StorageClass, 
 		keys.StoragePending: "true",
 	})
 	pv.Spec.ClaimRef = pools.AheadClaimRef(v.Name)
-	pv.Labels = pools.ManagedBy(pv.Labels, m.cfg.ControllerID)
+	pv.Labels = pools.SetManagedBy(pv.Labels, m.cfg.ControllerID)
 	created, err := m.cfg.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 	if err != nil {
 		m.cfg.Pending.Unreserve(v.Name)
@@ -224,7 +224,7 @@ func (m *Members) finishAhead(ctx context.Context, maker backend.Maker, pv *core
 // Finish completes the members of class made ahead whose storage is
 // still pending: a provisioner stopped between the steps left them, or
 // making the storage failed. One that waits too long is the evictor's to
-// remove (removeIfNotMade).
+// remove (provisioner/evict).
 func (m *Members) Finish(ctx context.Context, class *storagev1.StorageClass) error {
 	params, err := backend.ParseParameters(class, m.cfg.Backends)
 	if err != nil {

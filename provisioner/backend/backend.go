@@ -25,26 +25,26 @@ import (
 // if it can, and removes them. A class names its backend with the parameter
 // "backend".
 type Backend interface {
-	// parameters names the class parameters the backend reads, on top of
+	// Parameters names the class parameters the backend reads, on top of
 	// "backend" and "selectorKeys", which every class may set.
 	Parameters() []string
-	// forClass validates those parameters of class and returns the
+	// ForClass validates those parameters of class and returns the
 	// backend's view of it, or every problem at once.
 	ForClass(class *storagev1.StorageClass) (Class, []error)
-	// delete ends pv, a volume this backend made (its keys.Backend annotation
+	// Delete ends pv, a volume this backend made (its keys.Backend annotation
 	// names the backend) with reclaim policy Delete: it removes the
 	// storage, after which the library deletes the volume object
 	// (StorageRemoved), or gives the volume to the provisioner that made
 	// its storage, which deletes both (HandedBack).
 	Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error)
-	// evicts says how a member the backend made leaves its pool with its
+	// Evicts says how a member the backend made leaves its pool with its
 	// data (a VolumePool's eviction settings, evictForClaims), or why it
 	// cannot: an error an administrator reads on the pool.
 	Evicts() (EvictionKind, error)
-	// usage adds up the bytes member pv holds, until deadline; partial says
+	// Usage adds up the bytes member pv holds, until deadline; partial says
 	// it stopped there or at what it could not read. A backend that cannot
 	// measure a member cheaply at each return to the pool returns
-	// ErrNotMeasured, and measures reports false.
+	// ErrNotMeasured, and Measures reports false.
 	Usage(pv *corev1.PersistentVolume, deadline time.Time) (bytes int64, partial bool, err error)
 	Measures() bool
 }
@@ -100,32 +100,32 @@ const (
 
 // Class is a backend's view of one StorageClass.
 type Class interface {
-	// isMember reports whether pv, a Retain volume of the class, is in the
+	// IsMember reports whether pv, a Retain volume of the class, is in the
 	// class's pool.
 	IsMember(pv *corev1.PersistentVolume) bool
-	// selectorKeys names the label keys a claim's selector may use on top
+	// SelectorKeys names the label keys a claim's selector may use on top
 	// of the class's selectorKeys.
 	SelectorKeys() []string
-	// maker returns what makes new volumes for the class, or nil and what an
+	// Maker returns what makes new volumes for the class, or nil and what an
 	// administrator can do to add volumes to a pool that cannot grow.
 	Maker() (Maker, string)
-	// backingClass is the StorageClass whose provisioner makes the pool's
+	// BackingClass is the StorageClass whose provisioner makes the pool's
 	// new volumes, for a pool that grows through claims of another class
 	// (provisioner/classpool) rather than a maker; nil for the others.
 	BackingClass() *storagev1.StorageClass
-	// aheadPlacement says where a member made ahead of claims goes.
+	// AheadPlacement says where a member made ahead of claims goes.
 	AheadPlacement() Placement
 }
 
 // Maker makes the storage of new volumes for one class.
 type Maker interface {
-	// refuse says why no volume of the backend can serve claim (an event
+	// Refuse says why no volume of the backend can serve claim (an event
 	// reason and the message), or returns "" and nil.
 	Refuse(claim *corev1.PersistentVolumeClaim) (string, error)
-	// create makes the storage of v. It is idempotent: a retry for the
+	// Create makes the storage of v. It is idempotent: a retry for the
 	// same name reuses what an earlier attempt made.
 	Create(ctx context.Context, v NewVolume) (MadeVolume, error)
-	// plan says what create will make of v, without making it, so that the
+	// Plan says what Create will make of v, without making it, so that the
 	// volume object of a member made ahead exists before its storage.
 	Plan(v NewVolume) (MadeVolume, error)
 }

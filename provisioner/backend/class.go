@@ -125,12 +125,12 @@ func (c *backedClass) AheadPlacement() Placement {
 	return PlaceAnywhere
 }
 
-// evicts: a member goes back to the provisioner of its storage
-// (classpool.HandBack).
+// Evicts: a member goes back to the provisioner of its storage
+// (classpool.Pools.HandBack).
 func (*classPoolBackend) Evicts() (EvictionKind, error) { return EvictHandingBack, nil }
 
-// maker is nil: the flow grows a class pool through its backing class
-// (classpool.Backing.Grow), not through a Maker.
+// Maker is nil: the flow grows a class pool through its backing class
+// (classpool.Pools.Grow), not through a Maker.
 func (c *backedClass) Maker() (Maker, string) { return nil, "" }
 
 // delete hands pv back to the provisioner that made its storage, as it was

@@ -51,7 +51,7 @@ type Ahead struct {
 // makes the volume a free member. For a class that binds on first
 // consumer, the backing claim names the node it is made for, as the
 // scheduler does for a pod's.
-func (b *Backing) AskAhead(ctx context.Context, a Ahead, n int) (int, error) {
+func (b *Pools) AskAhead(ctx context.Context, a Ahead, n int) (int, error) {
 	ns := b.cfg.Namespace
 	for asked := 0; asked < n; asked++ {
 		annotations := map[string]string{keys.PoolClass: a.Class, keys.MadeAhead: a.Pool}
@@ -92,7 +92,7 @@ func (b *Backing) AskAhead(ctx context.Context, a Ahead, n int) (int, error) {
 // syncAhead takes a member asked for ahead of claims (AskAhead) one step
 // further: kept once its volume is bound, the backing claim deleted, and,
 // once it is gone, the volume made a free member made ahead.
-func (b *Backing) syncAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim, kept *corev1.PersistentVolume) error {
+func (b *Pools) syncAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim, kept *corev1.PersistentVolume) error {
 	logger := klog.FromContext(ctx).WithValues("backingClaim", backingClaimName(uid))
 	if kept == nil {
 		pv, err := b.backingVolume(ctx, backing)
@@ -136,7 +136,7 @@ func (b *Backing) syncAhead(ctx context.Context, uid types.UID, backing *corev1.
 // claim is then deleted, which loses nothing (nothing is bound to it), and
 // its place under maxVolumes is given back. A driver that never makes the
 // volume would otherwise hold that place for good.
-func (b *Backing) awaitAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim) error {
+func (b *Pools) awaitAhead(ctx context.Context, uid types.UID, backing *corev1.PersistentVolumeClaim) error {
 	if backing.DeletionTimestamp != nil {
 		return nil
 	}

@@ -35,9 +35,9 @@ import (
 // Provisioner is what the class pools ask of the provisioner they grow for.
 type Provisioner interface {
 	// Reserve holds a place among the volumes of class for the volume
-	// named name, within max (maxVolumes; 0: no limit), as the provisioner
+	// named name, within maxVolumes (0: no limit), as the provisioner
 	// counts them; false when the class has no room.
-	Reserve(class, name string, max int) bool
+	Reserve(class, name string, maxVolumes int) bool
 	// Requeue hands claim back to the library's work queue.
 	Requeue(claim *corev1.PersistentVolumeClaim)
 	// Issued records that pv, a new member of the pool of class, was issued
@@ -77,9 +77,10 @@ type Config struct {
 	Created, Evictions *prometheus.CounterVec
 }
 
-// Backing holds the backing claims of the class pools and the loop that
-// looks at them, by the UID of the claim each was made for.
-type Backing struct {
+// Pools are the class backend's pools: the backing claims made for them
+// and the loop that looks at them, by the UID of the claim each was made
+// for.
+type Pools struct {
 	cfg Config
 	p   Provisioner
 	// queue tidies up, by the UID of the claim they are for, the backing
@@ -91,9 +92,11 @@ type Backing struct {
 	relayed relayTimes
 }
 
-// New returns the class pools of cfg, growing for p.
-func New(cfg Config, p Provisioner) *Backing {
-	b := &Backing{cfg: cfg, p: p}
+// New returns the class pools of cfg, growing for p. They share the
+// provisioner's clock and record of volumes on their way (cfg.Clock,
+// cfg.Pending): build them after those.
+func New(cfg Config, p Provisioner) *Pools {
+	b := &Pools{cfg: cfg, p: p}
 	q := &controller.Loop[*corev1.PersistentVolumeClaim, types.UID]{Name: "provisioner-backing", Key: backingFor, Sync: b.Sync, Workers: 1}
 	// Any change of a backing claim, its deletion included, is looked at
 	// for its claim.
@@ -108,7 +111,7 @@ func New(cfg Config, p Provisioner) *Backing {
 
 // Watch queues the backing claims of informer (those BackingClaims lists)
 // as they change. Call it once, before Run.
-func (b *Backing) Watch(informer cache.SharedIndexInformer) error {
+func (b *Pools) Watch(informer cache.SharedIndexInformer) error {
 	if err := b.queue.Watch(informer); err != nil {
 		return fmt.Errorf("watching backing claims: %w", err)
 	}
@@ -116,7 +119,7 @@ func (b *Backing) Watch(informer cache.SharedIndexInformer) error {
 }
 
 // Run works the queue, and sweeps it every sweepInterval, until ctx is done.
-func (b *Backing) Run(ctx context.Context) {
+func (b *Pools) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { controller.Every(ctx, sweepInterval, b.sweep) })
 	wg.Go(func() { b.queue.Run(ctx) })
@@ -129,7 +132,7 @@ const sweepInterval = 10 * time.Second
 // sweep looks again at everything a backing claim was made for: the steps
 // follow the events of the backing claims and the volumes, and a restart,
 // or a watch that missed one, must not leave a volume halfway.
-func (b *Backing) sweep(context.Context) {
+func (b *Pools) sweep(context.Context) {
 	claims, _ := b.cfg.BackingClaims.PersistentVolumeClaims(b.cfg.Namespace).List(labels.Everything())
 	for _, c := range claims {
 		if uid, ok := backingFor(c); ok {
@@ -159,7 +162,7 @@ func backingFor(backing *corev1.PersistentVolumeClaim) (types.UID, bool) {
 // OnKeptVolume looks at a volume kept for a claim (step 3), on every
 // change and at start-up: a restarted provisioner finds the volumes a
 // crash left between steps.
-func (b *Backing) OnKeptVolume(pv *corev1.PersistentVolume) {
+func (b *Pools) OnKeptVolume(pv *corev1.PersistentVolume) {
 	if uid := keptFor(pv); uid != "" && pv.Annotations[keys.KeptBy] == b.cfg.Name {
 		b.queue.Add(uid)
 	}
@@ -167,7 +170,7 @@ func (b *Backing) OnKeptVolume(pv *corev1.PersistentVolume) {
 
 // OnClaimGone looks again at what was made for a claim that no longer
 // waits for a volume: deleted, or bound.
-func (b *Backing) OnClaimGone(claim *corev1.PersistentVolumeClaim) { b.queue.Add(claim.UID) }
+func (b *Pools) OnClaimGone(claim *corev1.PersistentVolumeClaim) { b.queue.Add(claim.UID) }
 
 // keptFor is the UID of the claim pv is kept for (step 3), if it is one a
 // backing provisioner made that was not handed over yet.
@@ -179,7 +182,7 @@ func keptFor(pv *corev1.PersistentVolume) types.UID {
 const indexKeptFor = "reclaimable-provisioner/backing-for"
 
 // Indexers are the indexes of the volume cache the class pools read.
-var Indexers = cache.Indexers{indexKeptFor: byKeptFor}
+func Indexers() cache.Indexers { return cache.Indexers{indexKeptFor: byKeptFor} }
 
 // byKeptFor indexes a kept volume by "<provisioner that kept it>/<UID of
 // the claim it is kept for>".
@@ -192,7 +195,7 @@ func byKeptFor(obj any) ([]string, error) {
 
 // keptVolume returns the volume this provisioner kept for the claim of
 // uid, if any.
-func (b *Backing) keptVolume(uid types.UID) *corev1.PersistentVolume {
+func (b *Pools) keptVolume(uid types.UID) *corev1.PersistentVolume {
 	objs, _ := b.cfg.Volumes.ByIndex(indexKeptFor, b.cfg.Name+"/"+string(uid))
 	if len(objs) == 0 {
 		return nil
@@ -201,7 +204,7 @@ func (b *Backing) keptVolume(uid types.UID) *corev1.PersistentVolume {
 }
 
 // KeptUIDs are the UIDs of the claims this provisioner keeps volumes for.
-func (b *Backing) KeptUIDs() []types.UID {
+func (b *Pools) KeptUIDs() []types.UID {
 	var out []types.UID
 	for _, key := range b.cfg.Volumes.ListIndexFuncValues(indexKeptFor) {
 		if uid, ok := strings.CutPrefix(key, b.cfg.Name+"/"); ok && b.keptVolume(types.UID(uid)) != nil {
@@ -214,7 +217,7 @@ func (b *Backing) KeptUIDs() []types.UID {
 // Pending names the volumes of class on their way through backing claims,
 // with the node each is for, by the name the library gives them (the
 // backing claim's). They count against the class's limits.
-func (b *Backing) Pending(class string) map[string]string {
+func (b *Pools) Pending(class string) map[string]string {
 	out := map[string]string{}
 	for name, v := range b.InFlight(class) {
 		out[name] = v.Node
@@ -232,7 +235,7 @@ type Volume struct {
 // InFlight lists the volumes of class on their way through backing claims,
 // by the backing claim's name: a backing claim, or a volume kept (step 3)
 // and not handed over yet, which stands for its backing claim from then on.
-func (b *Backing) InFlight(class string) map[string]Volume {
+func (b *Pools) InFlight(class string) map[string]Volume {
 	out := map[string]Volume{}
 	claims, _ := b.cfg.BackingClaims.PersistentVolumeClaims(b.cfg.Namespace).List(labels.Everything())
 	for _, c := range claims {
@@ -250,7 +253,7 @@ func (b *Backing) InFlight(class string) map[string]Volume {
 
 // AheadInFlight counts the members of class asked for ahead of claims on
 // their way: backing claims, and volumes kept and not yet members.
-func (b *Backing) AheadInFlight(class string) int {
+func (b *Pools) AheadInFlight(class string) int {
 	n := 0
 	for _, v := range b.InFlight(class) {
 		if v.Ahead {
@@ -262,7 +265,7 @@ func (b *Backing) AheadInFlight(class string) int {
 
 // Cached reports whether the cache shows the backing claim of that name,
 // or the volume kept for it.
-func (b *Backing) Cached(name string) bool {
+func (b *Pools) Cached(name string) bool {
 	if _, err := b.cfg.BackingClaims.PersistentVolumeClaims(b.cfg.Namespace).Get(name); err == nil {
 		return true
 	}

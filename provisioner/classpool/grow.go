@@ -77,22 +77,22 @@ type Request struct {
 	Count  int
 }
 
-// Waiting is Grow's error while the claim waits for the backing class or
+// WaitingError is Grow's error while the claim waits for the backing class or
 // for the API server: nothing went wrong, and the changes of the backing
 // claim and of the volume bring the claim back to the library's queue.
-type Waiting struct{ error }
+type WaitingError struct{ error }
 
-func (w Waiting) Unwrap() error { return w.error }
+func (w WaitingError) Unwrap() error { return w.error }
 
 func waiting(format string, args ...any) (lib.ProvisioningState, bool, error) {
-	return lib.ProvisioningInBackground, false, Waiting{fmt.Errorf(format, args...)}
+	return lib.ProvisioningInBackground, false, WaitingError{fmt.Errorf(format, args...)}
 }
 
 // Grow gives r's claim a new volume of the backing class, one step (see the
 // top of this file) per call, and reports whether this call asked the
 // backing class for it. Once the volume is issued it returns the library's
 // IgnoredError: the PV controller binds it.
-func (b *Backing) Grow(ctx context.Context, r Request) (lib.ProvisioningState, bool, error) {
+func (b *Pools) Grow(ctx context.Context, r Request) (lib.ProvisioningState, bool, error) {
 	claim := r.Claim
 	if kept := b.keptVolume(claim.UID); kept != nil {
 		backing, err := b.backingClaimLive(ctx, claim.UID)
@@ -132,7 +132,7 @@ func (b *Backing) Grow(ctx context.Context, r Request) (lib.ProvisioningState, b
 
 // ensureBackingClaim returns the backing claim for r's claim, made if it is
 // not yet, and whether this call made it.
-func (b *Backing) ensureBackingClaim(ctx context.Context, r Request) (*corev1.PersistentVolumeClaim, bool, error) {
+func (b *Pools) ensureBackingClaim(ctx context.Context, r Request) (*corev1.PersistentVolumeClaim, bool, error) {
 	claim, ns := r.Claim, b.cfg.Namespace
 	name := backingClaimName(claim.UID)
 	if c, err := b.cfg.BackingClaims.PersistentVolumeClaims(ns).Get(name); err == nil {
@@ -220,7 +220,7 @@ func (r *relayTimes) relayed(name string, now time.Time) {
 // events of the backing claim's namespace, and only the driver knows what
 // it cannot make (an access mode, a size, a zone). The recorder counts a
 // message repeated on each retry as one event.
-func (b *Backing) relayBackingFailure(ctx context.Context, claim, backing *corev1.PersistentVolumeClaim) {
+func (b *Pools) relayBackingFailure(ctx context.Context, claim, backing *corev1.PersistentVolumeClaim) {
 	// A failure relayed is news enough for relayInterval: the retries
 	// meanwhile cost no LIST. Until the driver reports one, each retry
 	// looks, so that the first failure reaches the claim at once.
@@ -263,7 +263,7 @@ func eventTime(e *corev1.Event) time.Time {
 // backingClaimLive returns the backing claim for the claim of uid as the
 // API server has it, or nil if it is gone: the cache may not show a
 // deletion yet, and a volume is never taken from a claim that exists.
-func (b *Backing) backingClaimLive(ctx context.Context, uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+func (b *Pools) backingClaimLive(ctx context.Context, uid types.UID) (*corev1.PersistentVolumeClaim, error) {
 	name, ns := backingClaimName(uid), b.cfg.Namespace
 	c, err := b.cfg.BackingClaims.PersistentVolumeClaims(ns).Get(name)
 	if err == nil && c.DeletionTimestamp == nil {
@@ -281,7 +281,7 @@ func (b *Backing) backingClaimLive(ctx context.Context, uid types.UID) (*corev1.
 
 // backingVolume returns the volume bound to backing, or nil while there is
 // none yet.
-func (b *Backing) backingVolume(ctx context.Context, backing *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, error) {
+func (b *Pools) backingVolume(ctx context.Context, backing *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, error) {
 	pv, err := b.volumeNamed(ctx, backing.Spec.VolumeName)
 	if err != nil || pv == nil {
 		return nil, err
@@ -294,7 +294,7 @@ func (b *Backing) backingVolume(ctx context.Context, backing *corev1.PersistentV
 
 // keep makes pv, bound to its backing claim, safe from deletion and says
 // which claim of which pool class it is for (step 3).
-func (b *Backing) keep(ctx context.Context, pv *corev1.PersistentVolume, annotations map[string]string) error {
+func (b *Pools) keep(ctx context.Context, pv *corev1.PersistentVolume, annotations map[string]string) error {
 	kept := pv.DeepCopy()
 	if kept.Annotations == nil {
 		kept.Annotations = map[string]string{}
@@ -310,7 +310,7 @@ func (b *Backing) keep(ctx context.Context, pv *corev1.PersistentVolume, annotat
 
 // handOver makes pv, kept for r's claim, a member of r's class issued to
 // the claim (step 5).
-func (b *Backing) handOver(ctx context.Context, r Request, pv *corev1.PersistentVolume) (lib.ProvisioningState, error) {
+func (b *Pools) handOver(ctx context.Context, r Request, pv *corev1.PersistentVolume) (lib.ProvisioningState, error) {
 	claim, class := r.Claim, r.Class
 	// Bound as the PV controller binds, its bound-by-controller mark
 	// included: a volume whose claim got bound elsewhere returns to the
@@ -336,7 +336,7 @@ func (b *Backing) handOver(ctx context.Context, r Request, pv *corev1.Persistent
 
 // deleteBackingClaim deletes backing, if it is still the one given; its
 // deletion requeues the claim it was made for, and a failure is retried.
-func (b *Backing) deleteBackingClaim(ctx context.Context, backing *corev1.PersistentVolumeClaim) {
+func (b *Pools) deleteBackingClaim(ctx context.Context, backing *corev1.PersistentVolumeClaim) {
 	if backing.DeletionTimestamp != nil {
 		return
 	}
@@ -354,7 +354,7 @@ func (b *Backing) deleteBackingClaim(ctx context.Context, backing *corev1.Persis
 // brings it back to the library's queue; once it no longer does (gone,
 // bound elsewhere), both go back to the backing provisioner. A member made
 // ahead of claims is taken a step further (syncAhead).
-func (b *Backing) Sync(ctx context.Context, uid types.UID) error {
+func (b *Pools) Sync(ctx context.Context, uid types.UID) error {
 	backing, err := b.cfg.BackingClaims.PersistentVolumeClaims(b.cfg.Namespace).Get(backingClaimName(uid))
 	if err != nil {
 		backing = nil
@@ -399,7 +399,7 @@ func (b *Backing) Sync(ctx context.Context, uid types.UID) error {
 
 // volumeNamed returns the volume of that name, from the cache or else the
 // API server; nil for "" or none.
-func (b *Backing) volumeNamed(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+func (b *Pools) volumeNamed(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
 	if name == "" {
 		return nil, nil
 	}
@@ -416,7 +416,7 @@ func (b *Backing) volumeNamed(ctx context.Context, name string) (*corev1.Persist
 // wantsVolume reports whether the claim key ("<namespace>/<name>") of uid
 // still waits for a volume, which only the API server can say for sure of
 // a claim gone from the cache.
-func (b *Backing) wantsVolume(ctx context.Context, key string, uid types.UID) (*corev1.PersistentVolumeClaim, bool, error) {
+func (b *Pools) wantsVolume(ctx context.Context, key string, uid types.UID) (*corev1.PersistentVolumeClaim, bool, error) {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || ns == "" || name == "" {
 		return nil, false, nil

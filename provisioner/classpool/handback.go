@@ -27,7 +27,7 @@ import (
 // the backing provisioner deletes disk and object. From this write on it
 // is no longer in the pool, and no claim can be given it. It reports
 // false when pv changed since the decision.
-func (b *Backing) HandBack(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
+func (b *Pools) HandBack(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
 	if pv.Annotations[keys.BackingClass] == "" {
 		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, keys.BackingClass)
@@ -57,7 +57,7 @@ func (b *Backing) HandBack(ctx context.Context, pv *corev1.PersistentVolume, cau
 // made a member of class, with policy and labels: provisioned-by this
 // provisioner, its backing provisioner and class recorded, the marks of
 // the keep gone. Its claimRef is the caller's to set.
-func (b *Backing) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
+func (b *Pools) memberOf(pv *corev1.PersistentVolume, class string, policy corev1.PersistentVolumeReclaimPolicy, labels map[string]string) *corev1.PersistentVolume {
 	member := backend.Member(pv, b.cfg.Name, class, policy)
 	for _, k := range forClaimKeys {
 		delete(member.Annotations, k)
@@ -68,6 +68,6 @@ func (b *Backing) memberOf(pv *corev1.PersistentVolume, class string, policy cor
 		}
 		maps.Copy(member.Labels, labels)
 	}
-	member.Labels = pools.ManagedBy(member.Labels, b.cfg.ControllerID)
+	member.Labels = pools.SetManagedBy(member.Labels, b.cfg.ControllerID)
 	return member
 }

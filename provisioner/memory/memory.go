@@ -18,10 +18,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ExpectationTTL bounds how long the provisioner trusts its own record of a
+// expectationTTL bounds how long the provisioner trusts its own record of a
 // write over the informer: far longer than a watch takes to deliver it, and
 // longer than the library's retries of a PV create (5 x 10 s).
-const ExpectationTTL = 5 * time.Minute
+const expectationTTL = 5 * time.Minute
 
 // Takes remembers, by claim UID, the pool member pointed at the claim until
 // the cache shows it so: until then the cache offers the member as free and
@@ -43,10 +43,12 @@ type take struct {
 	at time.Time
 }
 
+// NewTakes remembers takes on clk.
 func NewTakes(clk clock.PassiveClock) *Takes {
 	return &Takes{clock: clk, byClaim: map[types.UID]take{}, trying: map[string]bool{}}
 }
 
+// Expect records that the member pv was pointed at the claim of UID claim.
 func (t *Takes) Expect(claim types.UID, pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -54,7 +56,7 @@ func (t *Takes) Expect(claim types.UID, pv string) {
 }
 
 // Try marks pv as being taken by the caller, unless another worker is
-// taking it; done unmarks it.
+// taking it; Done unmarks it.
 func (t *Takes) Try(pv string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -65,6 +67,7 @@ func (t *Takes) Try(pv string) bool {
 	return true
 }
 
+// Done unmarks pv: the caller is done taking it.
 func (t *Takes) Done(pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -109,7 +112,7 @@ func (t *Takes) Observe(pv *corev1.PersistentVolume) {
 func (t *Takes) expireLocked() {
 	now := t.clock.Now()
 	for uid, tk := range t.byClaim {
-		if now.Sub(tk.at) > ExpectationTTL {
+		if now.Sub(tk.at) > expectationTTL {
 			delete(t.byClaim, uid)
 		}
 	}
@@ -133,17 +136,18 @@ type pendingVolume struct {
 	ahead bool
 }
 
+// NewPending holds volumes pending on clk.
 func NewPending(clk clock.PassiveClock) *Pending {
 	return &Pending{clock: clk, growing: map[string]*sync.Mutex{}, pending: map[string]pendingVolume{}}
 }
 
 // Reserve counts the volumes of class: cached, the names the cache shows
 // with the node each is on ("" for none), and those pending; and holds a
-// place for name on node unless that would exceed max volumes in the class
+// place for name on node unless that would exceed maxVolumes in the class
 // or maxPerNode on node (0: no limit). It returns the class's count and the
 // node's. A retry for a name already counted always gets its place back.
 // cached is called with the class's growth serialised.
-func (v *Pending) Reserve(class, name, node string, max, maxPerNode int, cached func() map[string]string) (count, onNode int, ok bool) {
+func (v *Pending) Reserve(class, name, node string, maxVolumes, maxPerNode int, cached func() map[string]string) (count, onNode int, ok bool) {
 	v.mu.Lock()
 	lock, found := v.growing[class]
 	if !found {
@@ -161,7 +165,7 @@ func (v *Pending) Reserve(class, name, node string, max, maxPerNode int, cached 
 	for n, p := range v.pending {
 		_, known := names[n]
 		switch {
-		case known || now.Sub(p.at) > ExpectationTTL:
+		case known || now.Sub(p.at) > expectationTTL:
 			delete(v.pending, n)
 		case p.class == class:
 			names[n] = p.node
@@ -175,7 +179,7 @@ func (v *Pending) Reserve(class, name, node string, max, maxPerNode int, cached 
 	if _, known := names[name]; known {
 		return len(names) - 1, onNode, true
 	}
-	if max > 0 && len(names) >= max || maxPerNode > 0 && node != "" && onNode >= maxPerNode {
+	if maxVolumes > 0 && len(names) >= maxVolumes || maxPerNode > 0 && node != "" && onNode >= maxPerNode {
 		return len(names), onNode, false
 	}
 	v.pending[name] = pendingVolume{class: class, node: node, at: now}
@@ -199,7 +203,7 @@ func (v *Pending) AheadInFlight(class string, cached func(name string) bool) map
 	defer v.mu.Unlock()
 	out := map[string]int{}
 	for name, p := range v.pending {
-		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= ExpectationTTL {
+		if p.ahead && p.class == class && !cached(name) && v.clock.Now().Sub(p.at) <= expectationTTL {
 			out[p.node]++
 		}
 	}
@@ -235,6 +239,7 @@ type Waiting struct {
 	byClass map[string]map[types.UID]types.NamespacedName
 }
 
+// NewWaiting holds no claim yet.
 func NewWaiting() *Waiting {
 	return &Waiting{byClass: map[string]map[types.UID]types.NamespacedName{}}
 }
@@ -271,6 +276,7 @@ func (w *Waiting) Forget(uid types.UID) {
 	}
 }
 
+// Remove removes the claim of uid from those waiting for class.
 func (w *Waiting) Remove(class string, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -307,6 +313,7 @@ type Locks struct {
 	held map[types.UID]chan struct{}
 }
 
+// NewLocks holds no claim locked.
 func NewLocks() *Locks { return &Locks{held: map[types.UID]chan struct{}{}} }
 
 // Lock waits until no one else holds claim, takes it, and returns the

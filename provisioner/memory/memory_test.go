@@ -31,7 +31,7 @@ func TestTakes(t *testing.T) {
 	if tk.IssuedTo("u1") != "" {
 		t.Error("an expectation kept once the cache met it")
 	}
-	clk.SetTime(t0().Add(ExpectationTTL + time.Second))
+	clk.SetTime(t0().Add(expectationTTL + time.Second))
 	if m := tk.Members(); len(m) != 0 {
 		t.Errorf("members past their ttl: %v", m)
 	}
@@ -58,7 +58,7 @@ func TestPendingVolumes(t *testing.T) {
 	if _, _, ok := v.Reserve("pool", "new-2", "", 2, 0, inCache); !ok {
 		t.Error("a place given up is not free")
 	}
-	clk.SetTime(t0().Add(ExpectationTTL + time.Second))
+	clk.SetTime(t0().Add(expectationTTL + time.Second))
 	if n, _, ok := v.Reserve("pool", "new-3", "", 2, 0, inCache); !ok || n != 1 {
 		t.Errorf("reserve after the pending one expired = %d, %v; want 1, true", n, ok)
 	}
