@@ -87,11 +87,7 @@ func FuzzForClass(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		in := map[string]string{}
-		for _, line := range strings.Split(input, "\n") {
-			k, v, _ := strings.Cut(line, "=")
-			in[k] = v
-		}
+		in := fuzzParameters(input)
 		if b := in["backend"]; b != "directory" && b != "local" && b != "static" {
 			return
 		}
@@ -113,4 +109,15 @@ func FuzzForClass(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzParameters reads a fuzzer's input as StorageClass parameters, one
+// key=value per line.
+func fuzzParameters(input string) map[string]string {
+	in := map[string]string{}
+	for _, line := range strings.Split(input, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		in[k] = v
+	}
+	return in
 }

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"strings"
 	"testing"
 
 	storagev1 "k8s.io/api/storage/v1"
@@ -36,11 +35,7 @@ func FuzzParseParameters(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, input string) {
-		in := map[string]string{}
-		for _, line := range strings.Split(input, "\n") {
-			k, v, _ := strings.Cut(line, "=")
-			in[k] = v
-		}
+		in := fuzzParameters(input)
 		// Every class binds on first use, which the local backend needs and
 		// the others ignore.
 		wffc := storagev1.VolumeBindingWaitForFirstConsumer
