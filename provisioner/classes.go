@@ -57,7 +57,7 @@ func (f classFlow) Issued(claim *corev1.PersistentVolumeClaim, class, pv string)
 // of its pool, one step of the class pool's hand-over per call: the
 // changes of the backing claim and of the volume bring the claim back to
 // the library's queue.
-func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState, key string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if claim.Spec.VolumeAttributesClassName != nil {
 		return p.refuse(claim, reasonUnsupportedAttributes, errors.New("a claim of a pool class cannot ask for a VolumeAttributesClass: its volume may come from the pool, made for another claim"))
@@ -67,7 +67,7 @@ func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions
 		return v.pv, v.state, v.err
 	}
 	result, asked, err := p.classes.Grow(ctx, classpool.Request{Claim: claim, Class: class, Backing: backingClass,
-		SelectedNode: opts.SelectedNode, Labels: g.labels, Count: g.count})
+		SelectedNode: opts.SelectedNode, Labels: g.labels, Count: g.count, Key: key})
 	if asked {
 		p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
 	}

@@ -68,12 +68,17 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if e.p.issuedTo(claim) != "" {
 		return nil
 	}
-	cands := earlyCandidates(e.p.members(class.Name, params.Pool), claim, rulesOf(params))
+	cacheKey, err := e.p.keyOf(ctx, claim, params.KeyLabel)
+	if err != nil {
+		return nil // the library's way reads it again, and reports it
+	}
+	rules := rulesOf(params)
+	cands := earlyCandidates(e.p.members(class.Name, params.Pool), claim, cacheKey, rules)
 	if len(cands) == 0 {
 		return nil
 	}
-	pv, result, err := e.p.issueFromPool(ctx, claim, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
-		return misfit(live, claim, nil, nil) == ""
+	pv, result, err := e.p.issueFromPool(ctx, claim, cacheKey, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
+		return misfit(live, claim, nil, nil) == "" && (!rules.keyRequired || keyFits(live, cacheKey))
 	})
 	if err != nil || result != taken {
 		klog.FromContext(ctx).V(4).Info("Early hand-off left the claim to the library", "claim", klog.KObj(claim), "err", err)
@@ -109,8 +114,8 @@ func (e *earlyHandOff) classOf(claim *corev1.PersistentVolumeClaim) (*storagev1.
 // (the library's way waits for it) or while a member fits that the PV
 // controller binds by itself, one with no claimRef: taking another then would
 // give the claim two.
-func earlyCandidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, rules poolRules) []*corev1.PersistentVolume {
-	cands, state := candidates(members, claim, rules, nil, nil)
+func earlyCandidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, rules poolRules) []*corev1.PersistentVolume {
+	cands, state := candidates(members, claim, key, rules, nil, nil)
 	if state.returning != nil {
 		return nil
 	}

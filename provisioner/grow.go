@@ -43,9 +43,9 @@ func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error
 	return &verdict{pv: pv, state: state, err: err}
 }
 
-// grow makes a new volume for claim through the class's backend, within the
-// class's growth limits.
-func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+// grow makes a new volume for claim, of cache key key, through the class's
+// backend, within the class's growth limits.
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState, key string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if reason, err := maker.Refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
@@ -69,6 +69,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		// the pool.
 		volumehelpers.AnnBoundByController, "yes",
 	))
+	setLastKey(pv.Annotations, key)
 	pv.Labels = p.ownLabels(g.labels)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
 	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()

@@ -52,6 +52,9 @@ const (
 	// otherNamespace: free, but under reuseScope namespace for claims of
 	// the namespace it was last bound in, not this claim's.
 	otherNamespace
+	// otherKey: free, but last used under another cache key than the
+	// claim's, which keyPolicy Require keeps it from.
+	otherKey
 	// returning: still bound to an earlier claim of this claim's namespace
 	// and name, which is therefore gone (names are unique): the PV
 	// controller is about to release it, with the data the claim left.
@@ -79,6 +82,9 @@ type poolRules struct {
 	scrub bool
 	// reserving: reserveFor above 0.
 	reserving bool
+	// keyRequired: keyPolicy Require. A member last used under another
+	// key than the claim's is no candidate.
+	keyRequired bool
 }
 
 // maxTime sorts after any reservation's end.
@@ -171,6 +177,9 @@ type poolState struct {
 	// otherNamespace counts free members held for other namespaces
 	// (reuseScope namespace).
 	otherNamespace int
+	// otherKey counts free members last used under another key than the
+	// claim's (keyPolicy Require).
+	otherKey int
 	// unfit counts free members that do not fit the claim, by reason.
 	unfit map[string]int
 	// returning is the member still bound to the earlier claim of the
@@ -185,9 +194,12 @@ type poolState struct {
 
 func (s poolState) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d volumes, %d in use, %d free", s.members, s.inUse, s.members-s.inUse-s.otherNamespace)
+	fmt.Fprintf(&b, "%d volumes, %d in use, %d free", s.members, s.inUse, s.members-s.inUse-s.otherNamespace-s.otherKey)
 	if s.otherNamespace > 0 {
 		fmt.Fprintf(&b, ", %d free for other namespaces only", s.otherNamespace)
+	}
+	if s.otherKey > 0 {
+		fmt.Fprintf(&b, ", %d free for other keys only (%s %s)", s.otherKey, keys.KeyPolicy, keys.KeyPolicyRequire)
 	}
 	if len(s.unfit) > 0 {
 		reasons := make([]string, 0, len(s.unfit))
@@ -200,14 +212,17 @@ func (s poolState) String() string {
 	return b.String()
 }
 
-// candidates returns the members claim may take, best first, and the state
-// of the pool. Released members still need their claim confirmed gone.
-// Members reserved for other claims come last, the oldest reservation
-// first: they are taken only when nothing else fits, before the pool grows.
+// candidates returns the members claim, of cache key key, may take, best
+// first, and the state of the pool. Released members still need their
+// claim confirmed gone. Members reserved for other claims come last, the
+// oldest reservation first: they are taken only when nothing else fits,
+// before the pool grows; but one reserved for a claim of the claim's own
+// key ranks with its key (rank): with generated claim names, the name it
+// is reserved for never comes back, and the key is what the data is for.
 //
 // Under reserveFor a member still Released for a claim of another name is
 // about to be reserved for that name: it counts as the newest reservation.
-func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, rules poolRules, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
+func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, rules poolRules, node *corev1.Node, selector labels.Selector) ([]*corev1.PersistentVolume, poolState) {
 	state := poolState{members: len(members), unfit: map[string]int{}}
 	var out, reserved []*corev1.PersistentVolume
 	for _, pv := range members {
@@ -215,6 +230,9 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 		if rules.scrub && (a == freeIfGone || a == returning) {
 			// Released, it goes to the releaser, which may empty it.
 			a = inUse
+		}
+		if rules.keyRequired && a != inUse && a != otherNamespace && !keyFits(pv, key) {
+			a = otherKey
 		}
 		switch a {
 		case inUse:
@@ -229,18 +247,21 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 		case otherNamespace:
 			state.otherNamespace++
 			continue
+		case otherKey:
+			state.otherKey++
+			continue
 		}
 		if reason := misfit(pv, claim, node, selector); reason != "" {
 			state.unfit[reason]++
 			continue
 		}
-		if a == reservedForOther || (rules.reserving && a == freeIfGone && lastClaim(pv) != claimKey(claim)) {
+		if (a == reservedForOther || (rules.reserving && a == freeIfGone && lastClaim(pv) != claimKey(claim))) && !sameKey(pv, key) {
 			reserved = append(reserved, pv)
 			continue
 		}
 		out = append(out, pv)
 	}
-	rank(out, claim)
+	rank(out, claim, key)
 	until := func(pv *corev1.PersistentVolume) time.Time {
 		if pv.Status.Phase == corev1.VolumeReleased {
 			return maxTime
@@ -257,24 +278,37 @@ func candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 	return append(out, reserved...), state
 }
 
-// rank orders the volumes claim may take: last used by a claim of the same
-// namespace and name (a recreated claim finds its data again), then by the
-// same namespace, then the smallest, then the most recently released (its
-// data is the freshest), then by name so that the order is stable.
-func rank(pvs []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) {
-	key := claimKey(claim)
+// rank orders the volumes claim, of cache key key, may take: last used by
+// a claim of the same namespace and name (a recreated claim finds its data
+// again), then under the same key, then by the same namespace; within
+// each, one reserved for another claim's name last, then the smallest,
+// then the most recently released (its data is the freshest), then by
+// name so that the order is stable.
+func rank(pvs []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string) {
+	name := claimKey(claim)
 	score := func(pv *corev1.PersistentVolume) int {
 		last := lastClaim(pv)
 		switch {
-		case last == key:
+		case last == name:
 			return 0
+		case sameKey(pv, key):
+			return 1
 		case strings.HasPrefix(last, claim.Namespace+"/"):
+			return 2
+		}
+		return 3
+	}
+	reservedForOther := func(pv *corev1.PersistentVolume) int {
+		if pools.Reserved(pv) && lastClaim(pv) != name {
 			return 1
 		}
-		return 2
+		return 0
 	}
 	slices.SortStableFunc(pvs, func(a, b *corev1.PersistentVolume) int {
 		if c := cmp.Compare(score(a), score(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(reservedForOther(a), reservedForOther(b)); c != 0 {
 			return c
 		}
 		qa, qb := a.Spec.Capacity[corev1.ResourceStorage], b.Spec.Capacity[corev1.ResourceStorage]
@@ -307,7 +341,7 @@ func lastClaim(pv *corev1.PersistentVolume) string {
 	if pools.MadeAhead(pv) {
 		return "" // no claim had it yet
 	}
-	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" {
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Name != keys.HeldClaim(pv.Name) {
 		return ref.Namespace + "/" + ref.Name
 	}
 	return pv.Annotations[keys.LastClaim]
@@ -448,5 +482,5 @@ func crossable(members []*corev1.PersistentVolume, claim *corev1.PersistentVolum
 
 // rulesOf are the parameters of a class that decide who may have a member.
 func rulesOf(p *backend.Params) poolRules {
-	return poolRules{namespaced: p.Namespaced, reserving: p.ReserveFor > 0, scrub: p.Scrub}
+	return poolRules{namespaced: p.Namespaced, reserving: p.ReserveFor > 0, scrub: p.Scrub, keyRequired: p.KeyRequired}
 }

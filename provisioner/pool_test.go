@@ -61,6 +61,11 @@ func returned(last string, t time.Time) func(*corev1.PersistentVolume) {
 	}
 }
 
+// keyed records on pv the cache key it was last issued under.
+func keyed(key string) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastKey] = key }
+}
+
 func bound(ns, name, uid string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: types.UID(uid)}
@@ -268,9 +273,70 @@ func TestCandidatesPreference(t *testing.T) {
 	tests := []struct {
 		name    string
 		rules   poolRules
+		key     string // the claim's cache key
 		members []*corev1.PersistentVolume
 		want    []string
 	}{
+		{
+			name: "same namespace and name first, then same key, then same namespace, then the rest",
+			key:  "ci=a",
+			members: []*corev1.PersistentVolume{
+				volume("other", "1Gi", returned("else/x", t0), keyed("ci=b")),
+				volume("same-ns", "1Gi", returned("team/y", t0), keyed("ci=b")),
+				volume("same-key", "5Gi", returned("else/z", t0), keyed("ci=a")),
+				volume("same-name", "5Gi", returned("team/cache", t0), keyed("ci=b")),
+			},
+			want: []string{"same-name", "same-key", "same-ns", "other"},
+		},
+		{
+			name: "a key written under another keyLabel, or none, is not the claim's",
+			key:  "ci=a",
+			members: []*corev1.PersistentVolume{
+				volume("other-label", "1Gi", returned("else/x", t0), keyed("team=a")),
+				volume("no-key", "1Gi", returned("else/y", t0.Add(time.Hour))),
+				volume("same-key", "1Gi", returned("else/z", t0.Add(-time.Hour)), keyed("ci=a")),
+			},
+			want: []string{"same-key", "no-key", "other-label"},
+		},
+		{
+			name:  "a reservation for another name of the claim's key ranks with its key, after the unreserved",
+			rules: poolRules{reserving: true},
+			key:   "ci=a",
+			members: []*corev1.PersistentVolume{
+				volume("reserved-other-key", "1Gi", reservedFor("team", "b", t0), keyed("ci=b")),
+				volume("released-same-key", "1Gi", released("team", "c", "u", t0.Add(time.Hour)), keyed("ci=a")),
+				volume("reserved-same-key", "1Gi", reservedFor("team", "d", t0), keyed("ci=a")),
+				volume("free-same-key", "1Gi", returned("team/e", t0), keyed("ci=a")),
+				volume("free-other-key", "1Gi", returned("team/f", t0), keyed("ci=b")),
+			},
+			want: []string{"free-same-key", "released-same-key", "reserved-same-key", "free-other-key", "reserved-other-key"},
+		},
+		{
+			name:  "keyPolicy Require: only members of the claim's key and those never used or emptied since",
+			rules: poolRules{keyRequired: true, namespaced: true, reserving: true},
+			key:   "ci=a",
+			members: []*corev1.PersistentVolume{
+				volume("other-key", "1Gi", returned("team/x", t0), keyed("ci=b")),
+				volume("other-key-released", "1Gi", released("team", "y", "u", t0), keyed("ci=b")),
+				volume("other-key-returning", "1Gi", released("team", "cache", "old", t0), keyed("ci=b")),
+				volume("other-key-reserved", "1Gi", reservedFor("team", "z", t0), keyed("ci=b")),
+				volume("used-without-key", "1Gi", returned("team/w", t0)),
+				volume("never-used", "2Gi"),
+				volume("scrubbed", "2Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ReleasedAt] = t0.Format(time.RFC3339) }),
+				volume("same-key", "3Gi", returned("team/v", t0), keyed("ci=a")),
+			},
+			want: []string{"same-key", "scrubbed", "never-used"},
+		},
+		{
+			name:  "keyPolicy Require, a claim without a key: members used without one, and those never used",
+			rules: poolRules{keyRequired: true, namespaced: true},
+			members: []*corev1.PersistentVolume{
+				volume("keyed", "1Gi", returned("team/x", t0), keyed("ci=b")),
+				volume("used-without-key", "2Gi", returned("team/w", t0)),
+				volume("never-used", "1Gi"),
+			},
+			want: []string{"used-without-key", "never-used"},
+		},
 		{
 			name:  "under reserveFor, a member still Released for another name is the newest reservation; for this name, its own",
 			rules: poolRules{reserving: true},
@@ -351,7 +417,7 @@ func TestCandidatesPreference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := candidates(tt.members, claim, tt.rules, nil, nil)
+			got, _ := candidates(tt.members, claim, tt.key, tt.rules, nil, nil)
 			var names []string
 			for _, pv := range got {
 				names = append(names, pv.Name)
@@ -371,8 +437,14 @@ func TestCandidatesState(t *testing.T) {
 			pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
 		}),
 	}
-	_, state := candidates(members, claimFor("ns", "c", "1Gi"), poolRules{namespaced: true}, nil, nil)
+	_, state := candidates(members, claimFor("ns", "c", "1Gi"), "", poolRules{namespaced: true}, nil, nil)
 	want := "3 volumes, 1 in use, 2 free (not fitting: 1 by access modes, 1 by capacity)"
+	if got := state.String(); got != want {
+		t.Errorf("state = %q, want %q", got, want)
+	}
+	members = append(members, volume("other-key", "1Gi", returned("ns/y", time.Now()), keyed("ci=b")))
+	_, state = candidates(members, claimFor("ns", "c", "1Gi"), "ci=a", poolRules{namespaced: true, keyRequired: true}, nil, nil)
+	want = "4 volumes, 1 in use, 2 free, 1 free for other keys only (keyPolicy Require) (not fitting: 1 by access modes, 1 by capacity)"
 	if got := state.String(); got != want {
 		t.Errorf("state = %q, want %q", got, want)
 	}

@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -235,18 +236,17 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 	}()
 
-	members := p.members(class.Name, params.Pool)
-	cands, state := candidates(members, claim, rulesOf(params), opts.SelectedNode, selector)
-	if params.Namespaced && params.ScrubAcross && state.otherNamespace > 0 {
-		state.crossable = crossable(members, claim, opts.SelectedNode, selector)
+	key, cands, state, err := p.lookAtPool(ctx, claim, class.Name, params, opts.SelectedNode, selector)
+	if err != nil {
+		return nil, lib.ProvisioningFinished, err
 	}
 	if pv := state.returning; pv != nil {
 		if left := returnWait - p.clock.Since(claim.CreationTimestamp.Time); left > 0 {
 			return p.awaitReturn(claim, pv, left)
 		}
 	}
-	pv, result, err := p.issueFromPool(ctx, claim, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
-		return misfit(live, claim, opts.SelectedNode, selector) == ""
+	pv, result, err := p.issueFromPool(ctx, claim, key, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
+		return misfit(live, claim, opts.SelectedNode, selector) == "" && (!params.KeyRequired || keyFits(live, key))
 	})
 	switch {
 	case err != nil:
@@ -259,7 +259,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	}
 
 	if backing := params.Pool.BackingClass(); backing != nil {
-		return p.growThrough(ctx, opts, params, backing, selector, state)
+		return p.growThrough(ctx, opts, params, backing, selector, state, key)
 	}
 	maker, advice := params.Pool.Maker()
 	if maker == nil {
@@ -269,7 +269,22 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.Backend, class.Name, state, advice))
 	}
-	return p.grow(ctx, opts, params, maker, selector, state)
+	return p.grow(ctx, opts, params, maker, selector, state, key)
+}
+
+// lookAtPool returns claim's cache key, the members of class it may take,
+// best first, and the state of the pool.
+func (p *provisioner) lookAtPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, params *backend.Params, node *corev1.Node, selector labels.Selector) (string, []*corev1.PersistentVolume, poolState, error) {
+	key, err := p.keyOf(ctx, claim, params.KeyLabel)
+	if err != nil {
+		return "", nil, poolState{}, err
+	}
+	members := p.members(class, params.Pool)
+	cands, state := candidates(members, claim, key, rulesOf(params), node, selector)
+	if params.Namespaced && params.ScrubAcross && state.otherNamespace > 0 {
+		state.crossable = crossable(members, claim, node, selector)
+	}
+	return key, cands, state, nil
 }
 
 // Results of first_consumer_claims_total.

@@ -35,7 +35,7 @@ const (
 // and reports it (taken), or the one the PV controller bound the claim to
 // first (boundMeanwhile); lost when every one went elsewhere meanwhile. A
 // member issued is recorded in the metrics and an IssuedFromPool event.
-func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, outcome, error) {
+func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, key, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, outcome, error) {
 	stale := p.takes.Members()
 	for _, pv := range cands {
 		if stale[pv.Name] || !p.takes.Try(pv.Name) {
@@ -43,7 +43,7 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 		}
 		last := lastClaim(pv)
 		takesReservation := availabilityOf(pv, claim, namespaced) == reservedForOther
-		result, err := p.take(ctx, pv, claim, namespaced, fits)
+		result, err := p.take(ctx, pv, claim, key, namespaced, fits)
 		p.takes.Done(pv.Name)
 		switch {
 		case err != nil:
@@ -71,7 +71,7 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 // take points pv at claim, if pv is still free and fits (fits re-checks a
 // fresher copy). Two claims never win the same member: the update carries
 // the resourceVersion the member had when it was judged free.
-func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, namespaced bool, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
+func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, namespaced bool, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
 	logger := klog.FromContext(ctx)
 	for retried := false; ; retried = true {
 		if gone, err := p.ClaimGone(ctx, pv); err != nil || !gone {
@@ -98,6 +98,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			updated.Annotations[keys.HeldForNamespace] = claim.Namespace
 		}
 		updated.Annotations[keys.LastClaim] = claimKey(claim)
+		setLastKey(updated.Annotations, key)
 		updated.Annotations[keys.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
 		// Issued, the volume is no longer kept for anyone.
 		delete(updated.Annotations, keys.ReservedUntil)

@@ -188,8 +188,12 @@ func scrubOnRelease(onRelease, outcome string) (bool, string) {
 // to a claim of another name when no other member is free, and the pool
 // would grow instead. An invalid value reserves nothing; the provisioner
 // reports it on the class's claims.
+//
+// Under keyPolicy Require nothing is reserved: the PV controller binds a
+// reserved volume to the next claim of its name, whatever that claim's
+// key. The provisioner ranks the volume first for that name all the same.
 func (p policy) reservation(class *storagev1.StorageClass, kept bool) time.Duration {
-	if !kept || class == nil || class.Provisioner != p.provisionerName {
+	if !kept || class == nil || class.Provisioner != p.provisionerName || pools.KeyRequired(class, p.provisionerName) {
 		return 0
 	}
 	d, err := pools.ReserveFor(class)
@@ -211,6 +215,18 @@ func (p policy) heldNamespace(class *storagev1.StorageClass, kept bool, ns strin
 	return ns
 }
 
+// heldName is the name the claimRef of a volume of class, held after a
+// claim of that name, gives: the claim's, so that the PV controller binds
+// the volume to a new claim of that name at once; under keyPolicy Require
+// a name no claim has (keys.HeldClaim), since a new claim of that name may
+// carry another key. pv is the volume's name.
+func (p policy) heldName(class *storagev1.StorageClass, pv, name string) string {
+	if pools.KeyRequired(class, p.provisionerName) {
+		return keys.HeldClaim(pv)
+	}
+	return name
+}
+
 // rescope is what a free volume of ours needs so that its hold matches its
 // class's reuseScope.
 type rescope int
@@ -219,7 +235,9 @@ const (
 	scopeFits rescope = iota
 	// scopeHold: a namespace-scoped volume free to any claim (freed before
 	// its class was scoped, or its claimRef cleared by hand) is held for the
-	// namespace of its last claim again.
+	// namespace of its last claim again; one held or reserved by its last
+	// claim's name under keyPolicy Require (set since) is held by a name no
+	// claim has instead.
 	scopeHold
 	// scopeLetGo: a hold the class no longer asks for (it was recreated
 	// with reuseScope cluster) is dropped, unless a reservation still runs;
@@ -242,7 +260,10 @@ func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageC
 		if !ok || ns == "" || name == "" {
 			return scopeFits, "", "" // never bound: belongs to no namespace yet
 		}
-		return scopeHold, ns, name
+		return scopeHold, ns, p.heldName(class, pv.Name, name)
+	case (held || pools.Reserved(pv)) && kept && pv.Labels[keys.VolumeManagedBy] == p.controllerID &&
+		pools.KeyRequired(class, p.provisionerName) && pv.Spec.ClaimRef.Name != keys.HeldClaim(pv.Name):
+		return scopeHold, pv.Spec.ClaimRef.Namespace, keys.HeldClaim(pv.Name)
 	case held && pv.Labels[keys.VolumeManagedBy] == p.controllerID && !pools.Reserved(pv) && class != nil && !pools.NamespaceScoped(class, p.provisionerName):
 		return scopeLetGo, "", ""
 	}

@@ -164,3 +164,66 @@ func TestSyncRescopes(t *testing.T) {
 		})
 	}
 }
+
+// keyedClass is a namespace-scoped class of ours under keyPolicy Require.
+func keyedClass() *storagev1.StorageClass {
+	c := scopedClass(keys.ReuseScopeNamespace)
+	c.Parameters[keys.KeyLabel] = "ci"
+	c.Parameters[keys.KeyPolicy] = keys.KeyPolicyRequire
+	return c
+}
+
+// Under keyPolicy Require a volume is held by a name no claim has: the PV
+// controller would bind one held by its last claim's name to a new claim
+// of that name, whatever that claim's key.
+func TestRescopeOfUnderKeyRequire(t *testing.T) {
+	free := func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil }
+	lastClaim := annotated(keys.LastClaim, "ns/data")
+	heldByKey := func(pv *corev1.PersistentVolume) {
+		heldByName(pv)
+		pv.Spec.ClaimRef.Name = keys.HeldClaim(pv.Name)
+	}
+	reserved := annotated(keys.ReservedUntil, "2026-11-25T10:00:00.000Z")
+	cluster := keyedClass()
+	cluster.Parameters[keys.ReuseScope] = keys.ReuseScopeCluster
+	for _, tt := range []struct {
+		name     string
+		pv       *corev1.PersistentVolume
+		class    *storagev1.StorageClass
+		want     rescope
+		wantName string
+	}{
+		{"free: held by key", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim), keyedClass(), scopeHold, "held-pv-1"},
+		{"held by its last claim's name: by key now", volume(corev1.VolumeAvailable, labelled(testID), heldByName, lastClaim), keyedClass(), scopeHold, "held-pv-1"},
+		{"reserved for its last claim's name: held by key now", volume(corev1.VolumeAvailable, labelled(testID), heldByName, reserved, lastClaim), keyedClass(), scopeHold, "held-pv-1"},
+		{"held by key", volume(corev1.VolumeAvailable, labelled(testID), heldByKey, lastClaim), keyedClass(), scopeFits, ""},
+		{"held by name, another installation's", volume(corev1.VolumeAvailable, labelled("theirs"), heldByName, lastClaim), keyedClass(), scopeFits, ""},
+		{"pre-bound by an administrator", volume(corev1.VolumeAvailable, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }), keyedClass(), scopeFits, ""},
+		{"Require under cluster scope does not hold, and is refused", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim), cluster, scopeFits, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ns, name := testPolicy.rescopeOf(tt.pv, tt.class)
+			if got != tt.want {
+				t.Fatalf("rescopeOf = %v, want %v", got, tt.want)
+			}
+			if got == scopeHold && (ns != "ns" || name != tt.wantName) {
+				t.Errorf("hold for %s/%s, want ns/%s", ns, name, tt.wantName)
+			}
+		})
+	}
+}
+
+// Released under keyPolicy Require, a volume is held for its namespace by a
+// name no claim has, and not reserved for its last claim's name, though
+// the class reserves by default.
+func TestSyncReleaseHoldsByKey(t *testing.T) {
+	f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), keyedClass())
+	if err := f.sync("pv-1"); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
+	got := f.stored("pv-1")
+	if ns, held := pools.HeldFor(got); !held || ns != "ns" || got.Spec.ClaimRef.Name != keys.HeldClaim("pv-1") || pools.Reserved(got) || got.Annotations[keys.LastClaim] != "ns/data" {
+		t.Errorf("after the release: claimRef %+v, annotations %v; want held for namespace ns by %s, not reserved, last claim ns/data", got.Spec.ClaimRef, got.Annotations, keys.HeldClaim("pv-1"))
+	}
+}

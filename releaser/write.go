@@ -78,10 +78,11 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
 	if reserve > 0 || heldFor != "" {
-		if replacement != nil && now.Sub(replacement.CreationTimestamp.Time) < replacementWait {
+		name := c.policy.heldName(class, pv.Name, ref.Name)
+		if replacement != nil && name == ref.Name && now.Sub(replacement.CreationTimestamp.Time) < replacementWait {
 			return controller.Wait("new claim %s/%s of the same name is not bound yet", ref.Namespace, ref.Name)
 		}
-		updated.Spec.ClaimRef = byName(ref.Namespace, ref.Name)
+		updated.Spec.ClaimRef = byName(ref.Namespace, name)
 	}
 	if reserve > 0 {
 		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
@@ -143,12 +144,14 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 }
 
 // hold keeps a free volume of a namespace-scoped class for claims of ns
-// alone, naming its last claim ns/name by namespace and name so that the PV
-// controller binds it to no other claim.
+// alone, naming its last claim ns/name by namespace and name (or, under
+// keyPolicy Require, a name no claim has) so that the PV controller binds
+// it to no other claim. A reservation it had ends: it is a hold now.
 func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
 	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = byName(ns, name)
 		updated.Annotations[keys.HeldForNamespace] = ns
+		delete(updated.Annotations, keys.ReservedUntil)
 	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
 }
 

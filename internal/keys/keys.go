@@ -161,6 +161,34 @@ const (
 // namespace, a volume held for another namespace once it is emptied.
 const ScrubAcrossNamespaces = "scrubAcrossNamespaces"
 
+// KeyLabel is the class parameter (and VolumePool field) that names the
+// label whose value is a claim's cache key: the claim's own label, else
+// that of the Pod that owns the claim (an ephemeral volume's claim carries
+// no label of its pod). KeyPolicy says what a claim may have:
+// KeyPolicyPrefer (the default) ranks the members last used under its key
+// first and falls back to any other; KeyPolicyRequire gives it a member
+// last used under its key or never used, or none. New in this release:
+// one name only.
+const (
+	KeyLabel         = "keyLabel"
+	KeyPolicy        = "keyPolicy"
+	KeyPolicyPrefer  = "Prefer"
+	KeyPolicyRequire = "Require"
+	// LastKey on a PersistentVolume is the cache key of the claim it was
+	// last issued to, "<keyLabel>=<value>"; absent when that claim had
+	// none. Whoever issues the volume writes it in the same update (the
+	// provisioner, or its making for the claim); a scrub removes it with
+	// the data.
+	LastKey = Domain + "/last-key"
+)
+
+// HeldClaim is the name in the claimRef of volume pv while the releaser
+// holds it under keyPolicy Require: a name no claim is given, so that the
+// PV controller binds the volume to no claim, not even a new one of its
+// last claim's name, which may carry another key. The provisioner issues
+// it, by key.
+func HeldClaim(pv string) string { return "held-" + pv }
+
 // ScrubClaim is the name of the claim, in the lifecycle namespace, through
 // which the scrub pod of volume pv mounts it.
 func ScrubClaim(pv string) string { return "scrub-" + pv }

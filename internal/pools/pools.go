@@ -129,7 +129,7 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		return class
 	}
 	s := pool.Spec
-	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" && s.ScrubAcrossNamespaces == nil {
+	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" && s.ScrubAcrossNamespaces == nil && s.KeyLabel == "" && s.KeyPolicy == "" {
 		return class
 	}
 	out := class.DeepCopy()
@@ -153,6 +153,12 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 	}
 	if s.ScrubAcrossNamespaces != nil {
 		out.Parameters[keys.ScrubAcrossNamespaces] = strconv.FormatBool(*s.ScrubAcrossNamespaces)
+	}
+	if s.KeyLabel != "" {
+		out.Parameters[keys.KeyLabel] = s.KeyLabel
+	}
+	if s.KeyPolicy != "" {
+		out.Parameters[keys.KeyPolicy] = s.KeyPolicy
 	}
 	return out
 }

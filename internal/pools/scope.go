@@ -49,3 +49,39 @@ func HeldFor(pv *corev1.PersistentVolume) (string, bool) {
 	}
 	return ns, true
 }
+
+// ParseKeyPolicy reads the keyPolicy parameter of a class whose keyLabel
+// is label ("" absent): "" is Prefer. It reports whether a claim may have
+// only a member last used under its own key (or never used). Require
+// needs a key to require, and reuseScope namespace (namespaced), under
+// which every member used before is held: under cluster scope the PV
+// controller binds a free member to any claim.
+func ParseKeyPolicy(s, label string, namespaced bool) (required bool, err error) {
+	switch s {
+	case "", keys.KeyPolicyPrefer:
+		return false, nil
+	case keys.KeyPolicyRequire:
+		switch {
+		case label == "":
+			return true, fmt.Errorf("parameter %q %s needs parameter %q: the label whose value is a claim's key", keys.KeyPolicy, s, keys.KeyLabel)
+		case !namespaced:
+			return true, fmt.Errorf("parameter %q %s needs %q %s: under %s the PV controller may bind a free volume to a claim of any key",
+				keys.KeyPolicy, s, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("parameter %q must be %q (a claim prefers a volume last used under its key) or %q (it never gets one last used under another key), not %q",
+		keys.KeyPolicy, keys.KeyPolicyPrefer, keys.KeyPolicyRequire, s)
+}
+
+// KeyRequired reports whether class, a class of the provisioner named
+// provisioner, says keyPolicy Require and can hold it. An invalid setting
+// is not required: the provisioner refuses the class's claims and says
+// why, so no member is issued by key at all.
+func KeyRequired(class *storagev1.StorageClass, provisioner string) bool {
+	if class == nil || class.Provisioner != provisioner {
+		return false
+	}
+	required, err := ParseKeyPolicy(class.Parameters[keys.KeyPolicy], class.Parameters[keys.KeyLabel], NamespaceScoped(class, provisioner))
+	return required && err == nil
+}

@@ -50,6 +50,12 @@ type Params struct {
 	// ScrubAcross lets a claim that finds no free member have a volume
 	// held for another namespace once it is emptied.
 	ScrubAcross bool
+	// KeyLabel names the label whose value is a claim's cache key (the
+	// claim's, else its owning Pod's); "": claims have no key.
+	KeyLabel string
+	// KeyRequired (keyPolicy Require) gives a claim no member last used
+	// under another key.
+	KeyRequired bool
 	// EvictForClaims, a VolumePool's setting (no class parameter), has a
 	// claim at maxVolumes evict the least recently used member.
 	EvictForClaims bool
@@ -63,7 +69,7 @@ type Params struct {
 }
 
 // CommonParams may be set on a class of any backend.
-var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces}
+var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces, keys.KeyLabel, keys.KeyPolicy}
 
 // ParseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -118,6 +124,14 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 		if p.ScrubAcross, err = strconv.ParseBool(v); err != nil {
 			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", keys.ScrubAcrossNamespaces, v))
 		}
+	}
+	if p.KeyLabel = in[keys.KeyLabel]; p.KeyLabel != "" {
+		if msgs := validation.IsQualifiedName(p.KeyLabel); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %q is not a label key: %s", keys.KeyLabel, p.KeyLabel, strings.Join(msgs, "; ")))
+		}
+	}
+	if p.KeyRequired, err = pools.ParseKeyPolicy(in[keys.KeyPolicy], p.KeyLabel, p.Namespaced); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.ForClass(class)

@@ -81,6 +81,21 @@ func TestParseParameters(t *testing.T) {
 		{name: "local nodePath root", params: map[string]string{"backend": "local", "nodePath": "/"}, wffc: true, wantErr: []string{`"nodePath" must be an absolute path in clean form below /`}},
 		{name: "local nodePath unclean", params: map[string]string{"backend": "local", "nodePath": "/var/lib/../../etc"}, wffc: true, wantErr: []string{`"nodePath"`}},
 		{name: "local parameter of another backend", params: map[string]string{"backend": "local", "nodePath": "/var/lib/caches", "baseDir": "/x"}, wffc: true, wantErr: []string{`"baseDir"`}},
+		{
+			name:   "keyLabel, preferred",
+			params: map[string]string{"backend": "static", "keyLabel": "tekton.dev/pipeline"},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "static", SelectorKeys: sets.New[string](), KeyLabel: "tekton.dev/pipeline"},
+		},
+		{
+			name:   "keyLabel, required",
+			params: map[string]string{"backend": "static", "keyLabel": "team", "keyPolicy": "Require", "reuseScope": "namespace"},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "static", SelectorKeys: sets.New[string](), KeyLabel: "team", KeyRequired: true},
+		},
+		{name: "keyLabel not a label key", params: hostPathClass(map[string]string{"keyLabel": "my key"}), wantErr: []string{`keyLabel: "my key" is not a label key`}},
+		{name: "keyPolicy unknown", params: hostPathClass(map[string]string{"keyLabel": "team", "keyPolicy": "require"}), wantErr: []string{`parameter "keyPolicy" must be "Prefer"`, `or "Require"`}},
+		{name: "keyPolicy Require without keyLabel", params: hostPathClass(map[string]string{"keyPolicy": "Require"}), wantErr: []string{`"keyPolicy" Require needs parameter "keyLabel"`}},
+		{name: "keyPolicy Require under cluster scope", params: hostPathClass(map[string]string{"keyLabel": "team", "keyPolicy": "Require", "reuseScope": "cluster"}),
+			wantErr: []string{`"keyPolicy" Require needs "reuseScope" namespace`}},
 		{name: "reuseScope unknown", params: hostPathClass(map[string]string{"reuseScope": "tenant"}), wantErr: []string{`parameter "reuseScope" must be "namespace"`, `or "cluster"`}},
 		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{name: "reserveFor negative", params: hostPathClass(map[string]string{"reserveFor": "-1m"}), wantErr: []string{`"reserveFor" must be a duration`}},
@@ -156,7 +171,8 @@ func TestParseParameters(t *testing.T) {
 // view of the class (pool) is the backend's to test.
 func equalParams(a, b *Params) bool {
 	return a.Pool != nil && a.Backend == b.Backend && a.SelectorKeys.Equal(b.SelectorKeys) && a.MaxVolumes == b.MaxVolumes &&
-		a.MaxVolumesPerNode == b.MaxVolumesPerNode && a.ReserveFor == b.ReserveFor && a.Namespaced == b.Namespaced
+		a.MaxVolumesPerNode == b.MaxVolumesPerNode && a.ReserveFor == b.ReserveFor && a.Namespaced == b.Namespaced &&
+		a.KeyLabel == b.KeyLabel && a.KeyRequired == b.KeyRequired
 }
 
 func TestNodeAffinity(t *testing.T) {

@@ -75,6 +75,8 @@ type Request struct {
 	// besides it.
 	Labels map[string]string
 	Count  int
+	// Key is the claim's cache key (keys.LastKey), "" none.
+	Key string
 }
 
 // WaitingError is Grow's error while the claim waits for the backing class or
@@ -320,6 +322,9 @@ func (b *Pools) handOver(ctx context.Context, r Request, pv *corev1.PersistentVo
 		return lib.ProvisioningFinished, err
 	}
 	member.Annotations[keys.LastClaim] = claim.Namespace + "/" + claim.Name
+	if r.Key != "" {
+		member.Annotations[keys.LastKey] = r.Key
+	}
 	member.Annotations[keys.IssuedAt] = b.cfg.Clock.Now().UTC().Format(time.RFC3339)
 	if _, err := b.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)

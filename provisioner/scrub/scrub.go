@@ -256,6 +256,7 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 		delete(updated.Annotations, k)
 	}
 	delete(updated.Annotations, keys.LastClaim)
+	delete(updated.Annotations, keys.LastKey)
 	delete(updated.Annotations, keys.HeldForNamespace)
 	delete(updated.Annotations, keys.ReservedUntil)
 	updated.Annotations[keys.ReleasedAt] = s.cfg.Clock.Now().UTC().Format(time.RFC3339)

@@ -39,6 +39,7 @@ type VolumePool struct {
 // falls back to the class's parameter of the same name, then to its default.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || self.minAvailable == 0 || (has(self.maxVolumes) && self.minAvailable <= self.maxVolumes)",message="minAvailable needs maxVolumes, at least as large: members made ahead count against it"
+// +kubebuilder:validation:XValidation:rule="!has(self.keyPolicy) || self.keyPolicy != 'Require' || (has(self.keyLabel) && has(self.reuseScope) && self.reuseScope == 'namespace')",message="keyPolicy Require needs keyLabel and reuseScope namespace set in the pool: under reuseScope cluster the PV controller may bind a free member to a claim of any key"
 // +kubebuilder:validation:XValidation:rule="has(self.evictAboveBytes) == has(self.evictDownToBytes)",message="evictAboveBytes and evictDownToBytes go together: set both watermarks, or neither"
 type VolumePoolSpec struct {
 	// StorageClassName is the class whose volumes form the pool; its
@@ -92,6 +93,29 @@ type VolumePoolSpec struct {
 	// empties one), instead of waiting: isolation kept, disks shared.
 	// +optional
 	ScrubAcrossNamespaces *bool `json:"scrubAcrossNamespaces,omitempty"`
+
+	// KeyLabel names the label whose value is a claim's cache key: the
+	// claim's own label, else that of the Pod that owns the claim (the
+	// claim of an ephemeral volume carries no label of its pod), such as
+	// tekton.dev/pipeline or actions.github.com/scale-set-name. A member
+	// remembers the key it was last issued under; a claim gets, in order,
+	// a member last used by a claim of its namespace and name, one last
+	// used under its key, one of its namespace, then any other the scope
+	// allows.
+	// +optional
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="keyLabel must be a label key, such as example.com/cache or team"
+	KeyLabel string `json:"keyLabel,omitempty"`
+
+	// KeyPolicy says what a claim may have when no member of its key is
+	// free: Prefer (the default), any member the scope allows; Require,
+	// only one never used, else a new volume (or it waits at maxVolumes).
+	// Require needs keyLabel and reuseScope namespace in the pool: under
+	// reuseScope cluster a free member carries no claimRef and the PV
+	// controller may bind it to any claim, whatever its key.
+	// +optional
+	// +kubebuilder:validation:Enum=Prefer;Require
+	KeyPolicy string `json:"keyPolicy,omitempty"`
 
 	// MinAvailable is how many free members (no claim named, not held or
 	// reserved) the pool keeps ready: the provisioner makes them ahead of

@@ -1,0 +1,88 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+)
+
+// A claim's cache key (keyLabel) says whose data it wants: CI systems
+// generate claim names, so the name cannot say it, but they label what a
+// job's pod is for (the pipeline, the repository, the scale set).
+
+// keyOf is claim's cache key under the class's keyLabel label ("" none):
+// its own label, else that of the Pod that owns it. The claim of an
+// ephemeral volume carries only its template's labels; its Pod, its
+// controller, carries what the CI system knows of the job. A Pod gone, or
+// replaced by another of its name, gives no key.
+func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeClaim, label string) (string, error) {
+	if label == "" {
+		return "", nil
+	}
+	if key := keyFrom(label, claim.Labels); key != "" {
+		return key, nil
+	}
+	owner := metav1.GetControllerOf(claim)
+	if owner == nil || owner.Kind != "Pod" || owner.APIVersion != "v1" {
+		return "", nil
+	}
+	pod, err := p.client.CoreV1().Pods(claim.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading pod %s, the owner of the claim, for its label %s: %w", owner.Name, label, err)
+	case pod.UID != owner.UID:
+		return "", nil
+	}
+	return keyFrom(label, pod.Labels), nil
+}
+
+// keyFrom is the cache key that labels give under keyLabel label:
+// "<label>=<value>", so that a key remembered under another keyLabel never
+// matches; "" when the label is absent or empty.
+func keyFrom(label string, labels map[string]string) string {
+	if v := labels[label]; v != "" {
+		return label + "=" + v
+	}
+	return ""
+}
+
+// lastKey is the cache key pv was last issued under, and whether it was
+// issued at all since it was made or emptied: a volume never issued (or
+// scrubbed since) holds nobody's data and fits every key.
+func lastKey(pv *corev1.PersistentVolume) (string, bool) {
+	if lastClaim(pv) == "" {
+		return "", false
+	}
+	return pv.Annotations[keys.LastKey], true
+}
+
+// keyFits reports whether pv may go to a claim of key under keyPolicy
+// Require: it was last issued under that key (none, for a claim without
+// one), or never.
+func keyFits(pv *corev1.PersistentVolume, key string) bool {
+	last, used := lastKey(pv)
+	return !used || last == key
+}
+
+// sameKey reports whether pv was last issued under key, a key of a claim
+// ("" none: a claim without a key prefers no member for it).
+func sameKey(pv *corev1.PersistentVolume, key string) bool {
+	last, used := lastKey(pv)
+	return key != "" && used && last == key
+}
+
+// setLastKey records on a volume being issued the key of its claim.
+func setLastKey(annotations map[string]string, key string) {
+	if key == "" {
+		delete(annotations, keys.LastKey)
+		return
+	}
+	annotations[keys.LastKey] = key
+}
