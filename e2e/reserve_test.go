@@ -92,6 +92,9 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 	if extra[keys.ReuseScope] != keys.ReuseScopeCluster {
 		scope.NamespaceScoped = scope.Classes
 	}
+	if extra[keys.KeyPolicy] == keys.KeyPolicyRequire {
+		scope.KeyRequired = map[string]string{class: extra[keys.KeyLabel]}
+	}
 	r.inv = framework.WatchInvariants(t, scope)
 	r.start()
 	return r
@@ -322,7 +325,8 @@ func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
 // reuseScope) as a VolumePool; it is deleted at cleanup.
 func createVolumePool(t *testing.T, class string, settings map[string]string) string {
 	t.Helper()
-	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope]}
+	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope],
+		KeyLabel: settings[keys.KeyLabel], KeyPolicy: settings[keys.KeyPolicy]}
 	if s, ok := settings[keys.ReserveFor]; ok {
 		d, err := time.ParseDuration(s)
 		if err != nil {

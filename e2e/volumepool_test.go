@@ -100,6 +100,11 @@ func TestVolumePoolAPI(t *testing.T) {
 		{"an eviction at once", map[string]any{"storageClassName": "c", "evictAfter": "0s"}, "evictAfter must be a duration from 1s to 8760h"},
 		{"one watermark", map[string]any{"storageClassName": "c", "evictAboveBytes": "100Mi"}, "evictAboveBytes and evictDownToBytes go together"},
 		{"more made ahead than the maximum", map[string]any{"storageClassName": "c", "minAvailable": int64(3), "maxVolumes": int64(2)}, "minAvailable needs maxVolumes, at least as large"},
+		{"a key label that is no label key", map[string]any{"storageClassName": "c", "keyLabel": "my key"}, "keyLabel must be a label key"},
+		{"an unknown key policy", map[string]any{"storageClassName": "c", "keyLabel": "ci", "keyPolicy": "Always"}, `supported values: "Prefer", "Require"`},
+		{"a key required under cluster scope", map[string]any{"storageClassName": "c", "keyLabel": "ci", "keyPolicy": "Require", "reuseScope": "cluster"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
+		{"a key required, the scope left to the class", map[string]any{"storageClassName": "c", "keyLabel": "ci", "keyPolicy": "Require"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
+		{"a key required without a key label", map[string]any{"storageClassName": "c", "keyPolicy": "Require", "reuseScope": "namespace"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := &unstructured.Unstructured{Object: map[string]any{

@@ -47,6 +47,10 @@ type Scope struct {
 	// onRelease ScrubUnlessSucceeded: as Scrubbed, for a volume released
 	// from a claim not seen to say its consumer succeeded.
 	ScrubbedUnlessSucceeded []string
+	// KeyRequired are the classes of Classes whose pool says keyPolicy
+	// Require, each with its keyLabel: a volume of theirs goes only to
+	// claims of the key it was last bound under (13).
+	KeyRequired map[string]string
 	// StuckAfter bounds how long a member may wait for its storage (made
 	// ahead, keys.StoragePending) or for its eviction to end (invariant
 	// 12); 0 means six minutes, three times the default --lifecycle-timeout.
@@ -54,7 +58,7 @@ type Scope struct {
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
-// twelve invariants of the product (docs: "Invariants"):
+// thirteen invariants of the product (docs: "Invariants"):
 //
 //  1. no volume is bound to two claims, and no claim to two volumes;
 //  2. no volume whose claim still exists is released;
@@ -78,9 +82,13 @@ type Scope struct {
 //  11. no volume an administrator pre-bound (a claimRef by name that is no
 //     reservation, hold or member made ahead) is fenced for eviction;
 //  12. no member stays storage-pending, or fenced for eviction and being
-//     deleted, past Scope.StuckAfter.
+//     deleted, past Scope.StuckAfter;
+//  13. no volume of a KeyRequired class is bound to a claim of another
+//     cache key than the claim it was last bound to, unless it was scrubbed
+//     since: the key of a claim being its keyLabel's value on the claim,
+//     else on the Pod that owns it, as this checker reads them.
 //
-// 1, 2, 4 ("none before"), 7 and 11 are checked as the scenario runs, from
+// 1, 2, 4 ("none before"), 7, 11 and 13 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
 type Invariants struct {
 	scope   Scope
@@ -92,6 +100,8 @@ type Invariants struct {
 	markers    map[string][]string  // volume name -> files that must survive
 	boundTo    map[types.UID]string // claim UID -> the volume it was first seen Bound to
 	boundIn    map[string]string    // volume -> the namespace it was last seen Bound in
+	keyedBy    map[string]string    // volume of a KeyRequired class -> the key of the claim it was last seen Bound to
+	claimKeys  map[types.UID]string // claims of KeyRequired classes -> their key, read once
 	unscrubbed map[string]string    // volume of a Scrubbed class -> the claim it was released from, until scrubbed
 	succeeded  map[types.UID]bool   // claims seen saying their consumer succeeded
 	scrubState map[string]string    // volume -> its scrub annotation as last seen
@@ -117,6 +127,8 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		markers:    map[string][]string{},
 		boundTo:    map[types.UID]string{},
 		boundIn:    map[string]string{},
+		keyedBy:    map[string]string{},
+		claimKeys:  map[types.UID]string{},
 		unscrubbed: map[string]string{},
 		succeeded:  map[types.UID]bool{},
 		scrubState: map[string]string{},
@@ -217,6 +229,60 @@ func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
 		inv.violate("invariant 1: claim %s/%s (uid %s) is bound to volume %s, and was bound to volume %s", ref.Namespace, ref.Name, ref.UID, pv.Name, first)
 	}
 	inv.checkNamespace(pv)
+	inv.checkKey(pv)
+}
+
+// checkKey (13): a volume of a KeyRequired class, seen Bound to a claim of
+// one key, is never seen Bound to a claim of another. The key is read once
+// per claim, from the API server: the claim's label, else its owning
+// Pod's.
+func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
+	label, required := inv.scope.KeyRequired[pv.Spec.StorageClassName]
+	ref := pv.Spec.ClaimRef
+	if !required || ref.Name == keys.ScrubClaim(pv.Name) {
+		return
+	}
+	inv.mu.Lock()
+	key, known := inv.claimKeys[ref.UID]
+	inv.mu.Unlock()
+	if !known {
+		var err error
+		if key, err = keyOfClaim(context.Background(), ref.Namespace, ref.Name, ref.UID, label); err != nil {
+			inv.violate("invariant 13: volume %s is bound to claim %s/%s, whose key cannot be read: %v", pv.Name, ref.Namespace, ref.Name, err)
+			return
+		}
+	}
+	inv.mu.Lock()
+	inv.claimKeys[ref.UID] = key
+	last, seen := inv.keyedBy[pv.Name]
+	inv.keyedBy[pv.Name] = key
+	inv.mu.Unlock()
+	if seen && last != key {
+		inv.violate("invariant 13: volume %s of class %s (keyPolicy Require) is bound to claim %s/%s of key %q, and was last bound under key %q", pv.Name, pv.Spec.StorageClassName, ref.Namespace, ref.Name, key, last)
+	}
+}
+
+// keyOfClaim reads the cache key of the claim ns/name (UID uid) under
+// keyLabel label: its label's value, else that of the Pod that owns it.
+func keyOfClaim(ctx context.Context, ns, name string, uid types.UID, label string) (string, error) {
+	claim, err := Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		return "", err
+	case claim.UID != uid:
+		return "", fmt.Errorf("claim %s/%s is another claim now (uid %s)", ns, name, claim.UID)
+	case claim.Labels[label] != "":
+		return claim.Labels[label], nil
+	}
+	owner := metav1.GetControllerOf(claim)
+	if owner == nil || owner.Kind != "Pod" {
+		return "", nil
+	}
+	pod, err := Client().CoreV1().Pods(ns).Get(ctx, owner.Name, metav1.GetOptions{})
+	if err != nil || pod.UID != owner.UID {
+		return "", fmt.Errorf("the pod %s that owns claim %s/%s: %v", owner.Name, ns, name, err)
+	}
+	return pod.Labels[label], nil
 }
 
 // checkNamespace (7): a volume of a namespace-scoped class, seen Bound in one
@@ -511,6 +577,7 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 		// asked (3): the files registered so far are not expected.
 		inv.mu.Lock()
 		delete(inv.boundIn, pv.Name)
+		delete(inv.keyedBy, pv.Name)
 		delete(inv.markers, pv.Name)
 		inv.mu.Unlock()
 	}
