@@ -575,11 +575,13 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses(read, "", "nodes", anyNS, ""),
 				accesses(read, "reclaimable.github.io", "volumepools", anyNS, ""),
 				accesses([]string{"update"}, "reclaimable.github.io", "volumepools/status", anyNS, ""),
+				// The pod that owns a claim, for its cache key (keyLabel).
+				accesses([]string{"get"}, "", "pods", anyNS, ""),
 			),
 			denied: slices.Concat(
 				accesses([]string{"deletecollection"}, "", "persistentvolumes", anyNS, ""),
 				accesses([]string{"create", "patch", "delete", "deletecollection"}, "", "persistentvolumeclaims", anyNS, ""),
-				accesses(slices.Concat(read, []string{"patch"}), "", "pods", anyNS, ""),
+				accesses([]string{"list", "watch", "create", "update", "patch", "delete"}, "", "pods", anyNS, ""),
 				accesses([]string{"update", "patch", "deletecollection"}, "", "pods", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods/exec", lifecycleNamespace, ""),
 				accesses([]string{"create", "update", "delete"}, "", "configmaps", lifecycleNamespace, ""),
