@@ -180,6 +180,11 @@ const (
 	// provisioner, or its making for the claim); a scrub removes it with
 	// the data.
 	LastKey = Domain + "/last-key"
+	// CacheKeyLabel is a label of the project's own for a cache key where
+	// the CI system sets none that fits (Jenkins' and Buildkite's pods name
+	// the build, not the job): a pod or claim template sets it, and the
+	// pool names it as its keyLabel.
+	CacheKeyLabel = Domain + "/cache-key"
 )
 
 // HeldClaim is the name in the claimRef of volume pv while the releaser
