@@ -76,6 +76,9 @@ type Config struct {
 	// ClassPoolCycles of each part of the class-pool run (claims on a CSI
 	// class, then misses and hits of a pool in front of it); 0 skips it.
 	ClassPoolCycles int
+	// KeyCycles of each setting of the CI-runs-by-key run (claims of
+	// generated names under a few cache keys); 0 skips it.
+	KeyCycles int
 	// EvictCycles of each part of the eviction run (a claim at a pool's
 	// maximum that takes the free member, or evicts it); 0 skips it.
 	EvictCycles int
@@ -173,6 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.resources(r)
 	b.scheduling(ctx, r)
 	b.reservations(ctx, r)
+	b.keyRuns(ctx, r)
 	b.madeAheadRun(ctx, r)
 	b.classPoolRun(ctx, r)
 	b.evictRun(ctx, r)
@@ -192,6 +196,7 @@ func newReport(cfg Config) *Report {
 		Scale: cfg.Scale, ScalePlain: cfg.ScalePlain, PodFloor: cfg.PodFloor,
 		SchedulingCycles: cfg.SchedulingCycles, SchedulingLevels: cfg.SchedulingLevels, RecurringCycles: cfg.RecurringCycles,
 		NodeLocalCycles: cfg.NodeLocalCycles, MadeAheadCycles: cfg.MadeAheadCycles, EvictCycles: cfg.EvictCycles, ClassPoolCycles: cfg.ClassPoolCycles,
+		KeyCycles: cfg.KeyCycles,
 	}}
 }
 

@@ -250,13 +250,13 @@ func (b *bench) claimCycle(ctx context.Context, ns, name, class string) (cycleTi
 	return b.claimCycleOf(ctx, ns, name, class, "1Gi")
 }
 
-// claimCycleOf is claimCycle with a claim of size.
-func (b *bench) claimCycleOf(ctx context.Context, ns, name, class, size string) (cycleTimes, error) {
+// claimCycleOf is claimCycle with a claim of size, changed by mods.
+func (b *bench) claimCycleOf(ctx context.Context, ns, name, class, size string, mods ...func(*corev1.PersistentVolumeClaim)) (cycleTimes, error) {
 	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
 	defer cancel()
 	var t cycleTimes
 	t.start = time.Now()
-	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, size), metav1.CreateOptions{})
+	created, err := b.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, objects.NewClaim(ns, name, class, size, mods...), metav1.CreateOptions{})
 	if err != nil {
 		return t, fmt.Errorf("creating claim %s: %w", name, err)
 	}

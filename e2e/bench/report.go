@@ -39,6 +39,9 @@ type Report struct {
 	// MadeAhead is the made-ahead run (claims no member fits, without and
 	// with a pool's minAvailable).
 	MadeAhead *MadeAhead `json:"made_ahead,omitempty"`
+	// Keys is the CI-runs-by-key run: without a key, and with keyLabel
+	// under each keyPolicy.
+	Keys []KeyRuns `json:"keys,omitempty"`
 	// Eviction is the eviction run (a claim at the maximum, evictForClaims).
 	Eviction *Eviction `json:"eviction,omitempty"`
 	// ClassPool is the class-pool run (a pool in front of a CSI class,
@@ -81,6 +84,7 @@ type Settings struct {
 	NodeLocalCycles   int    `json:"node_local_cycles"`
 	MadeAheadCycles   int    `json:"made_ahead_cycles,omitempty"`
 	EvictCycles       int    `json:"evict_cycles,omitempty"`
+	KeyCycles         int    `json:"key_cycles,omitempty"`
 	ClassPoolCycles   int    `json:"class_pool_cycles,omitempty"`
 	ControllerManager string `json:"controller_manager"`
 }
@@ -358,6 +362,7 @@ func (r *Report) Evaluate() {
 	} else if r.Settings.RecurringCycles > 0 {
 		add("recurring claims that got their own volume back", ">= 95%", "not measured", nil)
 	}
+	r.keyTargets(add)
 	if m := r.MadeAhead; m != nil && m.With.N > 0 {
 		if s := step(StepBoundHit); s != nil && s.PodFloor != nil && s.PodFloor.N > 0 {
 			reference("claim no member fits, created -> Bound p99: without / with minAvailable vs pod floor's bind", fmt.Sprintf("%s / %s vs %s",
@@ -431,6 +436,7 @@ func (r *Report) Markdown(w io.Writer) {
 	r.reservationsSection(p)
 	r.madeAheadSection(p)
 	r.classPoolSection(p)
+	r.keysSection(p)
 	r.evictionSection(p)
 	r.nodeLocalSection(p)
 	r.failoverSection(p)
