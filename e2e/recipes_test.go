@@ -84,7 +84,9 @@ var ciRecipes = []ciRecipe{
 // and does not see the file. The member records the key the system's
 // labels give. Not parallel with the other installations' tests (their
 // controllers share the installation's names); the recipes run side by
-// side.
+// side. In a file after installed_test.go: Go runs the tests that are not
+// parallel in the order of their files, and the chart's and the renamed
+// installation's tests must come before any that installs the default.
 func TestCIRecipes(t *testing.T) {
 	framework.RealNode(t)
 	install(t)
