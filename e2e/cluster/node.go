@@ -56,6 +56,7 @@ type Node struct {
 	cluster *Cluster
 	procs   []*process
 	binDir  string // the node's binaries, ctr among them
+	service *serviceForwarder
 }
 
 // NodeUnsupported says why a real node cannot start on this machine, or
@@ -142,6 +143,9 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 	if err := sharedMount(n.path("kubelet")); err != nil {
 		return nil, err
 	}
+	if err := n.serveKubernetesService(c.Config.Host); err != nil {
+		return nil, err
+	}
 	kubelet := &process{name: Kubelet, path: filepath.Join(binDir, Kubelet), log: n.logPath(Kubelet), env: env, args: []string{
 		"--config=" + n.path("kubelet.yaml"),
 		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
@@ -174,6 +178,7 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 // what they left on the machine: mounts, cgroups, shim sockets, the
 // kernel settings the kubelet changed.
 func (n *Node) Stop() error {
+	n.service.stop()
 	for i := len(n.procs) - 1; i >= 0; i-- {
 		n.procs[i].stop(10 * time.Second)
 	}
@@ -391,19 +396,21 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 `
 
 // The pod network: a bridge of the node's own with an address for each
-// pod and nothing else: no gateway, no forwarding, no masquerading, no
-// iptables rule, which is all the node's tests need (and all a machine
-// without other network should get). The kernel may lack the dummy link
-// type, which would touch less still; veth and bridge are everywhere.
+// pod, the bridge their gateway to the Service range only, so that they
+// reach the kubernetes Service's address (service.go), and the kubelet
+// reaches them (probes). Nothing else: no default route, no masquerading,
+// no iptables rule, no way out of the machine. The bridge plugin turns
+// forwarding on for a gateway; the node records it and puts it back. The
+// kernel may lack the dummy link type; veth and bridge are everywhere.
 const cniConfig = `{
   "cniVersion": "1.0.0",
   "name": "reclaimable-node",
   "plugins": [{
     "type": "bridge",
     "bridge": %q,
-    "isGateway": false,
+    "isGateway": true,
     "ipMasq": false,
-    "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]]}
+    "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "10.96.0.0/16"}]}
   }]
 }
 `

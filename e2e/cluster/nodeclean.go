@@ -19,11 +19,12 @@ import (
 	"time"
 )
 
-// The kernel settings the kubelet changes at start (it sets them unless
-// protectKernelDefaults, which would refuse to start instead). The node
+// The kernel settings the node changes: the kubelet at start (it sets them
+// unless protectKernelDefaults, which would refuse to start instead), and
+// the CNI bridge plugin for the pods' gateway (forwarding). The node
 // records them before its kubelet starts and puts them back when it is
 // cleaned.
-var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
+var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"}
 
 // nodeRecords holds a record per node started on this machine, removed
 // when the node is cleaned: a node whose test run was killed is found and
@@ -192,6 +193,9 @@ func cleanNode(dir string) error {
 		errs = append(errs, err)
 	}
 	if err := removeLink(nodeBridge(dir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeServiceAddress(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := removeMachineEntries(dir); err != nil {
