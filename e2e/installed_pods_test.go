@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -35,14 +37,34 @@ const (
 	podsProvisioner = "pods.example.com/reclaimable"
 )
 
+// The chart, installed as a user installs it with values that rename it
+// and place its pods on the real node, two provisioner replicas and its
+// share a directory of the test's, runs as pods (see asPods); uninstalled
+// at the end. Not parallel, in a file after helm_test.go and before
+// installed_test.go, and before the kustomize one: helm owns the
+// cluster-wide objects it makes, and refuses to make those an earlier
+// kustomize apply left.
+func TestHelmAsPodsOnTheRealNode(t *testing.T) {
+	framework.RealNode(t)
+	share := framework.ControllerDir(t)
+	helm(t, "install", map[string]any{
+		"namespace": podsNamespace, "lifecycleNamespace": podsLifecycle, "controllerID": podsID, "provisionerName": podsProvisioner,
+		"nodeSelector": map[string]any{cluster.RealNodeLabel: "true"},
+		"tolerations":  []any{map[string]any{"key": cluster.RealNodeTaint, "operator": "Exists", "effect": "NoSchedule"}},
+		"provisioner":  map[string]any{"replicas": 2},
+		"share":        map[string]any{"hostPath": share},
+	})
+	t.Cleanup(func() { helm(t, "uninstall", nil) })
+	asPods(t, share)
+}
+
 // The kustomize installation, renamed as docs/install.md says, its
 // Deployments placed on the real node (what an administrator's overlay
-// would say of its nodes) and its share a directory of the test's, runs as
-// pods: each Deployment becomes available (probes answered), each
-// controller leads, and an annotated pod's data reaches the workload's
-// next pod through the pool. Not parallel, in a file before
-// installed_test.go: it shares the cluster-wide objects' names with every
-// kustomize installation, and removes its own before the others install.
+// would say of its nodes), two provisioner replicas and its share a
+// directory of the test's, runs as pods (see asPods). Not parallel, in a
+// file before installed_test.go and after helm_test.go: it shares the
+// cluster-wide objects' names with every installation, and removes its own
+// before the others install.
 func TestInstallAsPodsOnTheRealNode(t *testing.T) {
 	framework.RealNode(t)
 	share := framework.ControllerDir(t)
@@ -65,6 +87,11 @@ patches:
       - op: add
         path: /spec/template/spec/tolerations
         value: [{key: %[7]s, operator: Exists, effect: NoSchedule}]
+  - target: {kind: Deployment, name: reclaimable-provisioner}
+    patch: |-
+      - op: replace
+        path: /spec/replicas
+        value: 2
   - target: {kind: PersistentVolume, name: reclaimable-share}
     patch: |-
       - op: replace
@@ -87,8 +114,26 @@ components: [%[1]s/components/settings]
 	if _, _, err := kubectl(ctx, "apply", "-k", overlay); err != nil {
 		t.Fatal(err)
 	}
+	asPods(t, share)
+}
 
+// asPods checks an installation of the pods settings running as pods on
+// the real node, from the image the node imported (make image's): every
+// Deployment becomes available (its probes answered), every controller
+// leads, an annotated pod's data reaches the workload's next pod through
+// the pool; then the provisioner's leader is killed (its pod deleted at
+// once), its standby takes the Lease over, and the workload's third pod
+// gets the volume and the data through it. No invariant is violated.
+func asPods(t *testing.T, share string) {
+	t.Helper()
 	client := framework.Client()
+	namespace, err := client.CoreV1().Namespaces().Get(context.Background(), podsNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := namespace.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Errorf("namespace %s enforces Pod Security %q, want restricted", podsNamespace, got)
+	}
 	for _, name := range installedControllers {
 		deployment := "reclaimable-" + name
 		if err := wait.PollUntilContextTimeout(context.Background(), framework.Interval, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -136,7 +181,47 @@ components: [%[1]s/components/settings]
 		t.Errorf("the second pod's claim got volume %s, want %s, the first's", got.Name, first.Name)
 	}
 	deletePod(t, ns, "second", claim)
+	waitInPool(t, first.Name)
+
+	killLeader(t, "provisioner")
+	runToCompletion(t, ns, nodePod("third", claim, class, 1000, "expect", "/cache/mine", "the first pod's\n"))
+	if got := boundVolume(t, ns, claim); got.Name != first.Name {
+		t.Errorf("after the failover the third pod's claim got volume %s, want %s, the first's", got.Name, first.Name)
+	}
+	deletePod(t, ns, "third", claim)
 	inv.Check(t, 10*time.Second)
+}
+
+// killLeader deletes at once the pod of the controller's replica that
+// holds its Lease (identity "<pod name>_<UUID>": a pod's host name is its
+// name), and waits until another replica holds it.
+func killLeader(t *testing.T, controller string) {
+	t.Helper()
+	ctx := context.Background()
+	client := framework.Client()
+	lease := podsID + "-" + controller
+	l, err := client.CoordinationV1().Leases(podsNamespace).Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := deref(l.Spec.HolderIdentity, "")
+	leader, _, _ := strings.Cut(holder, "_")
+	if _, err := client.CoreV1().Pods(podsNamespace).Get(ctx, leader, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the %s's leader %q is no pod of %s: %v", controller, holder, podsNamespace, err)
+	}
+	if err := client.CoreV1().Pods(podsNamespace).Delete(ctx, leader, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := client.CoordinationV1().Leases(podsNamespace).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		now := deref(l.Spec.HolderIdentity, "")
+		return now != "" && now != holder, nil
+	}, fmt.Sprintf("a standby of the %s to take Lease %s/%s over from %s", controller, podsNamespace, lease, holder))
+	t.Logf("the %s's standby took the Lease over %s after its leader's pod was deleted", controller, time.Since(start).Round(100*time.Millisecond))
 }
 
 // podsOf lists the pods of ns with their phase and node, for a message.
