@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,25 +66,14 @@ func TestHelmAsPodsOnTheRealNode(t *testing.T) {
 func TestInstallAsPodsOnTheRealNode(t *testing.T) {
 	framework.RealNode(t)
 	share := framework.ControllerDir(t)
-	overlay := t.TempDir()
-	rel, err := filepath.Rel(overlay, manifestsDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kustomization := fmt.Sprintf(`resources: [%[1]s]
-configMapGenerator:
-  - name: reclaimable-settings
-    behavior: merge
-    literals: [namespace=%[2]s, controller-id=%[3]s, provisioner-name=%[4]s, lifecycle-namespace=%[5]s]
-patches:
-  - target: {kind: Deployment}
+	patches := fmt.Sprintf(`  - target: {kind: Deployment}
     patch: |-
       - op: add
         path: /spec/template/spec/nodeSelector
-        value: {%[6]s: "true"}
+        value: {%[1]s: "true"}
       - op: add
         path: /spec/template/spec/tolerations
-        value: [{key: %[7]s, operator: Exists, effect: NoSchedule}]
+        value: [{key: %[2]s, operator: Exists, effect: NoSchedule}]
   - target: {kind: Deployment, name: reclaimable-provisioner}
     patch: |-
       - op: replace
@@ -96,24 +83,9 @@ patches:
     patch: |-
       - op: replace
         path: /spec/hostPath/path
-        value: %[8]s
-components: [%[1]s/components/settings]
-`, filepath.ToSlash(rel), podsNamespace, podsID, podsProvisioner, podsLifecycle, cluster.RealNodeLabel, cluster.RealNodeTaint, share)
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if _, _, err := kubectl(ctx, "delete", "--wait", "--ignore-not-found", "namespace/"+podsNamespace, "namespace/"+podsLifecycle, "persistentvolume/reclaimable-share"); err != nil {
-			t.Errorf("removing the installation: %v", err)
-		}
-	})
-	if _, _, err := kubectl(ctx, "apply", "-k", overlay); err != nil {
-		t.Fatal(err)
-	}
+        value: %[3]s
+`, cluster.RealNodeLabel, cluster.RealNodeTaint, share)
+	applyRenamed(t, renamedOverlay(t, podsNamespace, podsID, podsProvisioner, podsLifecycle, patches), podsNamespace, podsLifecycle)
 	asPods(t, share)
 }
 

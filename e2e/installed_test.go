@@ -56,40 +56,60 @@ const (
 // them back to its own ServiceAccounts).
 func TestInstallRenamedKeepsNamespacesApartAndScrubs(t *testing.T) {
 	framework.RealNode(t)
+	overlay := renamedOverlay(t, renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle, "")
+	applyRenamed(t, overlay, renamedNamespace, renamedLifecycle)
+
+	c := startInstalled(t, kustomized(t, overlay))
+	c.wantSettings(t, renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle)
+	c.keepsNamespacesApartAndScrubs(t)
+}
+
+// renamedOverlay writes an overlay of manifests/ renamed as docs/install.md
+// says (its values merged into reclaimable-settings: namespace, controller
+// ID, provisioner name and lifecycle namespace), with patches (entries of
+// kustomize's patches, "" for none), and returns its directory.
+func renamedOverlay(t *testing.T, namespace, id, provisioner, lifecycle, patches string) string {
+	t.Helper()
 	overlay := t.TempDir()
 	rel, err := filepath.Rel(overlay, manifestsDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if patches != "" {
+		patches = "patches:\n" + patches
 	}
 	kustomization := fmt.Sprintf(`resources: [%[1]s]
 configMapGenerator:
   - name: reclaimable-settings
     behavior: merge
     literals: [namespace=%[2]s, controller-id=%[3]s, provisioner-name=%[4]s, lifecycle-namespace=%[5]s]
-components: [%[1]s/components/settings]
-`, filepath.ToSlash(rel), renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle)
+%[6]scomponents: [%[1]s/components/settings]
+`, filepath.ToSlash(rel), namespace, id, provisioner, lifecycle, patches)
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return overlay
+}
+
+// applyRenamed applies the renamed overlay whose namespaces are namespace
+// and lifecycle. At cleanup its namespaces and its share's volume go; the
+// cluster-scoped objects it shares with the default installation stay for
+// the default's apply, the VolumePool CRD (and every test's pools) with
+// them.
+func applyRenamed(t *testing.T, overlay, namespace, lifecycle string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, _, err := kubectl(ctx, "delete", "--wait", "--ignore-not-found", "namespace/"+namespace, "namespace/"+lifecycle, "persistentvolume/reclaimable-share"); err != nil {
+			t.Errorf("removing the renamed installation: %v", err)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, _, err := kubectl(ctx, "apply", "-k", overlay); err != nil {
 		t.Fatal(err)
 	}
-	// Its namespaces and its share's volume go; the cluster-scoped objects
-	// it shares with the default installation stay for the default's
-	// apply, the VolumePool CRD (and every test's pools) with them.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if _, _, err := kubectl(ctx, "delete", "--wait", "--ignore-not-found", "namespace/"+renamedNamespace, "namespace/"+renamedLifecycle, "persistentvolume/reclaimable-share"); err != nil {
-			t.Errorf("removing the renamed installation: %v", err)
-		}
-	})
-
-	c := startInstalled(t, kustomized(t, overlay))
-	c.wantSettings(t, renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle)
-	c.keepsNamespacesApartAndScrubs(t)
 }
 
 // Each controller runs with nothing but its ServiceAccount's token, as

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -33,20 +32,6 @@ func (r *poolCase) createKeyed(ns, name, key string, pod *corev1.Pod) {
 	}
 }
 
-// heldByKey waits until volume is back in the pool, held for namespace ns
-// by a name no claim has (keyPolicy Require).
-func (r *poolCase) heldByKey(volume, ns string) {
-	r.t.Helper()
-	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		held, ok := pools.HeldFor(pv)
-		return pv.Status.Phase == corev1.VolumeAvailable && ok && held == ns && pv.Spec.ClaimRef.Name == keys.HeldClaim(volume), nil
-	}, fmt.Sprintf("volume %s to be held for namespace %s by key", volume, ns))
-}
-
 // Under keyPolicy Require a member goes only to claims of the key it was
 // last used under: not to a claim made again under its last claim's very
 // name with another key (the PV controller would bind a member held by that
@@ -64,11 +49,12 @@ func TestKeyPolicyRequireNeverHandsAnotherKeysMember(t *testing.T) {
 	filled := r.boundTo(ns, "cache")
 	file := r.fill(filled)
 	r.deleteGone(ns, "cache")
-	r.heldByKey(filled, ns)
+	// The release holds it by key in the one update that returns it.
+	r.heldFor(filled, ns)
 	if pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), filled, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
-	} else if got := pv.Annotations[keys.LastKey]; got != "ci=a" || pools.Reserved(pv) {
-		t.Errorf("volume %s: last key %q, reserved %v; want ci=a, not reserved", filled, got, pools.Reserved(pv))
+	} else if got := pv.Annotations[keys.LastKey]; got != "ci=a" || pools.Reserved(pv) || pv.Spec.ClaimRef.Name != keys.HeldClaim(filled) {
+		t.Errorf("volume %s: last key %q, reserved %v, claimRef %s; want ci=a, not reserved, held by %s", filled, got, pools.Reserved(pv), pv.Spec.ClaimRef.Name, keys.HeldClaim(filled))
 	}
 
 	// The same name, another key.
