@@ -380,6 +380,11 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment, serviceAccounts map[str
 	}) {
 		errorf("no POD_NAMESPACE from the downward API: the Leases would not be in the installation's namespace")
 	}
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "MEMORY_LIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory"
+	}) {
+		errorf("no MEMORY_LIMIT from the downward API's limits.memory: the Go runtime would not know the container's limit")
+	}
 	if len(c.Command) > 0 {
 		errorf("command %v overrides the image's entrypoint", c.Command)
 	}

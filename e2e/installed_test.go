@@ -14,9 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -244,6 +246,23 @@ type deployed struct {
 	container                 framework.Container
 }
 
+// memoryLimit is what the downward API gives for ref (limits.memory): the
+// container's limit in units of the divisor, rounded up, as the kubelet
+// writes it. Without a limit the kubelet would give the node's allocatable
+// memory, which the test bed does not know: the manifests always set one.
+func memoryLimit(t *testing.T, c corev1.Container, ref *corev1.ResourceFieldSelector) string {
+	t.Helper()
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatalf("container %s: %s asks for a memory limit the container does not set", c.Name, ref.Resource)
+	}
+	divisor := int64(1)
+	if !ref.Divisor.IsZero() {
+		divisor = ref.Divisor.Value()
+	}
+	return strconv.FormatInt((limit.Value()+divisor-1)/divisor, 10)
+}
+
 // containerCommand returns c's arguments and environment as the kubelet
 // gives them to its process in a pod of namespace ns: each $(VAR) of the
 // arguments expanded from the environment, $$ as $.
@@ -256,6 +275,8 @@ func containerCommand(t *testing.T, c corev1.Container, ns string) (args, env []
 			values[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			values[e.Name] = ns
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			values[e.Name] = memoryLimit(t, c, e.ValueFrom.ResourceFieldRef)
 		default:
 			t.Fatalf("container %s: the environment variable %s comes from %+v, which the test bed does not resolve", c.Name, e.Name, e.ValueFrom)
 		}
@@ -387,6 +408,19 @@ func startInstalled(t *testing.T, r rendered) *installedCycle {
 	}
 	for _, name := range installedControllers {
 		procs[name].WaitReady(t)
+		// The container's limit, through the downward API, is the Go
+		// runtime's soft limit less a tenth.
+		for _, e := range controllers[name].container.Env {
+			if v, ok := strings.CutPrefix(e, "MEMORY_LIMIT="); ok {
+				limit, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: MEMORY_LIMIT=%q", name, v)
+				}
+				if got := procs[name].Metric("go_gc_gomemlimit_bytes", nil); math.Abs(got-limit*0.9) > 1 {
+					t.Errorf("%s: the Go runtime's memory limit is %.0f bytes, want 90%% of the container's %s", name, got, v)
+				}
+			}
+		}
 		lease := c.id + "-" + name
 		framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 			l, err := client.CoordinationV1().Leases(c.installNS).Get(ctx, lease, metav1.GetOptions{})

@@ -140,6 +140,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// setMemoryLimit gives the Go runtime the soft limit the container's
+// memory limit implies (controller.SoftMemoryLimit), if any.
+func setMemoryLimit(logger klog.Logger) error {
+	limit, err := controller.SoftMemoryLimit(os.Getenv)
+	if err != nil || limit == 0 {
+		return err
+	}
+	debug.SetMemoryLimit(limit)
+	logger.Info("Set the Go runtime's soft memory limit", "bytes", limit)
+	return nil
+}
+
 // configs holds the flags of every controller a subcommand may run.
 type configs struct {
 	common controller.Options
@@ -177,6 +189,9 @@ func build(cmd string, cfg configs) (*controller.Env, []controller.Runnable, err
 	// Process-wide settings of client-go, before any client, queue or
 	// informer reads them: building a client reads its feature gates.
 	controller.StreamInitialLists()
+	if err := setMemoryLimit(klog.Background()); err != nil {
+		return nil, nil, err
+	}
 	env, err := controller.NewEnv(cfg.common, "reclaimable-"+cmd+"/"+version)
 	if err != nil {
 		return nil, nil, err

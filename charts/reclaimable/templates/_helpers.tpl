@@ -132,6 +132,12 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.namespace
+            # The container's memory limit, which the process turns into
+            # the Go runtime's soft limit (90% of it).
+            - name: MEMORY_LIMIT
+              valueFrom:
+                resourceFieldRef:
+                  resource: limits.memory
           ports:
             - name: metrics
               containerPort: 8080
