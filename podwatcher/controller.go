@@ -50,14 +50,6 @@ const (
 	kindJob   = "Job"
 	kindClaim = "PersistentVolumeClaim"
 
-	// claimedByIndex finds the claims of an owner UID, so that an owner's
-	// delete event costs no list.
-	claimedByIndex = "podwatcher/claimed-by"
-	// wantsClaimIndex finds the owners that ask for a claim
-	// "<namespace>/<name>", so that a claim deleted while still wanted is
-	// created again.
-	wantsClaimIndex = "podwatcher/wants-claim"
-
 	// expectationTTL bounds how long a create we made is trusted before the
 	// informer shows the claim; past it the owner is examined afresh.
 	expectationTTL = time.Minute
@@ -93,6 +85,15 @@ type Controller struct {
 	claims       corelisters.PersistentVolumeClaimLister
 	claimIndexer cache.Indexer
 
+	// claimedBy finds the claims of an owner UID, so that an owner's
+	// delete event costs no list; podsWanting and jobsWanting find the
+	// owners that ask for a claim, so that a claim deleted while still
+	// wanted is created again. Each value belongs to one object or
+	// almost: controller.Refs, not client-go indexes.
+	claimedBy   *controller.Refs[string]
+	podsWanting *controller.Refs[cache.ObjectName]
+	jobsWanting *controller.Refs[cache.ObjectName]
+
 	queue *controller.Queue[key]
 	clock clock.Clock
 
@@ -112,7 +113,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newController(client, env.ControllerID, cfg,
+	c, err := newController(client, env.ControllerID, cfg,
 		// Only the pods that ask for claims or wait at the gate: most pods
 		// of a cluster do neither, and cost nothing but the watch.
 		env.KeptPods(cfg.Namespace, concerned),
@@ -121,20 +122,19 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		// our business, and a claim without our label is never touched.
 		env.ManagedClaims(cfg.Namespace),
 		env.Recorder("reclaimable-podwatcher"), env.Registry)
+	if err != nil {
+		return nil, err
+	}
+	env.WaitFor(c.claimedBy.HasSynced, c.podsWanting.HasSynced, c.jobsWanting.HasSynced)
+	return c, nil
 }
 
 func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	podInformer cache.SharedIndexInformer, all informers.SharedInformerFactory, claimInformer coreinformers.PersistentVolumeClaimInformer, recorder record.EventRecorder, registry prometheus.Registerer) (*Controller, error) {
 	jobInformer := all.Batch().V1().Jobs()
 
-	if err := podInformer.AddIndexers(cache.Indexers{wantsClaimIndex: podWantsClaims, gatedOnIndex: podGatedOn, gatedIndex: podGated}); err != nil {
+	if err := podInformer.AddIndexers(cache.Indexers{gatedOnIndex: podGatedOn, gatedIndex: podGated}); err != nil {
 		return nil, fmt.Errorf("adding pod index: %w", err)
-	}
-	if err := jobInformer.Informer().AddIndexers(cache.Indexers{wantsClaimIndex: jobWantsClaims}); err != nil {
-		return nil, fmt.Errorf("adding job index: %w", err)
-	}
-	if err := claimInformer.Informer().AddIndexers(cache.Indexers{claimedByIndex: claimedBy}); err != nil {
-		return nil, fmt.Errorf("adding claim index: %w", err)
 	}
 
 	c := &Controller{
@@ -149,9 +149,18 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		claims:       claimInformer.Lister(),
 		claimIndexer: claimInformer.Informer().GetIndexer(),
 	}
+	var err error
+	if c.podsWanting, err = controller.RefsOf(podInformer, podWantsClaims); err != nil {
+		return nil, err
+	}
+	if c.jobsWanting, err = controller.RefsOf(jobInformer.Informer(), jobWantsClaims); err != nil {
+		return nil, err
+	}
+	if c.claimedBy, err = controller.RefsOf(claimInformer.Informer(), claimedBy); err != nil {
+		return nil, err
+	}
 	c.useClock(clock.RealClock{})
 	c.queue = controller.NewQueue("podwatcher", c.sync)
-	var err error
 	if c.metrics, err = newMetrics(registry, c.gatedPods); err != nil {
 		return nil, fmt.Errorf("registering podwatcher metrics: %w", err)
 	}
@@ -252,14 +261,8 @@ func (c *Controller) ownerDeleted(obj any) {
 		c.gone.mark(uid)
 	}
 
-	claims, err := c.claimIndexer.ByIndex(claimedByIndex, string(uid))
-	if err != nil {
-		return
-	}
-	for _, o := range claims {
-		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
-			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
-		}
+	for _, claim := range c.claimedBy.Get(string(uid)) {
+		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
 	}
 }
 
@@ -296,28 +299,29 @@ func (c *Controller) claimDeleted(obj any) {
 	if !ok {
 		return
 	}
-	name := claim.Namespace + "/" + claim.Name
-	c.expect.observed(name)
+	c.expect.observed(claim.Namespace + "/" + claim.Name)
 	c.leftToGC.forget(claim.UID)
 	// An owner that still wants a claim of this name gets it again.
-	c.enqueueOwnersWanting(name)
+	c.enqueueOwnersWanting(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name})
 }
 
-func (c *Controller) enqueueOwnersWanting(claim string) {
-	for _, ix := range []struct {
-		kind    string
-		indexer cache.Indexer
-	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
-		objs, err := ix.indexer.ByIndex(wantsClaimIndex, claim)
-		if err != nil {
-			continue
-		}
-		for _, o := range objs {
-			if meta, ok := o.(metav1.Object); ok {
-				c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
-			}
+func (c *Controller) enqueueOwnersWanting(claim cache.ObjectName) {
+	for _, owners := range c.wanting() {
+		for _, o := range owners.refs.Get(claim) {
+			c.queue.Add(key{owners.kind, o.Namespace, o.Name})
 		}
 	}
+}
+
+// wanting is the owners that ask for claims, by kind.
+func (c *Controller) wanting() []struct {
+	kind string
+	refs *controller.Refs[cache.ObjectName]
+} {
+	return []struct {
+		kind string
+		refs *controller.Refs[cache.ObjectName]
+	}{{kindPod, c.podsWanting}, {kindJob, c.jobsWanting}}
 }
 
 // sweep queues every managed claim (to catch owners gone unseen), every
@@ -331,20 +335,19 @@ func (c *Controller) sweep(ctx context.Context) {
 		}
 	}
 	owners := 0
-	for _, ix := range []struct {
-		kind    string
-		indexer cache.Indexer
-	}{{kindPod, c.podIndexer}, {kindJob, c.jobIndexer}} {
-		for _, index := range []string{wantsClaimIndex, gatedOnIndex} {
-			for _, value := range ix.indexer.ListIndexFuncValues(index) {
-				objs, _ := ix.indexer.ByIndex(index, value)
-				for _, o := range objs {
-					if meta, ok := o.(metav1.Object); ok {
-						c.queue.Add(key{ix.kind, meta.GetNamespace(), meta.GetName()})
-						owners++
-					}
-				}
+	for _, wanting := range c.wanting() {
+		for _, claim := range wanting.refs.Values() {
+			for _, o := range wanting.refs.Get(claim) {
+				c.queue.Add(key{wanting.kind, o.Namespace, o.Name})
+				owners++
 			}
+		}
+	}
+	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
+			owners++
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
@@ -372,17 +375,18 @@ func asksForClaims(annotations map[string]string) bool {
 	return false
 }
 
-func wantedClaims(namespace string, annotations map[string]string, volumes []corev1.Volume) []string {
+// wantedClaims names the claims an owner asks for, in its own strings.
+func wantedClaims(namespace string, annotations map[string]string, volumes []corev1.Volume) []cache.ObjectName {
 	if !asksForClaims(annotations) {
 		return nil
 	}
-	var names []string
+	var names []cache.ObjectName
 	for _, v := range volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
 		}
 		if _, ok := annotations[keys.EnabledKey(v.Name)]; ok {
-			names = append(names, namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+			names = append(names, cache.ObjectName{Namespace: namespace, Name: v.PersistentVolumeClaim.ClaimName})
 		}
 	}
 	return names
@@ -395,29 +399,29 @@ func concerned(pod *corev1.Pod) bool {
 	return asksForClaims(pod.Annotations) || hasGate(pod)
 }
 
-func podWantsClaims(obj any) ([]string, error) {
+func podWantsClaims(obj any) []cache.ObjectName {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	return wantedClaims(pod.Namespace, pod.Annotations, pod.Spec.Volumes), nil
+	return wantedClaims(pod.Namespace, pod.Annotations, pod.Spec.Volumes)
 }
 
-func jobWantsClaims(obj any) ([]string, error) {
+func jobWantsClaims(obj any) []cache.ObjectName {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	return wantedClaims(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes), nil
+	return wantedClaims(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
 }
 
-func claimedBy(obj any) ([]string, error) {
+func claimedBy(obj any) []string {
 	claim, ok := obj.(*corev1.PersistentVolumeClaim)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	if uid := claim.Labels[keys.ClaimedBy]; uid != "" {
-		return []string{uid}, nil
+		return []string{uid}
 	}
-	return nil, nil
+	return nil
 }

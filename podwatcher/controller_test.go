@@ -82,11 +82,14 @@ func (f *fixture) cache(o runtime.Object) {
 	switch o := o.(type) {
 	case *corev1.Pod:
 		err = f.c.podIndexer.Add(o)
+		f.c.podsWanting.OnAdd(o, false)
 	case *batchv1.Job:
 		err = f.c.jobIndexer.Add(o)
+		f.c.jobsWanting.OnAdd(o, false)
 	case *corev1.PersistentVolumeClaim:
 		if o.Labels[keys.ClaimManagedBy] == testID {
 			err = f.c.claimIndexer.Add(o)
+			f.c.claimedBy.OnAdd(o, false)
 		}
 	}
 	if err != nil {

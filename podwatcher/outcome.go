@@ -54,14 +54,10 @@ func outcome(obj any) string {
 // claim changed since, or deleted and made again under the same name for
 // another owner, is refused and looked at again from a newer cache.
 func (c *Controller) recordOutcome(ctx context.Context, uid types.UID, result string) error {
-	objs, err := c.claimIndexer.ByIndex(claimedByIndex, string(uid))
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, o := range objs {
-		claim, ok := o.(*corev1.PersistentVolumeClaim)
-		if !ok || claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
+	for _, name := range c.claimedBy.Get(string(uid)) {
+		claim, err := c.claims.PersistentVolumeClaims(name.Namespace).Get(name.Name)
+		if err != nil || claim.Labels[keys.ClaimedBy] != string(uid) || claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
 			continue
 		}
 		if _, recorded := claim.Annotations[keys.ConsumerOutcome]; recorded {

@@ -64,7 +64,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	if ns == "" {
 		ns = env.Namespace()
 	}
-	return newController(client, sources{
+	c, err := newController(client, sources{
 		factory: env.InformerFactory("", ""),
 		// Only the claims that wait for a volume: a bound claim asks
 		// nothing of a provisioner, and most of a cluster's claims are
@@ -75,6 +75,11 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 		backingNS:    ns,
 		controllerID: env.ControllerID,
 	}, env.Recorder("reclaimable-provisioner"), env.Registry, env.ProvisionerName, cfg)
+	if err != nil {
+		return nil, err
+	}
+	env.WaitFor(c.provisioner.issued.HasSynced)
+	return c, nil
 }
 
 // NotifyPools has notify told of each class whose pool changed in a way
@@ -116,6 +121,9 @@ func newController(client kubernetes.Interface, src sources, recorder record.Eve
 	classes := factory.Storage().V1().StorageClasses()
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), corelisters.NewPersistentVolumeClaimLister(claimInf.GetIndexer()), recorder, m, cfg)
+	if p.issued, err = controller.RefsOf(volumes, volumeClaimUID); err != nil {
+		return nil, err
+	}
 	p.requeue = claims.requeue
 	p.controllerID = src.controllerID
 	p.nodes = factory.Core().V1().Nodes().Lister()
@@ -167,7 +175,7 @@ func indexVolumes(volumes cache.SharedIndexInformer) error {
 	if err := volumes.AddIndexers(classpool.Indexers()); err != nil {
 		return err
 	}
-	return volumes.AddIndexers(cache.Indexers{indexClaimUID: indexByClaimUID})
+	return nil
 }
 
 // watch has p follow claims (the early hand-off, and backing claims done

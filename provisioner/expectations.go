@@ -14,8 +14,8 @@ import (
 // issuedTo names the volume already pointing at claim, if any, trusting the
 // provisioner's own recent takes over a cache that has not caught up.
 func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
-	if objs, _ := p.volumes.ByIndex(indexClaimUID, string(claim.UID)); len(objs) > 0 {
-		return objs[0].(*corev1.PersistentVolume).Name
+	if names := p.issued.Get(claim.UID); len(names) > 0 {
+		return names[0].Name
 	}
 	return p.takes.IssuedTo(claim.UID)
 }

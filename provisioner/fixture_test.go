@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
@@ -37,7 +39,7 @@ type fixture struct {
 	t        *testing.T
 	p        *provisioner
 	client   *fake.Clientset
-	volumes  cache.Indexer // what the informer shows; tests decide when it catches up
+	volumes  *volumeStore // what the informer shows; tests decide when it catches up
 	claims   cache.Indexer
 	backing  cache.Indexer // the backing claims the cache shows
 	recorder *record.FakeRecorder
@@ -54,7 +56,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	t.Helper()
 	f := &fixture{
 		t:        t,
-		volumes:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, volumeIndexers()),
+		volumes:  newVolumeStore(),
 		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		backing:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		recorder: record.NewFakeRecorder(1000),
@@ -81,6 +83,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 		t.Fatal(err)
 	}
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, m, Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
+	f.p.issued = f.volumes.issued
 	if err := f.p.lifecycle.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +98,43 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 
 // volumeIndexers are the indexes indexVolumes adds to the volume informer.
 func volumeIndexers() cache.Indexers {
-	out := cache.Indexers{pools.VolumesByClass: pools.VolumeClass, indexClaimUID: indexByClaimUID}
+	out := cache.Indexers{pools.VolumesByClass: pools.VolumeClass}
 	maps.Copy(out, classpool.Indexers())
 	return out
+}
+
+// volumeStore is the volume informer's cache with what the provisioner's
+// handlers keep beside it, fed as the informer would.
+type volumeStore struct {
+	cache.Indexer
+	issued *controller.Refs[types.UID]
+}
+
+func newVolumeStore() *volumeStore {
+	return &volumeStore{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, volumeIndexers()), issued: controller.NewRefs(volumeClaimUID)}
+}
+
+func (s *volumeStore) Add(obj any) error { return s.Update(obj) }
+
+func (s *volumeStore) Update(obj any) error {
+	old, known, _ := s.Get(obj)
+	if err := s.Indexer.Update(obj); err != nil {
+		return err
+	}
+	if known {
+		s.issued.OnUpdate(old, obj)
+	} else {
+		s.issued.OnAdd(obj, false)
+	}
+	return nil
+}
+
+func (s *volumeStore) Delete(obj any) error {
+	if err := s.Indexer.Delete(obj); err != nil {
+		return err
+	}
+	s.issued.OnDelete(obj)
+	return nil
 }
 
 // useBacking builds the provisioner's class pools on the fixture's backing

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
@@ -55,11 +57,6 @@ const (
 	reasonProvisioningFailed = "ProvisioningFailed"
 )
 
-// Indexes this provisioner adds to the shared PersistentVolume informer.
-const (
-	indexClaimUID = "reclaimable-provisioner/claim-uid"
-)
-
 // provisioner implements the library's Provisioner: it issues pool members,
 // grows pools through their backend and deletes what it created.
 type provisioner struct {
@@ -70,6 +67,9 @@ type provisioner struct {
 	controllerID string
 	client       kubernetes.Interface
 	volumes      cache.Indexer
+	// issued finds the volume whose claimRef names a claim's UID: one, or
+	// none.
+	issued *controller.Refs[types.UID]
 	// pools holds the VolumePools, whose settings override their class's
 	// parameters.
 	pools  cache.Indexer
@@ -122,8 +122,9 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 	recorder record.EventRecorder, m *metrics, cfg Config) *provisioner {
 	lifecycle := lifecycle.NewEvents(client, cfg.LifecycleNamespace)
 	p := &provisioner{
-		pools: pools.NoPools(),
-		name:  name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
+		pools:  pools.NoPools(),
+		issued: controller.NewRefs(volumeClaimUID),
+		name:   name, client: client, volumes: volumes, claims: claims, recorder: recorder, metrics: m,
 		lifecycle:       lifecycle,
 		backendDeps:     backendDeps(name, client, nil, cfg, lifecycle, m.lifecycle),
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
@@ -386,12 +387,13 @@ func (p *provisioner) members(class string, pool backend.Class) []*corev1.Persis
 
 // Index functions for the PersistentVolume informer.
 
-func indexByClaimUID(obj any) ([]string, error) {
+// volumeClaimUID is the UID of the claim a volume's claimRef names.
+func volumeClaimUID(obj any) []types.UID {
 	pv, ok := obj.(*corev1.PersistentVolume)
 	if !ok || pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" {
-		return nil, nil
+		return nil
 	}
-	return []string{string(pv.Spec.ClaimRef.UID)}, nil
+	return []types.UID{pv.Spec.ClaimRef.UID}
 }
 
 // claimKey is "<namespace>/<name>", as keys.LastClaim records it.

@@ -31,7 +31,6 @@ import (
 
 const (
 	// Names of the indexes the releaser adds to the shared volume informer.
-	byClaim    = "releaser/claim"       // "<namespace>/<name>" of spec.claimRef
 	byReleased = "releaser/released-by" // association label of a Released volume
 
 	// deletedClaimTTL is how long a claim deletion seen on the watch spares
@@ -58,8 +57,10 @@ type Controller struct {
 
 	conflictRecheck time.Duration
 
-	volumes      corelisters.PersistentVolumeLister
-	volumeIndex  cache.Indexer
+	volumes     corelisters.PersistentVolumeLister
+	volumeIndex cache.Indexer
+	// byClaim finds the volumes whose claimRef names a claim: one each.
+	byClaim      *controller.Refs[cache.ObjectName]
 	classes      storagelisters.StorageClassLister
 	claims       corelisters.PersistentVolumeClaimLister // managed claims only
 	releasedTime releasedClock
@@ -101,6 +102,7 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	c.pools = poolInformer.GetIndexer()
 	// A pool's reserveFor and reuseScope change what its class's volumes
 	// should be: look at them again.
+	env.WaitFor(c.byClaim.HasSynced)
 	if err := pools.OnPoolChange(poolInformer, func(class string) { c.enqueueIndexed(pools.VolumesByClass, class) }); err != nil {
 		return nil, err
 	}
@@ -136,10 +138,12 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		return nil, fmt.Errorf("indexing volumes: %w", err)
 	}
 	if err := volumes.Informer().AddIndexers(cache.Indexers{
-		byClaim:    indexByClaim,
 		byReleased: indexByReleased,
 	}); err != nil {
 		return nil, fmt.Errorf("indexing volumes: %w", err)
+	}
+	if c.byClaim, err = controller.RefsOf(volumes.Informer(), volumeClaim); err != nil {
+		return nil, err
 	}
 	if _, err := volumes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.volumeChanged,
@@ -184,12 +188,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-func indexByClaim(obj any) ([]string, error) {
+// volumeClaim is the claim a volume's claimRef names.
+func volumeClaim(obj any) []cache.ObjectName {
 	pv, ok := obj.(*corev1.PersistentVolume)
 	if !ok || pv.Spec.ClaimRef == nil {
-		return nil, nil
+		return nil
 	}
-	return []string{pv.Spec.ClaimRef.Namespace + "/" + pv.Spec.ClaimRef.Name}, nil
+	return []cache.ObjectName{{Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name}}
 }
 
 func indexByReleased(obj any) ([]string, error) {
@@ -233,7 +238,7 @@ func (c *Controller) volumeDeleted(obj any) {
 func (c *Controller) claimAdded(obj any) {
 	c.rememberOutcome(obj)
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.enqueueIndexed(byClaim, claim.Namespace+"/"+claim.Name)
+		c.enqueueClaimed(claim)
 	}
 }
 
@@ -261,7 +266,7 @@ func (c *Controller) claimDeleted(obj any) {
 	}
 	c.rememberOutcome(obj)
 	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.enqueueIndexed(byClaim, claim.Namespace+"/"+claim.Name)
+		c.enqueueClaimed(claim)
 	}
 }
 
@@ -284,6 +289,15 @@ func (c *Controller) classChanged(old, obj any) {
 		return
 	}
 	c.enqueueIndexed(pools.VolumesByClass, class.Name)
+}
+
+// enqueueClaimed queues the volumes bound or pre-bound to claim's name.
+func (c *Controller) enqueueClaimed(claim *corev1.PersistentVolumeClaim) {
+	for _, name := range c.byClaim.Get(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name}) {
+		if pv, err := c.volumes.Get(name.Name); err == nil {
+			c.volumeChanged(pv)
+		}
+	}
 }
 
 func (c *Controller) enqueueIndexed(index, value string) {

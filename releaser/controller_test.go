@@ -106,8 +106,18 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 
 func (f *fixture) cache(store cache.Indexer, obj runtime.Object) {
 	f.t.Helper()
+	old, known, _ := store.Get(obj)
 	if err := store.Update(obj); err != nil {
 		f.t.Fatal(err)
+	}
+	if store != f.volumes {
+		return
+	}
+	// What the volumes' event handlers keep besides the cache.
+	if known {
+		f.c.byClaim.OnUpdate(old, obj)
+	} else {
+		f.c.byClaim.OnAdd(obj, false)
 	}
 }
 
