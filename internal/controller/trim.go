@@ -29,17 +29,91 @@ func trim(obj any) (any, error) {
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		// Of a pod the podwatcher reads only this project's annotations:
+		// its labels and the rest of its annotations (often most of
+		// its metadata) go.
+		o.Labels, o.Annotations = nil, interned.Annotations.intern(ownAnnotations(o.Annotations))
 		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes, o.Annotations), SchedulingGates: o.Spec.SchedulingGates}
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
 	case *batchv1.Job:
-		delete(o.Annotations, corev1.LastAppliedConfigAnnotation)
+		o.Labels, o.Annotations = nil, interned.Annotations.intern(ownAnnotations(o.Annotations))
 		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes, o.Annotations)}}
 		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
 	case *corev1.PersistentVolume:
 		o.Spec.Capacity = internResources(o.Spec.Capacity)
+		o.Labels, o.Annotations = interned.Labels.intern(o.Labels), interned.Annotations.intern(o.Annotations)
+		o.Finalizers = internFinalizers(o.Finalizers)
+	case *corev1.PersistentVolumeClaim:
+		// A claim's labels are not shared: the podwatcher's carry the
+		// UID of their owner.
+		o.Annotations = interned.Annotations.intern(o.Annotations)
+		o.Finalizers = internFinalizers(o.Finalizers)
 	}
 	return obj, nil
+}
+
+// interned holds one copy of each set of labels and of annotations that the
+// caches hold many times: the volumes of an installation carry the same
+// few labels and annotations, the pods of one template the same claim
+// annotations. A map, even of two entries, costs some 300 bytes besides
+// its strings. Cached objects are never written in place (a writer copies
+// first), so sharing is safe.
+var interned = struct{ Labels, Annotations *stringMaps }{newStringMaps(), newStringMaps()}
+
+// stringMaps interns maps by their content. It holds at most maxInterned;
+// then it starts afresh, so that sets of a kind seen once (a Job's
+// labels) do not keep the ones seen since from being shared. Maps already
+// handed out stay shared by the objects that have them.
+type stringMaps struct {
+	mu sync.Mutex
+	m  map[string]map[string]string
+}
+
+func newStringMaps() *stringMaps { return &stringMaps{m: map[string]map[string]string{}} }
+
+func (s *stringMaps) intern(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	var key strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		// Lengths first: no key or value can make two maps one.
+		fmt.Fprintf(&key, "%d:%s%d:%s", len(k), k, len(m[k]), m[k])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.m[key.String()]; ok {
+		return shared
+	}
+	if len(s.m) >= maxInterned {
+		clear(s.m)
+	}
+	s.m[key.String()] = m
+	return m
+}
+
+// finalizers holds the finalizer lists of the caches: a volume has
+// kubernetes.io/pv-protection and seldom anything else.
+var finalizers = struct {
+	sync.Mutex
+	m map[string][]string
+}{m: map[string][]string{}}
+
+func internFinalizers(f []string) []string {
+	if len(f) == 0 {
+		return f
+	}
+	key := strings.Join(f, "\x00")
+	finalizers.Lock()
+	defer finalizers.Unlock()
+	if shared, ok := finalizers.m[key]; ok {
+		return shared
+	}
+	if len(finalizers.m) >= maxInterned {
+		clear(finalizers.m)
+	}
+	finalizers.m[key] = f
+	return f
 }
 
 // resourceLists holds one copy of each capacity the caches hold: the
@@ -120,15 +194,11 @@ func hasKey(m map[string]string, key string) bool {
 // from every object; other objects it trims as trim does. It serves the
 // cache of ManagedClaims, which holds claims alone.
 func trimToMetadata(obj any) (any, error) {
-	if _, err := trim(obj); err != nil {
-		return nil, err
-	}
-	switch o := obj.(type) {
-	case *corev1.PersistentVolumeClaim:
+	if o, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 		o.Annotations = ownAnnotations(o.Annotations)
 		o.Finalizers = nil
 		o.Spec = corev1.PersistentVolumeClaimSpec{}
 		o.Status = corev1.PersistentVolumeClaimStatus{}
 	}
-	return obj, nil
+	return trim(obj)
 }

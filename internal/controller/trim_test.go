@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -42,7 +43,10 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if want := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}, {Name: "scratch"}}; !reflect.DeepEqual(got.Spec.Volumes, want) {
 		t.Errorf("pod volumes = %+v, want the claim volumes with their source, and the names of those a claim annotation names: %+v", got.Spec.Volumes, want)
 	}
-	if got.Status.Phase != corev1.PodRunning || got.Annotations["a"] != "b" || len(got.Spec.SchedulingGates) != 1 ||
+	if got.Labels != nil || got.Annotations["a"] != "" {
+		t.Errorf("pod keeps labels or annotations of others, which the podwatcher never reads: %v %v", got.Labels, got.Annotations)
+	}
+	if got.Status.Phase != corev1.PodRunning || got.Annotations[keys.EnabledKey("scratch")] != "true" || len(got.Spec.SchedulingGates) != 1 ||
 		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {
 		t.Errorf("pod lost what the podwatcher reads: %+v", got)
 	}
@@ -63,8 +67,9 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if len(gotJob.Spec.Template.Spec.Containers) != 0 || gotJob.Status.Succeeded != 0 || gotJob.ManagedFields != nil {
 		t.Errorf("job not trimmed: %+v", gotJob)
 	}
-	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || gotJob.Spec.Template.Spec.Volumes[1].EmptyDir != nil || len(gotJob.Status.Conditions) != 1 || gotJob.Annotations["a"] != "b" {
-		t.Errorf("job lost what the podwatcher reads: %+v", gotJob)
+	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || gotJob.Spec.Template.Spec.Volumes[1].EmptyDir != nil || len(gotJob.Status.Conditions) != 1 ||
+		gotJob.Annotations[keys.EnabledKey("scratch")] != "true" || gotJob.Annotations["a"] != "" {
+		t.Errorf("job lost what the podwatcher reads, or kept what it does not: %+v", gotJob)
 	}
 
 	pv := &corev1.PersistentVolume{ObjectMeta: *meta.DeepCopy(), Spec: corev1.PersistentVolumeSpec{StorageClassName: "pool"}}
@@ -140,5 +145,62 @@ func TestTrimSharesCapacities(t *testing.T) {
 	}
 	if q := sameValue[corev1.ResourceStorage]; q.String() != "3221225472" {
 		t.Errorf("capacity reformatted to %s", q.String())
+	}
+}
+
+func TestTrimSharesLabelsAnnotationsAndFinalizers(t *testing.T) {
+	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	pv := func(name, managedBy string) *corev1.PersistentVolume {
+		out, _ := trim(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels:      map[string]string{keys.VolumeManagedBy: managedBy},
+			Annotations: map[string]string{keys.ProvisionedBy: "vendor/reclaimable", "pv.kubernetes.io/bound-by-controller": "yes"},
+			Finalizers:  []string{"kubernetes.io/pv-protection"},
+		}})
+		return out.(*corev1.PersistentVolume)
+	}
+	a, b, other := pv("a", "reclaimable"), pv("b", "reclaimable"), pv("c", "other")
+	if !same(a.Labels, b.Labels) || !same(a.Annotations, b.Annotations) || !same(a.Finalizers, b.Finalizers) {
+		t.Error("two volumes with the same labels, annotations and finalizers keep their own")
+	}
+	if same(a.Labels, other.Labels) || other.Labels[keys.VolumeManagedBy] != "other" {
+		t.Errorf("volumes of different labels share them: %v", other.Labels)
+	}
+	if a.Name != "a" || b.Name != "b" || b.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" {
+		t.Errorf("sharing changed what a volume says: %+v %+v", a.ObjectMeta, b.ObjectMeta)
+	}
+
+	// Keys and values cannot run into each other to make two maps one.
+	s := newStringMaps()
+	if x, y := s.intern(map[string]string{"a": "bc"}), s.intern(map[string]string{"ab": "c"}); same(x, y) {
+		t.Error(`{a: bc} and {ab: c} share a map`)
+	}
+	if s.intern(map[string]string{}) != nil {
+		t.Error("an empty map is kept")
+	}
+	// Full, it starts afresh: maps seen since are shared again.
+	for i := range maxInterned + 1 {
+		s.intern(map[string]string{"job-name": fmt.Sprint(i)})
+	}
+	if len(s.m) > maxInterned {
+		t.Errorf("holds %d maps, more than %d", len(s.m), maxInterned)
+	}
+	if x, y := s.intern(map[string]string{"late": "1"}), s.intern(map[string]string{"late": "1"}); !same(x, y) {
+		t.Error("once full, new maps are no longer shared")
+	}
+
+	claim, _ := trimToMetadata(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{keys.ClaimedBy: "uid-1"},
+		Annotations: map[string]string{keys.ConsumerOutcome: "Succeeded", "volume.kubernetes.io/storage-provisioner": "x"},
+	}})
+	claim2, _ := trimToMetadata(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{keys.ClaimedBy: "uid-1"},
+		Annotations: map[string]string{keys.ConsumerOutcome: "Succeeded"},
+	}})
+	c1, c2 := claim.(*corev1.PersistentVolumeClaim), claim2.(*corev1.PersistentVolumeClaim)
+	if !same(c1.Annotations, c2.Annotations) || len(c1.Annotations) != 1 {
+		t.Errorf("the own annotations of claims are not shared: %v %v", c1.Annotations, c2.Annotations)
+	}
+	if same(c1.Labels, c2.Labels) {
+		t.Error("claims' labels, each with its owner's UID, are interned for nothing")
 	}
 }
