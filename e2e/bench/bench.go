@@ -257,6 +257,11 @@ func start(ctx context.Context, cfg Config, r *Report) (_ *bench, stop func(), e
 		"--leader-elect-resource-namespace=default",
 		"--profiling",
 	}, extra: map[string][]string{"provisioner": {"--directory-root=" + filepath.Dir(b.base)}}}
+	// Processes, not pods: each is given the memory limit its Deployment
+	// would give it.
+	if b.inst.env, err = manifestEnv(); err != nil {
+		return nil, nil, err
+	}
 	if cfg.NodeLocalCycles > 0 {
 		b.inst.extra["provisioner"] = append(b.inst.extra["provisioner"], nodeLocalFlags()...)
 	}

@@ -31,7 +31,7 @@ const defaultLeaseDuration = 15 * time.Second
 func (b *bench) failover(ctx context.Context) (*Failover, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	standby := &installation{binary: b.inst.binary, logDir: b.inst.logDir, args: b.inst.args, extra: b.inst.extra}
+	standby := &installation{binary: b.inst.binary, logDir: b.inst.logDir, args: b.inst.args, extra: b.inst.extra, env: b.inst.env}
 	if _, err := standby.start(ctx); err != nil {
 		return nil, fmt.Errorf("starting the standbys: %w", err)
 	}

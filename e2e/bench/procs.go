@@ -26,9 +26,10 @@ type controllerProcess struct {
 	name string // podwatcher, provisioner or releaser
 }
 
-// startController starts `binary <name> args...` with loopback health and
-// metrics ports, logging to a file in logDir.
-func startController(binary, name, logDir string, args ...string) (*controllerProcess, error) {
+// startController starts `binary <name> args...` with env added to the
+// environment, loopback health and metrics ports, logging to a file in
+// logDir.
+func startController(binary, name, logDir string, env []string, args ...string) (*controllerProcess, error) {
 	logFile, err := os.CreateTemp(logDir, name+"-*.log")
 	if err != nil {
 		return nil, err
@@ -38,6 +39,7 @@ func startController(binary, name, logDir string, args ...string) (*controllerPr
 	if err != nil {
 		return nil, err
 	}
+	c.Env = env
 	if err := c.Start(); err != nil {
 		return nil, err
 	}
@@ -133,8 +135,9 @@ func (p *controllerProcess) kill() { p.Signal(syscall.SIGKILL, 30*time.Second) }
 type installation struct {
 	binary, logDir string
 	args           []string
-	// extra are the flags of one controller alone.
-	extra map[string][]string
+	// extra are the flags of one controller alone; env its environment
+	// besides the machine's.
+	extra, env map[string][]string
 	procs []*controllerProcess
 }
 
@@ -145,7 +148,7 @@ var controllerNames = []string{"podwatcher", "provisioner", "releaser"}
 func (in *installation) start(ctx context.Context) (map[string]time.Duration, error) {
 	var procs []*controllerProcess
 	for _, name := range controllerNames {
-		p, err := startController(in.binary, name, in.logDir, append(append([]string{}, in.args...), in.extra[name]...)...)
+		p, err := startController(in.binary, name, in.logDir, in.env[name], append(append([]string{}, in.args...), in.extra[name]...)...)
 		if err != nil {
 			stopAll(procs)
 			return nil, err

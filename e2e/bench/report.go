@@ -214,8 +214,19 @@ func (s *Scale) PerPlainKiB(controller string) float64 {
 }
 
 // PerAnnotatedKiB is what one annotated pod with its claim and volume adds
-// to controller's RSS.
+// to controller's live heap (after a collection): what it keeps for them.
 func (s *Scale) PerAnnotatedKiB(controller string) float64 {
+	return s.perAnnotated(controller, func(p ProcessStats) float64 { return p.HeapMiB })
+}
+
+// PerAnnotatedRSSKiB is what one annotated pod with its claim and volume
+// adds to controller's RSS: the live heap, and the headroom the Go runtime
+// takes beside it.
+func (s *Scale) PerAnnotatedRSSKiB(controller string) float64 {
+	return s.perAnnotated(controller, func(p ProcessStats) float64 { return p.RSSMiB })
+}
+
+func (s *Scale) perAnnotated(controller string, mib func(ProcessStats) float64) float64 {
 	before, ok1 := statsOf(s.PlainOnly, controller)
 	if s.PlainPods == 0 {
 		before, ok1 = statsOf(s.Baseline, controller)
@@ -224,7 +235,7 @@ func (s *Scale) PerAnnotatedKiB(controller string) float64 {
 	if !ok1 || !ok2 || s.Pods == 0 {
 		return 0
 	}
-	return max(0, all.RSSMiB-before.RSSMiB) * 1024 / float64(s.Pods)
+	return max(0, mib(all)-mib(before)) * 1024 / float64(s.Pods)
 }
 
 // RSSAt is controller's RSS with n annotated pods, claims and volumes and
@@ -235,7 +246,17 @@ func (s *Scale) RSSAt(controller string, n int) float64 {
 	if s.Pods == n {
 		return all.RSSMiB
 	}
-	return all.RSSMiB + float64(n-s.Pods)*s.PerAnnotatedKiB(controller)/1024
+	return all.RSSMiB + float64(n-s.Pods)*s.PerAnnotatedRSSKiB(controller)/1024
+}
+
+// HeapAt is controller's live heap with n annotated pods, claims and
+// volumes, measured or projected as RSSAt is.
+func (s *Scale) HeapAt(controller string, n int) float64 {
+	all, _ := statsOf(s.Controllers, controller)
+	if s.Pods == n {
+		return all.HeapMiB
+	}
+	return all.HeapMiB + float64(n-s.Pods)*s.PerAnnotatedKiB(controller)/1024
 }
 
 // ReadyAt is controller's start-up time with n annotated pods, claims and
@@ -390,7 +411,7 @@ func (r *Report) Evaluate() {
 		if sc.Pods != ScaleTarget {
 			how = fmt.Sprintf("projected from %d", sc.Pods)
 		}
-		add("memory per annotated pod with its claim and volume", "<= 3 KiB", fmt.Sprintf("%.2f KiB (largest of three)", perSet), yes(perSet <= 3))
+		add("memory per annotated pod with its claim and volume (live heap)", "<= 3 KiB", fmt.Sprintf("%.2f KiB (largest of three)", perSet), yes(perSet <= 3))
 		if sc.PlainPods > 0 {
 			add("memory per plain pod", "<= 0.25 KiB", fmt.Sprintf("%.2f KiB (largest of three)", perPlain), yes(perPlain <= 0.25))
 		} else {
@@ -579,10 +600,12 @@ func (r *Report) scaleSection(p printer) {
 				p("| %s | %s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, step.name, pr.ReadySeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
 			}
 		}
-		p("\n| controller | per plain pod | per annotated pod, claim and volume | RSS at %d annotated |\n|---|--:|--:|--:|\n", ScaleTarget)
+		p("\n| controller | per plain pod (RSS) | per annotated pod, claim and volume (live heap) | same (RSS) | live heap at %d annotated | RSS at %d | start-up at %d |\n|---|--:|--:|--:|--:|--:|--:|\n", ScaleTarget, ScaleTarget, ScaleTarget)
 		for _, pr := range sc.Controllers {
-			p("| %s | %.2f KiB | %.2f KiB | %.1f MiB |\n", pr.Controller, sc.PerPlainKiB(pr.Controller), sc.PerAnnotatedKiB(pr.Controller), sc.RSSAt(pr.Controller, ScaleTarget))
+			p("| %s | %.2f KiB | %.2f KiB | %.2f KiB | %.1f MiB | %.1f MiB | %.2f s |\n", pr.Controller, sc.PerPlainKiB(pr.Controller), sc.PerAnnotatedKiB(pr.Controller), sc.PerAnnotatedRSSKiB(pr.Controller),
+				sc.HeapAt(pr.Controller, ScaleTarget), sc.RSSAt(pr.Controller, ScaleTarget), sc.ReadyAt(pr.Controller, ScaleTarget))
 		}
+		p("\nHeap profiles of each step are in the working directory's controllers/ (`--keep`): `go tool pprof -sample_index=inuse_space -top <dir>/controllers/<controller>-scale-annotated.pprof`.\n")
 		if len(sc.Requests) > 0 {
 			p("\nRequests from start to the end of the window: ")
 			parts := make([]string, 0, len(sc.Requests))
