@@ -142,7 +142,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		controllerID: controllerID,
 		cfg:          cfg,
 		recorder:     recorder,
-		pods:         corelisters.NewPodLister(podInformer.GetIndexer()),
+		pods:         controller.PodRecordLister(podInformer.GetIndexer()),
 		podIndexer:   podInformer.GetIndexer(),
 		jobs:         jobInformer.Lister(),
 		jobIndexer:   jobInformer.Informer().GetIndexer(),
@@ -195,14 +195,23 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.ownerChanged(kind, obj) },
+		AddFunc: func(obj any) { c.ownerChanged(kind, asPod(obj)) },
 		UpdateFunc: func(old, obj any) {
-			if claimsMayChange(old, obj) {
+			if old, obj := asPod(old), asPod(obj); claimsMayChange(old, obj) {
 				c.ownerChanged(kind, obj)
 			}
 		},
 		DeleteFunc: c.ownerDeleted,
 	}
+}
+
+// asPod is a pod's record (controller.PodRecord, what the cache holds) as
+// a Pod; any other object as it is.
+func asPod(obj any) any {
+	if r, ok := obj.(*controller.PodRecord); ok {
+		return r.Pod()
+	}
+	return obj
 }
 
 // claimsMayChange tells whether an update of an owner may change the claims
@@ -345,7 +354,7 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
 	for _, o := range objs {
-		if pod, ok := o.(*corev1.Pod); ok {
+		if pod, ok := controller.AsPod(o); ok {
 			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
 			owners++
 		}
@@ -400,7 +409,7 @@ func concerned(pod *corev1.Pod) bool {
 }
 
 func podWantsClaims(obj any) []cache.ObjectName {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controller.AsPod(obj)
 	if !ok {
 		return nil
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
@@ -81,8 +82,10 @@ func (f *fixture) cache(o runtime.Object) {
 	var err error
 	switch o := o.(type) {
 	case *corev1.Pod:
-		err = f.c.podIndexer.Add(o)
-		f.c.podsWanting.OnAdd(o, false)
+		// As the informer of KeptPods caches it.
+		rec := controller.PodRecordOf(o)
+		err = f.c.podIndexer.Add(rec)
+		f.c.podsWanting.OnAdd(rec, false)
 	case *batchv1.Job:
 		err = f.c.jobIndexer.Add(o)
 		f.c.jobsWanting.OnAdd(o, false)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -43,7 +44,7 @@ const (
 )
 
 func podGated(obj any) ([]string, error) {
-	if pod, ok := obj.(*corev1.Pod); ok && hasGate(pod) {
+	if pod, ok := controller.AsPod(obj); ok && hasGate(pod) {
 		return []string{""}, nil
 	}
 	return nil, nil
@@ -54,7 +55,7 @@ func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
 	now := c.clock.Now()
 	for _, o := range objs {
-		if pod, ok := o.(*corev1.Pod); ok {
+		if pod, ok := controller.AsPod(o); ok {
 			n++
 			oldest = max(oldest, now.Sub(pod.CreationTimestamp.Time))
 		}
@@ -79,7 +80,7 @@ func gateIndexes(pod *corev1.Pod) []int {
 // podGatedOn indexes a gated pod by every claim it mounts: its own claims,
 // its Job's, and claims it did not ask for, which cost nothing to list.
 func podGatedOn(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := controller.AsPod(obj)
 	if !ok || !hasGate(pod) {
 		return nil, nil
 	}
@@ -225,7 +226,7 @@ func (c *Controller) enqueueGated(claim string) {
 		return
 	}
 	for _, o := range objs {
-		if pod, ok := o.(*corev1.Pod); ok {
+		if pod, ok := controller.AsPod(o); ok {
 			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
 		}
 	}

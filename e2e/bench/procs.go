@@ -138,7 +138,7 @@ type installation struct {
 	// extra are the flags of one controller alone; env its environment
 	// besides the machine's.
 	extra, env map[string][]string
-	procs []*controllerProcess
+	procs      []*controllerProcess
 }
 
 var controllerNames = []string{"podwatcher", "provisioner", "releaser"}

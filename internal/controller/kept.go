@@ -20,7 +20,8 @@ import (
 const listPage = 500
 
 // KeptPods returns an informer on the pods of namespace ("" for all) that
-// caches only those keep accepts. Most pods of a cluster ask nothing of a
+// caches only those keep accepts, as PodRecords (read them with AsPod and
+// PodRecordLister). Most pods of a cluster ask nothing of a
 // controller: they go through the watch and are dropped on arrival, costing
 // no memory. A pod once accepted stays in the cache until it is deleted,
 // even when keep no longer accepts it, so that no controller takes a pod
@@ -46,7 +47,7 @@ func (e *Env) run(inf cache.SharedIndexInformer) cache.SharedIndexInformer {
 
 // NewKeptPodsInformer is the informer KeptPods returns, not yet started.
 func NewKeptPodsInformer(client kubernetes.Interface, namespace string, keep func(*corev1.Pod) bool) cache.SharedIndexInformer {
-	return newKeptInformer(keptPods(client, namespace, keep), &corev1.Pod{})
+	return newKeptInformer(keptPods(client, namespace, keep), &corev1.Pod{}, trimToRecord)
 }
 
 func keptPods(client kubernetes.Interface, namespace string, keep func(*corev1.Pod) bool) *kept {
@@ -75,18 +76,18 @@ func NewWaitingClaimsInformer(client kubernetes.Interface) cache.SharedIndexInfo
 		keep:      func(obj runtime.Object) bool { return obj.(*corev1.PersistentVolumeClaim).Spec.VolumeName == "" },
 		emptyList: &corev1.PersistentVolumeClaimList{},
 		kept:      sets.New[string](),
-	}, &corev1.PersistentVolumeClaim{})
+	}, &corev1.PersistentVolumeClaim{}, trim)
 }
 
 // newKeptInformer builds the informer of k, whose objects are of the type
-// of example. Objects are trimmed as the shared informers' are. It has no
+// of example, and cached as transform makes them. It has no
 // namespace index: a controller reads these by key, and adds the indexes
 // it needs.
-func newKeptInformer(k *kept, example runtime.Object) cache.SharedIndexInformer {
+func newKeptInformer(k *kept, example runtime.Object, transform cache.TransformFunc) cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformerWithOptions(
 		&cache.ListWatch{ListWithContextFunc: k.listKept, WatchFuncWithContext: k.watchKept, DisableChunking: true},
 		example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
-	_ = inf.SetTransform(trim) // fails only once the informer runs
+	_ = inf.SetTransform(transform) // fails only once the informer runs
 	return inf
 }
 

@@ -58,7 +58,7 @@ func TestKeptPodsCachesOnlyThePodsKept(t *testing.T) {
 	client := fake.NewClientset(keptPod("plain", false), keptPod("asks", true))
 	inf := NewKeptPodsInformer(client, "", keepAnnotated)
 	// Its readers index it as they need.
-	if err := inf.AddIndexers(cache.Indexers{"by-name": func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Name}, nil }}); err != nil {
+	if err := inf.AddIndexers(cache.Indexers{"by-name": func(obj any) ([]string, error) { return []string{obj.(*PodRecord).Name}, nil }}); err != nil {
 		t.Fatal(err)
 	}
 	go inf.RunWithContext(t.Context())
@@ -93,7 +93,7 @@ func TestKeptPodsCachesOnlyThePodsKept(t *testing.T) {
 	waitCached(t, inf, "ns/asks", "ns/asks-2", "ns/plain")
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		obj, ok, err := inf.GetStore().GetByKey("ns/asks")
-		return ok && err == nil && obj.(*corev1.Pod).Annotations[keys.Domain+"/changed"] == "yes", err
+		return ok && err == nil && obj.(*PodRecord).Annotations[keys.Domain+"/changed"] == "yes", err
 	})
 	if err != nil {
 		t.Fatalf("the pod that stopped asking was not updated in the cache: %v", err)
