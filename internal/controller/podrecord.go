@@ -17,13 +17,18 @@ import (
 // maps and strings, nearly all of it the empty structs of a spec and a
 // status trimmed away; a PodRecord a third of that. Controllers read it as
 // a *corev1.Pod through AsPod and PodRecordLister, which build one that
-// shares the record's maps and slices: read-only, as every cached object.
+// shares the record's maps: read-only, as every cached object.
 type PodRecord struct {
 	metav1.ObjectMeta
-	Volumes         []corev1.Volume
+	Volumes         []RecordVolume
 	SchedulingGates []corev1.PodSchedulingGate
 	Phase           corev1.PodPhase
 }
+
+// RecordVolume is a volume trim keeps (claimVolumes): its name, and its
+// claim's name if it is a persistentVolumeClaim volume. A corev1.Volume
+// is some 250 bytes of pointers to the sources it might have.
+type RecordVolume struct{ Name, ClaimName string }
 
 var _ metav1.Object = &PodRecord{}
 
@@ -37,20 +42,41 @@ func (r *PodRecord) DeepCopyObject() runtime.Object {
 	return recordOf(r.Pod().DeepCopy())
 }
 
-// Pod is the pod the record keeps, as a *corev1.Pod sharing its maps and
-// slices.
+// Pod is the pod the record keeps, as a *corev1.Pod sharing its maps.
 func (r *PodRecord) Pod() *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: r.ObjectMeta,
-		Spec:       corev1.PodSpec{Volumes: r.Volumes, SchedulingGates: r.SchedulingGates},
+		Spec:       corev1.PodSpec{Volumes: r.volumes(), SchedulingGates: r.SchedulingGates},
 		Status:     corev1.PodStatus{Phase: r.Phase},
 	}
 }
 
+func (r *PodRecord) volumes() []corev1.Volume {
+	if len(r.Volumes) == 0 {
+		return nil
+	}
+	out := make([]corev1.Volume, len(r.Volumes))
+	for i, v := range r.Volumes {
+		out[i].Name = v.Name
+		if v.ClaimName != "" {
+			out[i].PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName}
+		}
+	}
+	return out
+}
+
 // recordOf keeps of a trimmed pod what a PodRecord holds.
 func recordOf(pod *corev1.Pod) *PodRecord {
-	return &PodRecord{ObjectMeta: pod.ObjectMeta, Volumes: pod.Spec.Volumes, SchedulingGates: pod.Spec.SchedulingGates, Phase: pod.Status.Phase}
+	var volumes []RecordVolume
+	for _, v := range pod.Spec.Volumes {
+		rv := RecordVolume{Name: v.Name}
+		if v.PersistentVolumeClaim != nil {
+			rv.ClaimName = v.PersistentVolumeClaim.ClaimName
+		}
+		volumes = append(volumes, rv)
+	}
+	return &PodRecord{ObjectMeta: pod.ObjectMeta, Volumes: volumes, SchedulingGates: pod.Spec.SchedulingGates, Phase: pod.Status.Phase}
 }
 
 // trimToRecord is the transform of KeptPods: trim, then a record. It

@@ -17,11 +17,13 @@ func TestPodRecordKeepsWhatTrimKeeps(t *testing.T) {
 	now := metav1.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
-			Annotations:     map[string]string{keys.EnabledKey("cache"): "true", "other": "x"},
+			Annotations:     map[string]string{keys.EnabledKey("cache"): "true", keys.EnabledKey("scratch"): "true", "other": "x"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "ju"}}},
 		Spec: corev1.PodSpec{
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}},
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+				// Named by a claim annotation, not a claim: its name is kept.
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
 			Containers:      []corev1.Container{{Name: "build"}},
 		},
@@ -44,8 +46,8 @@ func TestPodRecordKeepsWhatTrimKeeps(t *testing.T) {
 	}
 	cp := rec.DeepCopyObject().(*PodRecord)
 	cp.Annotations[keys.EnabledKey("cache")] = "false"
-	cp.Volumes[0].Name = "changed"
-	if rec.Annotations[keys.EnabledKey("cache")] != "true" || rec.Volumes[0].Name != "cache" {
+	cp.Volumes[0].ClaimName = "changed"
+	if rec.Annotations[keys.EnabledKey("cache")] != "true" || rec.Volumes[0].ClaimName != "c" {
 		t.Error("DeepCopyObject shares what it copies")
 	}
 	if tomb, ok := AsPod(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: rec}); !ok || tomb.Name != "p" {
