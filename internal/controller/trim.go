@@ -32,46 +32,66 @@ func trim(obj any) (any, error) {
 		// Of a pod the podwatcher reads only this project's annotations:
 		// its labels and the rest of its annotations (often most of
 		// its metadata) go.
-		o.Labels, o.Annotations = nil, interned.Annotations.intern(ownAnnotations(o.Annotations))
+		o.Labels, o.Annotations = nil, intern(interned.Annotations, ownAnnotations(o.Annotations))
 		o.Spec = corev1.PodSpec{Volumes: claimVolumes(o.Spec.Volumes, o.Annotations), SchedulingGates: o.Spec.SchedulingGates}
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase}
 	case *batchv1.Job:
-		o.Labels, o.Annotations = nil, interned.Annotations.intern(ownAnnotations(o.Annotations))
+		o.Labels, o.Annotations = nil, intern(interned.Annotations, ownAnnotations(o.Annotations))
 		o.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: claimVolumes(o.Spec.Template.Spec.Volumes, o.Annotations)}}
 		o.Status = batchv1.JobStatus{Conditions: o.Status.Conditions}
 	case *corev1.PersistentVolume:
 		o.Spec.Capacity = internResources(o.Spec.Capacity)
-		o.Labels, o.Annotations = interned.Labels.intern(o.Labels), interned.Annotations.intern(o.Annotations)
+		o.Labels, o.Annotations = intern(interned.Labels, o.Labels), intern(interned.Annotations, o.Annotations)
 		o.Finalizers = internFinalizers(o.Finalizers)
 	case *corev1.PersistentVolumeClaim:
 		// A claim's labels are not shared: the podwatcher's carry the
 		// UID of their owner.
-		o.Annotations = interned.Annotations.intern(o.Annotations)
+		o.Annotations = intern(interned.Annotations, o.Annotations)
 		o.Finalizers = internFinalizers(o.Finalizers)
 	}
 	return obj, nil
 }
 
-// interned holds one copy of each set of labels and of annotations that the
-// caches hold many times: the volumes of an installation carry the same
-// few labels and annotations, the pods of one template the same claim
+// interned holds one copy of each set of labels, of annotations and of
+// finalizers that the caches hold many times: the volumes of an
+// installation carry the same few labels and annotations and the
+// pv-protection finalizer, the pods of one template the same claim
 // annotations. A map, even of two entries, costs some 300 bytes besides
 // its strings. Cached objects are never written in place (a writer copies
 // first), so sharing is safe.
-var interned = struct{ Labels, Annotations *stringMaps }{newStringMaps(), newStringMaps()}
+var interned = struct {
+	Labels, Annotations *interner[map[string]string]
+	Finalizers          *interner[[]string]
+}{newInterner[map[string]string](), newInterner[map[string]string](), newInterner[[]string]()}
 
-// stringMaps interns maps by their content. It holds at most maxInterned;
-// then it starts afresh, so that sets of a kind seen once (a Job's
-// labels) do not keep the ones seen since from being shared. Maps already
-// handed out stay shared by the objects that have them.
-type stringMaps struct {
+// interner holds one value per key. It holds at most maxInterned; then it
+// starts afresh, so that values of a kind seen once (a Job's labels) do
+// not keep the ones seen since from being shared. Values already handed
+// out stay shared by the objects that have them.
+type interner[T any] struct {
 	mu sync.Mutex
-	m  map[string]map[string]string
+	m  map[string]T
 }
 
-func newStringMaps() *stringMaps { return &stringMaps{m: map[string]map[string]string{}} }
+func newInterner[T any]() *interner[T] { return &interner[T]{m: map[string]T{}} }
 
-func (s *stringMaps) intern(m map[string]string) map[string]string {
+// share returns the value held for key, or holds v for it.
+func (in *interner[T]) share(key string, v T) T {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if shared, ok := in.m[key]; ok {
+		return shared
+	}
+	if len(in.m) >= maxInterned {
+		clear(in.m)
+	}
+	in.m[key] = v
+	return v
+}
+
+// intern shares m with every other map of the same content; an empty map
+// becomes nil.
+func intern(in *interner[map[string]string], m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
@@ -80,40 +100,14 @@ func (s *stringMaps) intern(m map[string]string) map[string]string {
 		// Lengths first: no key or value can make two maps one.
 		fmt.Fprintf(&key, "%d:%s%d:%s", len(k), k, len(m[k]), m[k])
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if shared, ok := s.m[key.String()]; ok {
-		return shared
-	}
-	if len(s.m) >= maxInterned {
-		clear(s.m)
-	}
-	s.m[key.String()] = m
-	return m
+	return in.share(key.String(), m)
 }
-
-// finalizers holds the finalizer lists of the caches: a volume has
-// kubernetes.io/pv-protection and seldom anything else.
-var finalizers = struct {
-	sync.Mutex
-	m map[string][]string
-}{m: map[string][]string{}}
 
 func internFinalizers(f []string) []string {
 	if len(f) == 0 {
 		return f
 	}
-	key := strings.Join(f, "\x00")
-	finalizers.Lock()
-	defer finalizers.Unlock()
-	if shared, ok := finalizers.m[key]; ok {
-		return shared
-	}
-	if len(finalizers.m) >= maxInterned {
-		clear(finalizers.m)
-	}
-	finalizers.m[key] = f
-	return f
+	return interned.Finalizers.share(strings.Join(f, "\x00"), f)
 }
 
 // resourceLists holds one copy of each capacity the caches hold: the

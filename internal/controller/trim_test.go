@@ -170,21 +170,21 @@ func TestTrimSharesLabelsAnnotationsAndFinalizers(t *testing.T) {
 	}
 
 	// Keys and values cannot run into each other to make two maps one.
-	s := newStringMaps()
-	if x, y := s.intern(map[string]string{"a": "bc"}), s.intern(map[string]string{"ab": "c"}); same(x, y) {
+	s := newInterner[map[string]string]()
+	if x, y := intern(s, map[string]string{"a": "bc"}), intern(s, map[string]string{"ab": "c"}); same(x, y) {
 		t.Error(`{a: bc} and {ab: c} share a map`)
 	}
-	if s.intern(map[string]string{}) != nil {
+	if intern(s, map[string]string{}) != nil {
 		t.Error("an empty map is kept")
 	}
 	// Full, it starts afresh: maps seen since are shared again.
 	for i := range maxInterned + 1 {
-		s.intern(map[string]string{"job-name": fmt.Sprint(i)})
+		intern(s, map[string]string{"job-name": fmt.Sprint(i)})
 	}
 	if len(s.m) > maxInterned {
 		t.Errorf("holds %d maps, more than %d", len(s.m), maxInterned)
 	}
-	if x, y := s.intern(map[string]string{"late": "1"}), s.intern(map[string]string{"late": "1"}); !same(x, y) {
+	if x, y := intern(s, map[string]string{"late": "1"}), intern(s, map[string]string{"late": "1"}); !same(x, y) {
 		t.Error("once full, new maps are no longer shared")
 	}
 
