@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,23 +196,14 @@ func (c *Controller) Run(ctx context.Context) error {
 
 func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.ownerChanged(kind, asPod(obj)) },
+		AddFunc: func(obj any) { c.ownerChanged(kind, obj) },
 		UpdateFunc: func(old, obj any) {
-			if old, obj := asPod(old), asPod(obj); claimsMayChange(old, obj) {
+			if claimsMayChange(old, obj) {
 				c.ownerChanged(kind, obj)
 			}
 		},
 		DeleteFunc: c.ownerDeleted,
 	}
-}
-
-// asPod is a pod's record (controller.PodRecord, what the cache holds) as
-// a Pod; any other object as it is.
-func asPod(obj any) any {
-	if r, ok := obj.(*controller.PodRecord); ok {
-		return r.Pod()
-	}
-	return obj
 }
 
 // claimsMayChange tells whether an update of an owner may change the claims
@@ -232,6 +224,9 @@ func claimsMayChange(old, cur any) bool {
 		return true
 	}
 	switch o := old.(type) {
+	case *controller.PodRecord:
+		n, ok := cur.(*controller.PodRecord)
+		return !ok || !slices.Equal(o.Volumes, n.Volumes)
 	case *corev1.Pod:
 		n, ok := cur.(*corev1.Pod)
 		return !ok || !equality.Semantic.DeepEqual(o.Spec.Volumes, n.Spec.Volumes)
@@ -247,7 +242,14 @@ func (c *Controller) ownerChanged(kind string, obj any) {
 	if !ok {
 		return
 	}
-	if pod, isPod := obj.(*corev1.Pod); !asksForClaims(meta.GetAnnotations()) && (!isPod || !hasGate(pod)) {
+	if asksForClaims(meta.GetAnnotations()) {
+		c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
+		return
+	}
+	if kind != kindPod {
+		return
+	}
+	if rec, ok := controller.AsPodRecord(obj); !ok || !holdsClaimsGate(rec.SchedulingGates) {
 		return
 	}
 	c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
@@ -354,7 +356,7 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
 	for _, o := range objs {
-		if pod, ok := controller.AsPod(o); ok {
+		if pod, ok := controller.AsPodRecord(o); ok {
 			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
 			owners++
 		}
@@ -385,17 +387,14 @@ func asksForClaims(annotations map[string]string) bool {
 }
 
 // wantedClaims names the claims an owner asks for, in its own strings.
-func wantedClaims(namespace string, annotations map[string]string, volumes []corev1.Volume) []cache.ObjectName {
-	if !asksForClaims(annotations) {
-		return nil
-	}
+func wantedClaims(namespace string, annotations map[string]string, volumes []controller.RecordVolume) []cache.ObjectName {
 	var names []cache.ObjectName
 	for _, v := range volumes {
-		if v.PersistentVolumeClaim == nil {
+		if v.ClaimName == "" {
 			continue
 		}
 		if _, ok := annotations[keys.EnabledKey(v.Name)]; ok {
-			names = append(names, cache.ObjectName{Namespace: namespace, Name: v.PersistentVolumeClaim.ClaimName})
+			names = append(names, cache.ObjectName{Namespace: namespace, Name: v.ClaimName})
 		}
 	}
 	return names
@@ -409,19 +408,19 @@ func concerned(pod *corev1.Pod) bool {
 }
 
 func podWantsClaims(obj any) []cache.ObjectName {
-	pod, ok := controller.AsPod(obj)
-	if !ok {
+	pod, ok := controller.AsPodRecord(obj)
+	if !ok || !asksForClaims(pod.Annotations) {
 		return nil
 	}
-	return wantedClaims(pod.Namespace, pod.Annotations, pod.Spec.Volumes)
+	return wantedClaims(pod.Namespace, pod.Annotations, pod.Volumes)
 }
 
 func jobWantsClaims(obj any) []cache.ObjectName {
 	job, ok := obj.(*batchv1.Job)
-	if !ok {
+	if !ok || !asksForClaims(job.Annotations) {
 		return nil
 	}
-	return wantedClaims(job.Namespace, job.Annotations, job.Spec.Template.Spec.Volumes)
+	return wantedClaims(job.Namespace, job.Annotations, controller.RecordVolumes(job.Spec.Template.Spec.Volumes))
 }
 
 func claimedBy(obj any) []string {

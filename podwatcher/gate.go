@@ -3,6 +3,7 @@ package podwatcher
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ const (
 )
 
 func podGated(obj any) ([]string, error) {
-	if pod, ok := controller.AsPod(obj); ok && hasGate(pod) {
+	if pod, ok := controller.AsPodRecord(obj); ok && holdsClaimsGate(pod.SchedulingGates) {
 		return []string{""}, nil
 	}
 	return nil, nil
@@ -55,7 +56,7 @@ func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
 	now := c.clock.Now()
 	for _, o := range objs {
-		if pod, ok := controller.AsPod(o); ok {
+		if pod, ok := controller.AsPodRecord(o); ok {
 			n++
 			oldest = max(oldest, now.Sub(pod.CreationTimestamp.Time))
 		}
@@ -63,7 +64,12 @@ func (c *Controller) gatedPods() (n int, oldest time.Duration) {
 	return n, oldest
 }
 
-func hasGate(pod *corev1.Pod) bool { return len(gateIndexes(pod)) > 0 }
+func hasGate(pod *corev1.Pod) bool { return holdsClaimsGate(pod.Spec.SchedulingGates) }
+
+// holdsClaimsGate tells whether gates hold the claims gate.
+func holdsClaimsGate(gates []corev1.PodSchedulingGate) bool {
+	return slices.ContainsFunc(gates, func(g corev1.PodSchedulingGate) bool { return g.Name == keys.ClaimsGate })
+}
 
 // gateIndexes are the places of the claims gate in pod's gates, last first
 // (the order they are removed in).
@@ -80,14 +86,14 @@ func gateIndexes(pod *corev1.Pod) []int {
 // podGatedOn indexes a gated pod by every claim it mounts: its own claims,
 // its Job's, and claims it did not ask for, which cost nothing to list.
 func podGatedOn(obj any) ([]string, error) {
-	pod, ok := controller.AsPod(obj)
-	if !ok || !hasGate(pod) {
+	pod, ok := controller.AsPodRecord(obj)
+	if !ok || !holdsClaimsGate(pod.SchedulingGates) {
 		return nil, nil
 	}
 	var names []string
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			names = append(names, pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
+	for _, v := range pod.Volumes {
+		if v.ClaimName != "" {
+			names = append(names, pod.Namespace+"/"+v.ClaimName)
 		}
 	}
 	return names, nil
@@ -226,7 +232,7 @@ func (c *Controller) enqueueGated(claim string) {
 		return
 	}
 	for _, o := range objs {
-		if pod, ok := controller.AsPod(o); ok {
+		if pod, ok := controller.AsPodRecord(o); ok {
 			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
 		}
 	}

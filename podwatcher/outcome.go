@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -24,13 +25,10 @@ import (
 // controller's own verdict, deletion or not.
 func outcome(obj any) string {
 	switch o := obj.(type) {
+	case *controller.PodRecord:
+		return podOutcome(o.Phase, o.DeletionTimestamp)
 	case *corev1.Pod:
-		switch {
-		case o.Status.Phase == corev1.PodSucceeded && o.DeletionTimestamp == nil:
-			return keys.OutcomeSucceeded
-		case o.Status.Phase == corev1.PodFailed:
-			return keys.OutcomeFailed
-		}
+		return podOutcome(o.Status.Phase, o.DeletionTimestamp)
 	case *batchv1.Job:
 		for _, cond := range o.Status.Conditions {
 			if cond.Status != corev1.ConditionTrue {
@@ -43,6 +41,16 @@ func outcome(obj any) string {
 				return keys.OutcomeFailed
 			}
 		}
+	}
+	return ""
+}
+
+func podOutcome(phase corev1.PodPhase, deletion *metav1.Time) string {
+	switch {
+	case phase == corev1.PodSucceeded && deletion == nil:
+		return keys.OutcomeSucceeded
+	case phase == corev1.PodFailed:
+		return keys.OutcomeFailed
 	}
 	return ""
 }

@@ -68,15 +68,7 @@ func (r *PodRecord) volumes() []corev1.Volume {
 
 // recordOf keeps of a trimmed pod what a PodRecord holds.
 func recordOf(pod *corev1.Pod) *PodRecord {
-	var volumes []RecordVolume
-	for _, v := range pod.Spec.Volumes {
-		rv := RecordVolume{Name: v.Name}
-		if v.PersistentVolumeClaim != nil {
-			rv.ClaimName = v.PersistentVolumeClaim.ClaimName
-		}
-		volumes = append(volumes, rv)
-	}
-	return &PodRecord{ObjectMeta: pod.ObjectMeta, Volumes: volumes, SchedulingGates: pod.Spec.SchedulingGates, Phase: pod.Status.Phase}
+	return &PodRecord{ObjectMeta: pod.ObjectMeta, Volumes: RecordVolumes(pod.Spec.Volumes), SchedulingGates: pod.Spec.SchedulingGates, Phase: pod.Status.Phase}
 }
 
 // trimToRecord is the transform of KeptPods: trim, then a record. It
@@ -111,6 +103,37 @@ func AsPod(obj any) (*corev1.Pod, bool) {
 		return o, true
 	}
 	return nil, false
+}
+
+// AsPodRecord is obj as the record a cache of KeptPods holds, unwrapping a
+// deletion's tombstone. Indexes and event handlers, which run for every
+// event of every kept pod, read it rather than AsPod: building a Pod costs
+// several allocations of a kilobyte or more each time, garbage by the next
+// event. A whole Pod (a test's fixture) is made into a record.
+func AsPodRecord(obj any) (*PodRecord, bool) {
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	switch o := obj.(type) {
+	case *PodRecord:
+		return o, true
+	case *corev1.Pod:
+		return recordOf(o), true
+	}
+	return nil, false
+}
+
+// RecordVolumes are volumes as a PodRecord keeps them.
+func RecordVolumes(volumes []corev1.Volume) []RecordVolume {
+	var out []RecordVolume
+	for _, v := range volumes {
+		rv := RecordVolume{Name: v.Name}
+		if v.PersistentVolumeClaim != nil {
+			rv.ClaimName = v.PersistentVolumeClaim.ClaimName
+		}
+		out = append(out, rv)
+	}
+	return out
 }
 
 // PodRecordLister lists the pods of an indexer that holds PodRecords (or
