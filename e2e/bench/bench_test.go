@@ -440,7 +440,7 @@ func TestMarkdown(t *testing.T) {
 		"| 10 | 190.0 | 200.0 | 95% | 30 s |",
 		"| releaser | update | persistentvolumes | 1.05 | 210 | 10 x 409 |",
 		"**5.50** requests (floor: 3)",
-		"| releaser | and the annotated | 2.00 s | 38.0 MiB | 40.0 MiB | 15.0 MiB | 0.0 |",
+		"| releaser | and the annotated | 2.00 s | 0.00 s | 38.0 MiB | 40.0 MiB | 15.0 MiB | 0.0 |",
 		"| podwatcher | 0.51 KiB | 6.14 KiB | 2.05 KiB | 128.0 MiB | 80.0 MiB | 6.00 s |",
 		"| killed leader's replacement acting | < 20 s | not measured | not measured |",
 		"| start-up sync at 20000 | < 10 s | 11.00 s (slowest, projected from 2000) | **no** |",

@@ -179,7 +179,8 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 
 // scaleMeasure starts the controllers, lets them run for ScaleSettle, reads
 // their time to ready, memory and requests, keeps a heap profile of each in
-// the log directory (named after step) and stops them.
+// the log directory (named after step), then restarts them to time a start
+// on the settled cluster, and stops them.
 func (b *bench) scaleMeasure(ctx context.Context, step string) ([]ProcessStats, map[string]Requests, error) {
 	ready, err := b.inst.start(ctx)
 	if err != nil {
@@ -205,6 +206,14 @@ func (b *bench) scaleMeasure(ctx context.Context, step string) ([]ProcessStats, 
 	reqs, err := b.inst.requests(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	b.inst.stop()
+	again, err := b.inst.start(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("restarting: %w", err)
+	}
+	for i := range stats {
+		stats[i].RestartSeconds = again[stats[i].Controller].Seconds()
 	}
 	return stats, reqs, nil
 }
