@@ -172,7 +172,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 	if _, err := jobInformer.Informer().AddEventHandler(c.ownerHandler(kindJob)); err != nil {
 		return nil, err
 	}
-	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    c.claimAdded,
 		UpdateFunc: c.claimUpdated,
 		DeleteFunc: c.claimDeleted,
@@ -185,18 +185,27 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 // Name names the controller's lease and logs.
 func (c *Controller) Name() string { return "podwatcher" }
 
-// Run processes the queue and sweeps periodically until ctx is done.
+// Run processes the queue and sweeps periodically until ctx is done, the
+// first time at once: the handlers leave the objects of the initial lists
+// to it.
 func (c *Controller) Run(ctx context.Context) error {
-	go controller.Every(ctx, c.cfg.CleanupInterval, c.sweep)
+	go controller.NowAndEvery(ctx, c.cfg.CleanupInterval, c.sweep)
 	c.queue.Run(ctx, c.cfg.Workers)
 	return nil
 }
 
 // --- event handlers: they only remember facts and enqueue keys ---
 
+// ownerHandler queues the owners that ask for claims or wait at the gate.
+// The objects of the initial lists are left to the sweep Run starts with,
+// which queues them a few at a time (sweep).
 func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.ownerChanged(kind, obj) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if !initial {
+				c.ownerChanged(kind, obj)
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			if claimsMayChange(old, obj) {
 				c.ownerChanged(kind, obj)
@@ -238,21 +247,22 @@ func claimsMayChange(old, cur any) bool {
 }
 
 func (c *Controller) ownerChanged(kind string, obj any) {
+	if meta, ok := obj.(metav1.Object); ok && ownerConcerned(kind, obj) {
+		c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
+	}
+}
+
+// ownerConcerned tells whether an owner of kind is worth a sync: it asks
+// for claims, or it is a pod at the claims gate.
+func ownerConcerned(kind string, obj any) bool {
 	meta, ok := obj.(metav1.Object)
 	if !ok {
-		return
+		return false
 	}
 	if asksForClaims(meta.GetAnnotations()) {
-		c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
-		return
+		return true
 	}
-	if kind != kindPod {
-		return
-	}
-	if rec, ok := controller.AsPodRecord(obj); !ok || !holdsClaimsGate(rec.SchedulingGates) {
-		return
-	}
-	c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
+	return kind == kindPod && isGated(obj)
 }
 
 func (c *Controller) ownerDeleted(obj any) {
@@ -277,11 +287,12 @@ func (c *Controller) ownerDeleted(obj any) {
 	}
 }
 
-func (c *Controller) claimAdded(obj any) {
+func (c *Controller) claimAdded(obj any, initial bool) {
 	c.claimSeen(obj)
 	// Examine every claim once as it enters the cache: after a start this
-	// finds the claims whose owner went away while no replica ran.
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+	// finds the claims whose owner went away while no replica ran. The
+	// sweep Run starts with does so for the initial list.
+	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && !initial {
 		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
 		c.enqueueGated(claim.Namespace + "/" + claim.Name)
 	}
@@ -335,33 +346,67 @@ func (c *Controller) wanting() []struct {
 	}{{kindPod, c.podsWanting}, {kindJob, c.jobsWanting}}
 }
 
-// sweep queues every managed claim (to catch owners gone unseen), every
-// annotated owner (to catch claims missing for any reason) and every gated
-// pod.
+// sweepRoom is how many keys a sweep lets wait in the queue at once.
+const sweepRoom = 256
+
+// sweep queues every gated pod (first: a user waits for it), every owner
+// that asks for claims (to catch claims missing for any reason) and every
+// managed claim (to catch owners gone unseen): at start, the objects of the
+// initial lists, which the handlers leave to it. It queues them as the
+// queue has room (sweepRoom), so that the queue's bookkeeping stays the
+// size of the room, not of the caches.
 func (c *Controller) sweep(ctx context.Context) {
-	claims := c.claimIndexer.List()
-	for _, o := range claims {
-		if claim, ok := o.(*corev1.PersistentVolumeClaim); ok {
-			c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+	var owners, claims int
+	add := func(k key) bool {
+		if !c.queue.WaitForRoom(ctx, sweepRoom) {
+			return false
 		}
+		c.queue.Add(k)
+		return true
 	}
-	owners := 0
-	for _, wanting := range c.wanting() {
-		for _, claim := range wanting.refs.Values() {
-			for _, o := range wanting.refs.Get(claim) {
-				c.queue.Add(key{wanting.kind, o.Namespace, o.Name})
-				owners++
-			}
-		}
-	}
-	objs, _ := c.podIndexer.ByIndex(gatedIndex, "")
-	for _, o := range objs {
+	gated, _ := c.podIndexer.ByIndex(gatedIndex, "")
+	for _, o := range gated {
 		if pod, ok := controller.AsPodRecord(o); ok {
-			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
+			if !add(key{kindPod, pod.Namespace, pod.Name}) {
+				return
+			}
 			owners++
 		}
 	}
-	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", len(claims), "owners", owners)
+	for _, kind := range []string{kindPod, kindJob} {
+		for _, k := range c.ownerIndexer(kind).ListKeys() {
+			obj, exists, _ := c.ownerIndexer(kind).GetByKey(k)
+			if !exists || !ownerConcerned(kind, obj) || kind == kindPod && isGated(obj) {
+				continue
+			}
+			meta := obj.(metav1.Object)
+			if !add(key{kind, meta.GetNamespace(), meta.GetName()}) {
+				return
+			}
+			owners++
+		}
+	}
+	for _, k := range c.claimIndexer.ListKeys() {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k)
+		if !add(key{kindClaim, ns, name}) {
+			return
+		}
+		claims++
+	}
+	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", claims, "owners", owners)
+}
+
+func (c *Controller) ownerIndexer(kind string) cache.Indexer {
+	if kind == kindJob {
+		return c.jobIndexer
+	}
+	return c.podIndexer
+}
+
+// isGated tells whether a cached pod holds the claims gate.
+func isGated(obj any) bool {
+	rec, ok := controller.AsPodRecord(obj)
+	return ok && holdsClaimsGate(rec.SchedulingGates)
 }
 
 // useClock builds the memories on clk, which tells their time.

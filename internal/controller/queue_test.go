@@ -143,3 +143,32 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+// WaitForRoom goes on only while fewer than room keys wait, and gives up
+// when its context ends or the queue shuts down.
+func TestWaitForRoom(t *testing.T) {
+	q := NewQueue[string]("test", func(context.Context, string) error { return nil })
+	q.Add("a")
+	q.Add("b")
+	if !q.WaitForRoom(context.Background(), 3) {
+		t.Fatal("no room with 2 keys waiting and room for 3")
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if q.WaitForRoom(ended, 2) {
+		t.Fatal("room found with 2 keys waiting and room for 2")
+	}
+	// A worker takes a key: there is room again.
+	k, _ := q.queue.Get()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !q.WaitForRoom(ctx, 2) {
+		t.Fatal("no room after a key was taken")
+	}
+	q.queue.Done(k)
+	q.Add("c")
+	q.queue.ShutDown()
+	if q.WaitForRoom(ctx, 2) {
+		t.Fatal("room found in a queue shut down")
+	}
+}
