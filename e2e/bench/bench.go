@@ -54,6 +54,11 @@ type Config struct {
 	Scale       int
 	ScalePlain  int
 	ScaleSettle time.Duration
+	// ScaleLimits are memory limits (Kubernetes quantities) under which
+	// the controllers are measured again with every scale object present,
+	// each a fresh start with the limit as MEMORY_LIMIT, as the
+	// Deployments' downward API would give it: what to size a limit by.
+	ScaleLimits []string
 	// Failover measures a killed leader's replacement.
 	Failover bool
 	// PodFloor runs the pod floor's latency and throughput phases.

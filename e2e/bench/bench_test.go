@@ -291,6 +291,10 @@ func sampleReport() *Report {
 			Controllers: []ProcessStats{
 				{Controller: "podwatcher", RSSMiB: 44, PeakRSSMiB: 50, HeapMiB: 20, ReadySeconds: 1.5},
 				{Controller: "releaser", RSSMiB: 38, PeakRSSMiB: 40, HeapMiB: 15, ReadySeconds: 2},
+			},
+			AtLimits: []LimitRun{
+				{Limit: "96Mi", Controllers: []ProcessStats{{Controller: "podwatcher", RSSMiB: 41, PeakRSSMiB: 45, HeapMiB: 19, ReadySeconds: 1.6, RestartSeconds: 1.4}}},
+				{Limit: "32Mi", Error: "podwatcher: not ready in 2m0s"},
 			}},
 	}
 	r.Evaluate()
@@ -441,6 +445,8 @@ func TestMarkdown(t *testing.T) {
 		"| releaser | update | persistentvolumes | 1.05 | 210 | 10 x 409 |",
 		"**5.50** requests (floor: 3)",
 		"| releaser | and the annotated | 2.00 s | 0.00 s | 38.0 MiB | 40.0 MiB | 15.0 MiB | 0.0 |",
+		"| 96Mi | podwatcher | 1.60 s | 1.40 s | 41.0 MiB | 45.0 MiB | 19.0 MiB | 0.0 |",
+		"| 32Mi | all | podwatcher: not ready in 2m0s | | | | | |",
 		"| podwatcher | 0.51 KiB | 6.14 KiB | 2.05 KiB | 128.0 MiB | 80.0 MiB | 6.00 s |",
 		"| killed leader's replacement acting | < 20 s | not measured | not measured |",
 		"| start-up sync at 20000 | < 10 s | 11.00 s (slowest, projected from 2000) | **no** |",

@@ -203,6 +203,18 @@ type Scale struct {
 	// Requests are what the controllers sent from start to the end of the
 	// settle window, by verb and resource (not per cycle: there are none).
 	Requests []CostRow `json:"requests"`
+	// AtLimits are the controllers with everything present again, under
+	// each of the run's ScaleLimits.
+	AtLimits []LimitRun `json:"at_limits,omitempty"`
+}
+
+// LimitRun is the controllers under one memory limit.
+type LimitRun struct {
+	Limit       string         `json:"limit"`
+	Controllers []ProcessStats `json:"controllers,omitempty"`
+	// Error is why the run has no figures: most often a controller not
+	// ready within the start's deadline.
+	Error string `json:"error,omitempty"`
 }
 
 // ScaleTarget is the number of annotated pods, claims and volumes the
@@ -625,6 +637,19 @@ func (r *Report) scaleSection(p printer) {
 		for _, pr := range sc.Controllers {
 			p("| %s | %.2f KiB | %.2f KiB | %.2f KiB | %.1f MiB | %.1f MiB | %.2f s |\n", pr.Controller, sc.PerPlainKiB(pr.Controller), sc.PerAnnotatedKiB(pr.Controller), sc.PerAnnotatedRSSKiB(pr.Controller),
 				sc.HeapAt(pr.Controller, ScaleTarget), sc.RSSAt(pr.Controller, ScaleTarget), sc.ReadyAt(pr.Controller, ScaleTarget))
+		}
+		if len(sc.AtLimits) > 0 {
+			p("\nUnder memory limits (MEMORY_LIMIT, of which 90%% is the Go runtime's soft limit), everything present, each a fresh start read after %.0f s:\n\n", sc.SettleSeconds)
+			p("| limit | controller | start -> ready | restart -> ready | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
+			for _, run := range sc.AtLimits {
+				if run.Error != "" {
+					p("| %s | all | %s | | | | | |\n", run.Limit, strings.ReplaceAll(run.Error, "|", "/"))
+					continue
+				}
+				for _, pr := range run.Controllers {
+					p("| %s | %s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", run.Limit, pr.Controller, pr.ReadySeconds, pr.RestartSeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
+				}
+			}
 		}
 		p("\nHeap profiles of each step are in the working directory's controllers/ (`--keep`): `go tool pprof -sample_index=inuse_space -top <dir>/controllers/<controller>-scale-annotated.pprof`.\n")
 		if len(sc.Requests) > 0 {

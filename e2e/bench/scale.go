@@ -4,18 +4,21 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -174,7 +177,34 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 		return s, err
 	}
 	s.Requests = CostRows(reqs, 0)
+	for _, limit := range b.cfg.ScaleLimits {
+		s.AtLimits = append(s.AtLimits, b.scaleAtLimit(ctx, limit))
+	}
 	return s, nil
+}
+
+// scaleAtLimit measures the controllers as scaleMeasure does, each under
+// the memory limit limit. A controller that is not ready within the
+// start's deadline (a heap that cannot fit, collected again and again) is
+// a result, not a failure of the run.
+func (b *bench) scaleAtLimit(ctx context.Context, limit string) LimitRun {
+	run := LimitRun{Limit: limit}
+	q, err := resource.ParseQuantity(limit)
+	if err != nil {
+		run.Error = err.Error()
+		return run
+	}
+	saved := b.inst.env
+	defer func() { b.inst.env = saved }()
+	b.inst.env = map[string][]string{}
+	for _, name := range controllerNames {
+		b.inst.env[name] = []string{controller.EnvMemoryLimit + "=" + strconv.FormatInt(q.Value(), 10)}
+	}
+	b.logf("Scale: the controllers under a memory limit of %s", limit)
+	if run.Controllers, _, err = b.scaleMeasure(ctx, "limit-"+limit); err != nil {
+		run.Error = err.Error()
+	}
+	return run
 }
 
 // scaleMeasure starts the controllers, lets them run for ScaleSettle, reads

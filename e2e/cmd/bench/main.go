@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/reclaimable/reclaimable/e2e/bench"
 )
 
@@ -22,6 +24,7 @@ func main() {
 	var (
 		cfg    bench.Config
 		levels string
+		limits string
 		out    string
 		keep   bool
 	)
@@ -33,6 +36,7 @@ func main() {
 	flag.IntVar(&cfg.Scale, "scale", 2000, "annotated pods, with as many claims and volumes, present for the start-up and memory phase; 0 skips it")
 	flag.IntVar(&cfg.ScalePlain, "scale-plain", 20000, "plain pods (no annotation, no volume) present beside them in the scale phase (100000 for a large cluster's)")
 	flag.DurationVar(&cfg.ScaleSettle, "scale-settle", 65*time.Second, "how long the controllers run with the scale objects before their memory is read (longer than one periodic sweep)")
+	flag.StringVar(&limits, "scale-limits", "", "memory limits (Kubernetes quantities, comma-separated) under which the controllers are measured again at the end of the scale phase, each given as MEMORY_LIMIT as the Deployments do; empty skips it")
 	flag.BoolVar(&cfg.PodFloor, "pod-floor", true, "also run the pod floor (the floor's cycle with a pod, no controllers) and set latency and throughput against it; false skips it (about as long as the floor)")
 	flag.IntVar(&cfg.SchedulingCycles, "scheduling-cycles", 50, "cycles of each variant of the scheduling phase (pod created -> scheduled with and without the claims gate, and claim first) at concurrency 1 and 10; 0 skips it")
 	flag.IntVar(&cfg.RecurringCycles, "recurring-cycles", 300, "cycles of the recurring-workload run (20 claim names that come back in random order, 10 in flight, on a class with --reserve-for), and of each one-off-names run (new names, with --reserve-for and with 0); 0 skips them")
@@ -58,6 +62,16 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.ThroughputLevels = append(cfg.ThroughputLevels, n)
+	}
+	for _, f := range strings.Split(limits, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if q, err := resource.ParseQuantity(f); err != nil || q.Sign() <= 0 {
+			fmt.Fprintf(os.Stderr, "bad --scale-limits %q: want positive quantities such as 128Mi\n", limits)
+			os.Exit(2)
+		}
+		cfg.ScaleLimits = append(cfg.ScaleLimits, f)
 	}
 	if cfg.Cycles <= 0 || cfg.Concurrency <= 0 || cfg.Scale < 0 || cfg.ScalePlain < 0 {
 		fmt.Fprintln(os.Stderr, "--cycles and --concurrency must be positive, --scale and --scale-plain not negative")
