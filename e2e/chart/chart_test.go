@@ -89,7 +89,7 @@ func TestCompareFindsADifference(t *testing.T) {
 		"metadata": map[string]any{"name": "only-here", "namespace": "reclaimable-system"}}})
 	diffs := Compare(rendered, built)
 	want := []string{
-		"apps/v1 Deployment reclaimable-system/reclaimable-provisioner differs:\n  .spec.template.spec.containers[0].resources.limits.memory: chart 256Mi, kustomize 512Mi\n",
+		"apps/v1 Deployment reclaimable-system/reclaimable-provisioner differs:\n  .spec.template.spec.containers[0].resources.limits.memory: chart 80Mi, kustomize 512Mi\n",
 		"v1 ConfigMap reclaimable-system/only-here: kustomize has it, the chart does not",
 	}
 	if strings.Join(diffs, "|") != strings.Join(want, "|") {
