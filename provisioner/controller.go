@@ -121,7 +121,9 @@ func newController(client kubernetes.Interface, src sources, recorder record.Eve
 	classes := factory.Storage().V1().StorageClasses()
 
 	p := newProvisioner(name, client, volumes.GetIndexer(), corelisters.NewPersistentVolumeClaimLister(claimInf.GetIndexer()), recorder, m, cfg)
-	if p.issued, err = controller.RefsOf(volumes, volumeClaimUID); err != nil {
+	// The record of members taken may be dropped only once issued shows
+	// them: in between, a claim would look as if it had no volume.
+	if p.issued, err = controller.RefsOfThen(volumes, volumeClaimUID, p.observeTaken); err != nil {
 		return nil, err
 	}
 	p.requeue = claims.requeue

@@ -84,6 +84,7 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	}
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, m, Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
 	f.p.issued = f.volumes.issued
+	f.volumes.then = f.p.observeTaken
 	if err := f.p.lifecycle.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +109,8 @@ func volumeIndexers() cache.Indexers {
 type volumeStore struct {
 	cache.Indexer
 	issued *controller.Refs[types.UID]
+	// then is what RefsOfThen calls once issued shows an object.
+	then func(obj any)
 }
 
 func newVolumeStore() *volumeStore {
@@ -125,6 +128,9 @@ func (s *volumeStore) Update(obj any) error {
 		s.issued.OnUpdate(old, obj)
 	} else {
 		s.issued.OnAdd(obj, false)
+	}
+	if s.then != nil {
+		s.then(obj)
 	}
 	return nil
 }

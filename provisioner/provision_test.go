@@ -195,6 +195,40 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	}
 }
 
+// The handlers of the volume informer run on goroutines of their own: the
+// one that wakes waiting claims may see a member pointed at its claim
+// before issued does. Until issued shows it, the record of the take
+// stands, or the claim would look as if it had no volume and be issued a
+// second one (the library's call and the early hand-off each took one).
+func TestTakeStandsUntilIssuedShowsIt(t *testing.T) {
+	claim := claimFor("ns", "c", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{volume("a", "1Gi"), volume("b", "1Gi")}, claim)
+	class := f.directoryClass(nil)
+	_, _, err := f.provision(class, claim)
+	wantIssued(t, err, "a")
+
+	old, _, _ := f.volumes.GetByKey("a")
+	f.p.onVolume(old.(*corev1.PersistentVolume), f.server("a"))
+	if got := f.p.issuedTo(claim); got != "a" {
+		t.Fatalf("issuedTo = %q once the waking handler saw the take, before issued did; want a", got)
+	}
+	_, _, err = f.provision(class, claim)
+	wantIssued(t, err, "a")
+	if f.server("b").Spec.ClaimRef != nil {
+		t.Fatal("a second volume was issued to the claim")
+	}
+
+	if err := f.volumes.Update(f.server("a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.p.issuedTo(claim); got != "a" {
+		t.Errorf("issuedTo = %q once issued shows the take, want a", got)
+	}
+	if taken := f.p.takes.Members(); len(taken) != 0 {
+		t.Errorf("the record of the take kept once issued shows it: %v", taken)
+	}
+}
+
 func TestProvisionRacingClaimsNeverShareAVolume(t *testing.T) {
 	var pvs []*corev1.PersistentVolume
 	for i := range 5 {

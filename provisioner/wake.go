@@ -77,11 +77,19 @@ func (p *provisioner) stillWaiting(uid types.UID, key types.NamespacedName) *cor
 	return c
 }
 
+// observeTaken drops the record of a member taken once the cache shows
+// it; issued calls it after it shows the member (RefsOfThen), so that
+// issuedTo finds the member in one or the other at every moment.
+func (p *provisioner) observeTaken(obj any) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok {
+		p.takes.Observe(pv)
+	}
+}
+
 // onVolume wakes the claims waiting for a class when one of its volumes is
 // freed or deleted, or a free one joins.
 func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	if cur != nil {
-		p.takes.Observe(cur)
 		p.wakeReturns(cur.Name)
 	} else {
 		p.wakeReturns(old.Name)

@@ -25,6 +25,8 @@ import (
 type Refs[V comparable] struct {
 	valuesOf func(obj any) []V
 	synced   cache.InformerSynced
+	// then, if set, sees each object added or updated once Refs shows it.
+	then func(obj any)
 
 	mu   sync.RWMutex
 	one  map[V]cache.ObjectName
@@ -35,6 +37,21 @@ type Refs[V comparable] struct {
 // object it does not index (one of another type among them).
 func RefsOf[V comparable](inf cache.SharedInformer, valuesOf func(obj any) []V) (*Refs[V], error) {
 	r := NewRefs(valuesOf)
+	reg, err := inf.AddEventHandler(r)
+	if err != nil {
+		return nil, err
+	}
+	r.synced = reg.HasSynced
+	return r, nil
+}
+
+// RefsOfThen is RefsOf, calling then with each object added or updated
+// once Refs shows it: for a record of one's own writes that may be dropped
+// only when Refs has taken over. Another handler of inf runs on a goroutine
+// of its own and may see the object before Refs does.
+func RefsOfThen[V comparable](inf cache.SharedInformer, valuesOf func(obj any) []V, then func(obj any)) (*Refs[V], error) {
+	r := NewRefs(valuesOf)
+	r.then = then
 	reg, err := inf.AddEventHandler(r)
 	if err != nil {
 		return nil, err
@@ -95,6 +112,13 @@ func (r *Refs[V]) OnDelete(obj any) {
 // update moves an object from the values of old to those of cur; either
 // may be nil (added, deleted).
 func (r *Refs[V]) update(old, cur any) {
+	r.move(old, cur)
+	if r.then != nil && cur != nil {
+		r.then(cur)
+	}
+}
+
+func (r *Refs[V]) move(old, cur any) {
 	var was, is []V
 	var name cache.ObjectName
 	if old != nil {

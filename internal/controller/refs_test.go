@@ -114,3 +114,27 @@ func TestRefsForgetTombstones(t *testing.T) {
 		t.Fatalf("a tombstone's object is still indexed: %v", got)
 	}
 }
+
+// then sees each object added or updated once Refs shows it, and nothing
+// of a delete.
+func TestRefsThenSeesWhatRefsShows(t *testing.T) {
+	r := NewRefs(claimsOf)
+	var seen []string
+	r.then = func(obj any) {
+		pod := obj.(*corev1.Pod)
+		for _, c := range claimsOf(pod) {
+			if !slices.Contains(r.Get(c), cache.ObjectName{Namespace: "ns", Name: pod.Name}) {
+				t.Errorf("then saw %s before Refs showed it mounting %s", pod.Name, c)
+			}
+		}
+		seen = append(seen, pod.Name)
+	}
+	a := mounting("a", "one")
+	r.OnAdd(a, false)
+	a2 := mounting("a", "two")
+	r.OnUpdate(a, a2)
+	r.OnDelete(a2)
+	if !slices.Equal(seen, []string{"a", "a"}) {
+		t.Errorf("then saw %v, want the add and the update of a", seen)
+	}
+}
