@@ -145,17 +145,6 @@ func (w waiting) Error() string { return "waiting: " + w.reason }
 // period from now: a sweep is the safety net for events a replica missed,
 // and at start the informers' initial lists have just queued every object.
 func Every(ctx context.Context, period time.Duration, sweep func(context.Context)) {
-	every(ctx, period, sweep)
-}
-
-// NowAndEvery calls sweep at once, then as Every does: for a controller
-// whose handlers leave the objects of the initial lists to its sweep.
-func NowAndEvery(ctx context.Context, period time.Duration, sweep func(context.Context)) {
-	sweep(ctx)
-	every(ctx, period, sweep)
-}
-
-func every(ctx context.Context, period time.Duration, sweep func(context.Context)) {
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for {
@@ -166,4 +155,11 @@ func every(ctx context.Context, period time.Duration, sweep func(context.Context
 			sweep(ctx)
 		}
 	}
+}
+
+// NowAndEvery calls sweep at once, then as Every does: for a controller
+// whose handlers leave the objects of the initial lists to its sweep.
+func NowAndEvery(ctx context.Context, period time.Duration, sweep func(context.Context)) {
+	sweep(ctx)
+	Every(ctx, period, sweep)
 }

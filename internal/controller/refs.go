@@ -36,17 +36,11 @@ type Refs[V comparable] struct {
 // RefsOf indexes inf's objects by valuesOf, which returns nothing for an
 // object it does not index (one of another type among them).
 func RefsOf[V comparable](inf cache.SharedInformer, valuesOf func(obj any) []V) (*Refs[V], error) {
-	r := NewRefs(valuesOf)
-	reg, err := inf.AddEventHandler(r)
-	if err != nil {
-		return nil, err
-	}
-	r.synced = reg.HasSynced
-	return r, nil
+	return RefsOfThen(inf, valuesOf, nil)
 }
 
-// RefsOfThen is RefsOf, calling then with each object added or updated
-// once Refs shows it: for a record of one's own writes that may be dropped
+// RefsOfThen is RefsOf, calling then (unless nil) with each object added
+// or updated once Refs shows it: for a record of one's own writes that may be dropped
 // only when Refs has taken over. Another handler of inf runs on a goroutine
 // of its own and may see the object before Refs does.
 func RefsOfThen[V comparable](inf cache.SharedInformer, valuesOf func(obj any) []V, then func(obj any)) (*Refs[V], error) {
