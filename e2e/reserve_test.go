@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -333,6 +335,13 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) st
 			t.Fatal(err)
 		}
 		spec.ReserveFor = &metav1.Duration{Duration: d}
+	}
+	if s, ok := settings[keys.MaxVolumesPerNamespace]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.MaxVolumesPerNamespace = ptr.To(int32(n))
 	}
 	return createPool(t, spec)
 }

@@ -105,6 +105,9 @@ func TestVolumePoolAPI(t *testing.T) {
 		{"a key required under cluster scope", map[string]any{"storageClassName": "c", "keyLabel": "ci", "keyPolicy": "Require", "reuseScope": "cluster"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
 		{"a key required, the scope left to the class", map[string]any{"storageClassName": "c", "keyLabel": "ci", "keyPolicy": "Require"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
 		{"a key required without a key label", map[string]any{"storageClassName": "c", "keyPolicy": "Require", "reuseScope": "namespace"}, "keyPolicy Require needs keyLabel and reuseScope namespace set in the pool"},
+		{"no volumes per namespace", map[string]any{"storageClassName": "c", "maxVolumesPerNamespace": int64(0), "reuseScope": "namespace"}, "spec.maxVolumesPerNamespace in body should be greater than or equal to 1"},
+		{"a share per namespace under cluster scope", map[string]any{"storageClassName": "c", "maxVolumesPerNamespace": int64(2), "reuseScope": "cluster"}, "maxVolumesPerNamespace needs reuseScope namespace set in the pool"},
+		{"a share per namespace, the scope left to the class", map[string]any{"storageClassName": "c", "maxVolumesPerNamespace": int64(2)}, "maxVolumesPerNamespace needs reuseScope namespace set in the pool"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			obj := &unstructured.Unstructured{Object: map[string]any{

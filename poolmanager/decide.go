@@ -376,7 +376,7 @@ func limitOf(class *storagev1.StorageClass) string {
 func overrides(pool *v1alpha1.VolumePool, class *storagev1.StorageClass) []string {
 	effective := pools.EffectiveClass(class, pool)
 	var out []string
-	for _, name := range []string{keys.MaxVolumes, keys.MaxVolumesPerNode, keys.ReserveFor, keys.ReuseScope} {
+	for _, name := range []string{keys.MaxVolumes, keys.MaxVolumesPerNode, keys.MaxVolumesPerNamespace, keys.ReserveFor, keys.ReuseScope} {
 		own, set := class.Parameters[name]
 		if !set || !poolSets(pool, name) {
 			continue
@@ -394,6 +394,8 @@ func poolSets(pool *v1alpha1.VolumePool, name string) bool {
 		return s.MaxVolumes != nil
 	case keys.MaxVolumesPerNode:
 		return s.MaxVolumesPerNode != nil
+	case keys.MaxVolumesPerNamespace:
+		return s.MaxVolumesPerNamespace != nil
 	case keys.ReserveFor:
 		return s.ReserveFor != nil
 	case keys.ReuseScope:

@@ -49,7 +49,7 @@ func (f classFlow) Reserve(class, name string, maxVolumes int) bool {
 func (f classFlow) Requeue(claim *corev1.PersistentVolumeClaim) { f.p.requeue(claim) }
 
 func (f classFlow) Issued(claim *corev1.PersistentVolumeClaim, class, pv string) {
-	f.p.takes.Expect(claim.UID, pv)
+	f.p.takes.Expect(claim.UID, claim.Namespace, pv)
 	f.p.metrics.issues.WithLabelValues(class, string(issueNewVolume)).Inc()
 }
 
@@ -57,12 +57,13 @@ func (f classFlow) Issued(claim *corev1.PersistentVolumeClaim, class, pv string)
 // of its pool, one step of the class pool's hand-over per call: the
 // changes of the backing claim and of the volume bring the claim back to
 // the library's queue.
-func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState, key string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if claim.Spec.VolumeAttributesClassName != nil {
 		return p.refuse(claim, reasonUnsupportedAttributes, errors.New("a claim of a pool class cannot ask for a VolumeAttributesClass: its volume may come from the pool, made for another claim"))
 	}
 	g, v := p.admit(ctx, opts, params, selector, state)
+	placed() // see grow
 	if v != nil {
 		return v.pv, v.state, v.err
 	}

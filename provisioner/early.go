@@ -74,6 +74,11 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	}
 	rules := rulesOf(params)
 	cands := earlyCandidates(e.p.members(class.Name, params.Pool), claim, cacheKey, rules)
+	if params.MaxVolumesPerNamespace > 0 {
+		// Only members the namespace has already, which change no share:
+		// the library's way counts the namespace's share for any other.
+		cands = withinShare(cands, claim.Namespace)
+	}
 	if len(cands) == 0 {
 		return nil
 	}

@@ -270,6 +270,35 @@ func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
 	}
 }
 
+// A claim whose namespace is at maxVolumesPerNamespace evicts nothing,
+// evictForClaims or not: a member evicted for it would only grow its
+// namespace's share.
+func TestClaimAtItsNamespacesMaximumEvictsNothing(t *testing.T) {
+	made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+	members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
+	claim := claimFor("ns", "big", "5Gi")
+	f := newFixture(t, members, claim)
+	if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
+		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](2), true
+		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](2)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	f.client.PrependReactor("*", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() == "update" || a.GetVerb() == "delete" {
+			t.Errorf("%s of volume %s, want none", a.GetVerb(), actionName(a))
+		}
+		return false, nil, nil
+	})
+	_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "2"}), claim)
+	if !errors.Is(err, errAtShare) {
+		t.Fatalf("Provision: %v, want the claim to wait at its namespace's maximum", err)
+	}
+	if ev := f.events(); hasEvent(ev, "Normal EvictingForClaim") || !hasEvent(ev, "Warning NamespaceAtMaximum") {
+		t.Errorf("events = %v, want NamespaceAtMaximum and no eviction", ev)
+	}
+}
+
 func actionName(a k8stesting.Action) string {
 	switch a := a.(type) {
 	case k8stesting.UpdateAction:

@@ -45,12 +45,15 @@ func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error
 
 // grow makes a new volume for claim, of cache key key, through the class's
 // backend, within the class's growth limits.
-func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState, key string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if reason, err := maker.Refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
 	}
 	g, v := p.admit(ctx, opts, params, selector, state)
+	// The place is held, and counted in the namespace's share: making the
+	// storage (a lifecycle pod, seconds) holds up no other claim.
+	placed()
 	if v != nil {
 		return v.pv, v.state, v.err
 	}
@@ -120,6 +123,8 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 		return growth{}, decided(p.exhausted(ctx, claim, class, state, fmt.Sprintf("class %s has %d of at most %d volumes on node %s (%s=%d) and its pool has nothing that fits there: %s; free a volume on that node or raise %s",
 			class.Name, onNode, params.MaxVolumesPerNode, node, backend.MaxVolumesPerNode, params.MaxVolumesPerNode, state, backend.MaxVolumesPerNode)))
 	}
+	// The new volume is in the claim's namespace's share from now on.
+	p.pending.MarkFor(opts.PVName, claim.Namespace)
 	return growth{labels: volumeLabels, affinity: affinity, count: count}, nil
 }
 

@@ -18,10 +18,13 @@ type metrics struct {
 	early     *prometheus.CounterVec
 	created   *prometheus.CounterVec
 	exhausted *prometheus.CounterVec
-	conflicts *prometheus.CounterVec
-	issues    *prometheus.CounterVec
-	lifecycle *prometheus.HistogramVec
-	madeAhead *prometheus.HistogramVec
+	// namespaceAtMaximum counts the attempts refused for a namespace at
+	// maxVolumesPerNamespace, by class.
+	namespaceAtMaximum *prometheus.CounterVec
+	conflicts          *prometheus.CounterVec
+	issues             *prometheus.CounterVec
+	lifecycle          *prometheus.HistogramVec
+	madeAhead          *prometheus.HistogramVec
 	// scrubFailures counts failed scrubs by class.
 	scrubFailures *prometheus.CounterVec
 	// evictions counts the members fenced for eviction, by class and cause.
@@ -55,6 +58,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Volumes created because the pool had none that fits (pool misses)."),
 		exhausted: counter("pool_exhausted_total",
 			"Provisioning attempts refused because the pool had nothing to give and could not grow."),
+		namespaceAtMaximum: counter("namespace_at_maximum_total",
+			"Provisioning attempts refused because the claim's namespace had maxVolumesPerNamespace members of the class and none of them was free for the claim; the claim waits."),
 		conflicts: counter("pool_take_conflicts_total",
 			"Pool volumes another writer changed first while this provisioner tried to take them; the next one was tried."),
 		issues: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: controller.Namespace, Subsystem: subsystem, Name: "issues_total",
@@ -77,12 +82,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		waiting: &scrapedGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "claims_waiting"),
-			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool), counted at each scrape. Above 0 for long: the pool is exhausted.",
+			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool) or their namespace may have no more (maxVolumesPerNamespace), counted at each scrape. Above 0 for long: the pool is exhausted.",
 			[]string{"class"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}
 	if err := controller.Register(reg,
-		m.issued, m.early, m.created, m.exhausted, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.firstConsumer, m.members, m.waiting,
+		m.issued, m.early, m.created, m.exhausted, m.namespaceAtMaximum, m.conflicts, m.issues, m.lifecycle, m.madeAhead, m.scrubFailures, m.evictions, m.firstConsumer, m.members, m.waiting,
 		m.lib.PersistentVolumeClaimProvisionTotal,
 		m.lib.PersistentVolumeClaimProvisionFailedTotal,
 		m.lib.PersistentVolumeClaimProvisionDurationSeconds,

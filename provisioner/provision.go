@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,8 +107,15 @@ type provisioner struct {
 	pending *memory.Pending
 	// claimLocks has one worker at a time act on a claim: the library's
 	// and the early hand-off's.
-	claimLocks *memory.Locks
+	claimLocks *memory.Locks[types.UID]
+	// shareLocks has one worker at a time decide for the claims of one
+	// namespace in one class, where maxVolumesPerNamespace bounds it.
+	shareLocks *memory.Locks[share]
 	waiting    *memory.Waiting
+	// atShare holds, by class, the claims that wait with their namespace
+	// at maxVolumesPerNamespace: a member freed in the class wakes them
+	// too, but the pool is not exhausted for them.
+	atShare *memory.Waiting
 	// returns holds, by volume, the claims that wait for it to be released
 	// by the earlier claim of their name.
 	returns *memory.Waiting
@@ -130,8 +138,10 @@ func newProvisioner(name string, client kubernetes.Interface, volumes cache.Inde
 		requeue:         func(*corev1.PersistentVolumeClaim) {},
 		onWaitingChange: func(string) {},
 		waiting:         memory.NewWaiting(),
+		atShare:         memory.NewWaiting(),
 		returns:         memory.NewWaiting(),
-		claimLocks:      memory.NewLocks(),
+		claimLocks:      memory.NewLocks[types.UID](),
+		shareLocks:      memory.NewLocks[share](),
 		after:           func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		aheadBound:      3 * cfg.LifecycleTimeout,
 	}
@@ -222,24 +232,24 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	}
 
 	// Wait for a volume of the class to be freed from before the pool is
-	// looked at, so that no freeing goes unnoticed; stop unless exhausted.
-	waited := p.waiting.Add(class.Name, claim)
-	defer func() {
-		if !errors.Is(err, errAwaitingReturn) {
-			p.returns.Forget(claim.UID)
-		}
-		if errors.Is(err, errExhausted) {
-			return
-		}
-		p.waiting.Remove(class.Name, claim.UID)
-		if waited {
-			p.onWaitingChange(class.Name) // it waits no more
-		}
-	}()
+	// looked at, so that no freeing goes unnoticed.
+	waited := p.startWaiting(class.Name, claim)
+	defer func() { waited(err) }()
+
+	// Under maxVolumesPerNamespace, one worker at a time decides for the
+	// namespace, until the member or the new volume's place is recorded.
+	unlockShare, shareNow, atMax := p.lockShare(class.Name, params, claim)
+	unlockShare = sync.OnceFunc(unlockShare)
+	defer unlockShare()
 
 	key, cands, state, err := p.lookAtPool(ctx, claim, class.Name, params, opts.SelectedNode, selector)
 	if err != nil {
 		return nil, lib.ProvisioningFinished, err
+	}
+	if atMax {
+		// Only a member its namespace has already: no other share changes.
+		cands = withinShare(cands, claim.Namespace)
+		state.crossable = nil
 	}
 	if pv := state.returning; pv != nil {
 		if left := returnWait - p.clock.Since(claim.CreationTimestamp.Time); left > 0 {
@@ -259,8 +269,11 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
+	if atMax {
+		return p.namespaceAtMaximum(claim, class, params, shareNow, state)
+	}
 	if backing := params.Pool.BackingClass(); backing != nil {
-		return p.growThrough(ctx, opts, params, backing, selector, state, key)
+		return p.growThrough(ctx, opts, params, backing, selector, state, key, unlockShare)
 	}
 	maker, advice := params.Pool.Maker()
 	if maker == nil {
@@ -270,7 +283,32 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.Backend, class.Name, state, advice))
 	}
-	return p.grow(ctx, opts, params, maker, selector, state, key)
+	return p.grow(ctx, opts, params, maker, selector, state, key, unlockShare)
+}
+
+// startWaiting records claim as waiting for a volume of class to be
+// freed, and returns what ends the attempt: given its error, it keeps the
+// claim among those that wait for what the error says (a full pool, its
+// namespace's share, its own volume) and forgets it everywhere else.
+func (p *provisioner) startWaiting(class string, claim *corev1.PersistentVolumeClaim) func(error) {
+	was := p.waiting.Add(class, claim)
+	return func(err error) {
+		if !errors.Is(err, errAwaitingReturn) {
+			p.returns.Forget(claim.UID)
+		}
+		if errors.Is(err, errAtShare) {
+			p.atShare.Add(class, claim)
+		} else {
+			p.atShare.Remove(class, claim.UID)
+		}
+		if errors.Is(err, errExhausted) {
+			return
+		}
+		p.waiting.Remove(class, claim.UID)
+		if was {
+			p.onWaitingChange(class) // it waits no more
+		}
+	}
 }
 
 // lookAtPool returns claim's cache key, the members of class it may take,

@@ -105,7 +105,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
-			p.takes.Expect(claim.UID, pv.Name)
+			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
 			return taken, nil
 		case apierrors.IsNotFound(err):
 			return lost, nil
@@ -123,7 +123,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case err != nil:
 			return lost, fmt.Errorf("reading volume %s: %w", pv.Name, err)
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
-			p.takes.Expect(claim.UID, pv.Name)
+			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
 			return boundMeanwhile, nil
 		case retried || !issuable(availabilityOf(live, claim, namespaced)) || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)

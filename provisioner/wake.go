@@ -52,7 +52,10 @@ func (p *provisioner) wakeReturns(pv string) { p.requeueStill(p.returns, pv) }
 
 // wake hands the claims waiting for class back to the library, which calls
 // Provision for them at once instead of after its back-off.
-func (p *provisioner) wake(class string) { p.requeueStill(p.waiting, class) }
+func (p *provisioner) wake(class string) {
+	p.requeueStill(p.waiting, class)
+	p.requeueStill(p.atShare, class)
+}
 
 // requeueStill hands back to the library the claims of w that wait for
 // key and still wait for a volume.

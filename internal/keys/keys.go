@@ -62,6 +62,13 @@ const (
 	MaxVolumes        = "maxVolumes"
 	MaxVolumesPerNode = "maxVolumesPerNode"
 
+	// MaxVolumesPerNamespace is the StorageClass parameter that bounds the
+	// members one namespace may have, bound or held for it, so that one
+	// busy namespace cannot take a shared pool. It needs reuseScope
+	// namespace: under cluster, the PV controller binds a free member to a
+	// claim of any namespace without the provisioner.
+	MaxVolumesPerNamespace = "maxVolumesPerNamespace"
+
 	// ReserveFor is the StorageClass parameter (a duration) for which a
 	// released volume of the class stays reserved for its last claim's
 	// namespace and name. The provisioner validates it; the releaser acts on

@@ -129,7 +129,7 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		return class
 	}
 	s := pool.Spec
-	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" && s.ScrubAcrossNamespaces == nil && s.KeyLabel == "" && s.KeyPolicy == "" {
+	if s.MaxVolumes == nil && s.MaxVolumesPerNode == nil && s.MaxVolumesPerNamespace == nil && s.ReserveFor == nil && s.ReuseScope == "" && s.OnRelease == "" && s.ScrubAcrossNamespaces == nil && s.KeyLabel == "" && s.KeyPolicy == "" {
 		return class
 	}
 	out := class.DeepCopy()
@@ -141,6 +141,9 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 	}
 	if s.MaxVolumesPerNode != nil {
 		out.Parameters[keys.MaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
+	}
+	if s.MaxVolumesPerNamespace != nil {
+		out.Parameters[keys.MaxVolumesPerNamespace] = strconv.Itoa(int(*s.MaxVolumesPerNamespace))
 	}
 	if s.ReserveFor != nil {
 		out.Parameters[keys.ReserveFor] = s.ReserveFor.Duration.String()

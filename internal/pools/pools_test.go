@@ -20,9 +20,9 @@ func TestEffectiveClass(t *testing.T) {
 	}{
 		{"no pool", nil, class.Parameters},
 		{"a pool that sets nothing", &v1alpha1.VolumePoolSpec{StorageClassName: "c"}, class.Parameters},
-		{"every setting", &v1alpha1.VolumePoolSpec{StorageClassName: "c", MaxVolumes: ptr.To[int32](80), MaxVolumesPerNode: ptr.To[int32](3),
-			ReserveFor: &metav1.Duration{Duration: 10 * time.Minute}, ReuseScope: "cluster"},
-			map[string]string{"backend": "directory", "maxVolumes": "80", "maxVolumesPerNode": "3", "reserveFor": "10m0s", "reuseScope": "cluster"}},
+		{"every setting", &v1alpha1.VolumePoolSpec{StorageClassName: "c", MaxVolumes: ptr.To[int32](80), MaxVolumesPerNode: ptr.To[int32](3), MaxVolumesPerNamespace: ptr.To[int32](4),
+			ReserveFor: &metav1.Duration{Duration: 10 * time.Minute}, ReuseScope: "namespace"},
+			map[string]string{"backend": "directory", "maxVolumes": "80", "maxVolumesPerNode": "3", "maxVolumesPerNamespace": "4", "reserveFor": "10m0s", "reuseScope": "namespace"}},
 		{"no reservation", &v1alpha1.VolumePoolSpec{StorageClassName: "c", ReserveFor: &metav1.Duration{}},
 			map[string]string{"backend": "directory", "maxVolumes": "5", "reserveFor": "0s"}},
 	} {

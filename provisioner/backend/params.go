@@ -60,6 +60,10 @@ type Params struct {
 	// claim at maxVolumes evict the least recently used member.
 	EvictForClaims bool
 
+	// MaxVolumesPerNamespace bounds the members one namespace has, bound
+	// or held for it (reuseScope namespace only); 0: no limit.
+	MaxVolumesPerNamespace int
+
 	// Growth limits, for a backend that lists them among its parameters.
 	MaxVolumes int // 0: no limit
 	// MaxVolumesPerNode bounds the volumes on one node (keys.Node), for a
@@ -69,7 +73,7 @@ type Params struct {
 }
 
 // CommonParams may be set on a class of any backend.
-var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces, keys.KeyLabel, keys.KeyPolicy}
+var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces, keys.KeyLabel, keys.KeyPolicy, keys.MaxVolumesPerNamespace}
 
 // ParseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -133,6 +137,9 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 	if p.KeyRequired, err = pools.ParseKeyPolicy(in[keys.KeyPolicy], p.KeyLabel, p.Namespaced); err != nil {
 		errs = append(errs, err)
 	}
+	if err := p.parseShare(in); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
 	pool, poolErrs := b.ForClass(class)
 	errs = append(errs, poolErrs...)
@@ -141,6 +148,26 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 	}
 	p.Pool = pool
 	return p, nil
+}
+
+// parseShare reads maxVolumesPerNamespace, once the scope is read.
+func (p *Params) parseShare(in map[string]string) error {
+	s, ok := in[keys.MaxVolumesPerNamespace]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	p.MaxVolumesPerNamespace = n
+	switch {
+	case err != nil || n < 1:
+		return fmt.Errorf("parameter %q must be a positive integer, not %q", keys.MaxVolumesPerNamespace, s)
+	case !p.Namespaced:
+		// A free member of a cluster-scoped class has no claimRef: the PV
+		// controller binds it to a claim of any namespace, and the
+		// provisioner could count nothing.
+		return fmt.Errorf("parameter %q needs %s %q: under %q the PV controller gives free volumes to claims of any namespace without asking the provisioner", keys.MaxVolumesPerNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster)
+	}
+	return nil
 }
 
 // parseGrowthLimits reads the limits on new volumes that the flow enforces

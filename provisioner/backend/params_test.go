@@ -96,6 +96,14 @@ func TestParseParameters(t *testing.T) {
 		{name: "keyPolicy Require without keyLabel", params: hostPathClass(map[string]string{"keyPolicy": "Require"}), wantErr: []string{`"keyPolicy" Require needs parameter "keyLabel"`}},
 		{name: "keyPolicy Require under cluster scope", params: hostPathClass(map[string]string{"keyLabel": "team", "keyPolicy": "Require", "reuseScope": "cluster"}),
 			wantErr: []string{`"keyPolicy" Require needs "reuseScope" namespace`}},
+		{
+			name:   "maxVolumesPerNamespace",
+			params: map[string]string{"backend": "static", "maxVolumesPerNamespace": "3"},
+			want:   &Params{ReserveFor: pools.DefaultReserveFor, Namespaced: true, Backend: "static", SelectorKeys: sets.New[string](), MaxVolumesPerNamespace: 3},
+		},
+		{name: "maxVolumesPerNamespace zero", params: hostPathClass(map[string]string{"maxVolumesPerNamespace": "0"}), wantErr: []string{`"maxVolumesPerNamespace" must be a positive integer, not "0"`}},
+		{name: "maxVolumesPerNamespace under cluster scope", params: hostPathClass(map[string]string{"maxVolumesPerNamespace": "2", "reuseScope": "cluster"}),
+			wantErr: []string{`"maxVolumesPerNamespace" needs reuseScope "namespace"`}},
 		{name: "reuseScope unknown", params: hostPathClass(map[string]string{"reuseScope": "tenant"}), wantErr: []string{`parameter "reuseScope" must be "namespace"`, `or "cluster"`}},
 		{name: "reserveFor not a duration", params: hostPathClass(map[string]string{"reserveFor": "ten minutes"}), wantErr: []string{`"reserveFor" must be a duration`}},
 		{name: "reserveFor negative", params: hostPathClass(map[string]string{"reserveFor": "-1m"}), wantErr: []string{`"reserveFor" must be a duration`}},
@@ -172,7 +180,7 @@ func TestParseParameters(t *testing.T) {
 func equalParams(a, b *Params) bool {
 	return a.Pool != nil && a.Backend == b.Backend && a.SelectorKeys.Equal(b.SelectorKeys) && a.MaxVolumes == b.MaxVolumes &&
 		a.MaxVolumesPerNode == b.MaxVolumesPerNode && a.ReserveFor == b.ReserveFor && a.Namespaced == b.Namespaced &&
-		a.KeyLabel == b.KeyLabel && a.KeyRequired == b.KeyRequired
+		a.KeyLabel == b.KeyLabel && a.KeyRequired == b.KeyRequired && a.MaxVolumesPerNamespace == b.MaxVolumesPerNamespace
 }
 
 func TestNodeAffinity(t *testing.T) {

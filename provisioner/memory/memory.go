@@ -40,7 +40,10 @@ type Takes struct {
 
 type take struct {
 	pv string
-	at time.Time
+	// namespace is the claim's: the member counts for it from the take
+	// on (maxVolumesPerNamespace).
+	namespace string
+	at        time.Time
 }
 
 // NewTakes remembers takes on clk.
@@ -48,11 +51,12 @@ func NewTakes(clk clock.PassiveClock) *Takes {
 	return &Takes{clock: clk, byClaim: map[types.UID]take{}, trying: map[string]bool{}}
 }
 
-// Expect records that the member pv was pointed at the claim of UID claim.
-func (t *Takes) Expect(claim types.UID, pv string) {
+// Expect records that the member pv was pointed at the claim of UID claim,
+// in namespace.
+func (t *Takes) Expect(claim types.UID, namespace, pv string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byClaim[claim] = take{pv: pv, at: t.clock.Now()}
+	t.byClaim[claim] = take{pv: pv, namespace: namespace, at: t.clock.Now()}
 }
 
 // Try marks pv as being taken by the caller, unless another worker is
@@ -91,6 +95,21 @@ func (t *Takes) Members() map[string]bool {
 	out := make(map[string]bool, len(t.byClaim))
 	for _, tk := range t.byClaim {
 		out[tk.pv] = true
+	}
+	return out
+}
+
+// TakenFor names the members taken for claims of namespace whose new
+// state the cache does not show yet.
+func (t *Takes) TakenFor(namespace string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.expireLocked()
+	var out []string
+	for _, tk := range t.byClaim {
+		if tk.namespace == namespace {
+			out = append(out, tk.pv)
+		}
 	}
 	return out
 }
@@ -134,6 +153,9 @@ type pendingVolume struct {
 	at          time.Time
 	// ahead: a member made ahead of any claim (minAvailable).
 	ahead bool
+	// namespace is that of the claim the volume is made for, "" for one
+	// made ahead.
+	namespace string
 }
 
 // NewPending holds volumes pending on clk.
@@ -194,6 +216,31 @@ func (v *Pending) MarkAhead(name string) {
 		p.ahead = true
 		v.pending[name] = p
 	}
+}
+
+// MarkFor marks the place held for name as a volume made for a claim of
+// namespace.
+func (v *Pending) MarkFor(name, namespace string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.pending[name]; ok {
+		p.namespace = namespace
+		v.pending[name] = p
+	}
+}
+
+// MadeFor names the volumes of class made for claims of namespace whose
+// place is still held: the cache may not show them yet.
+func (v *Pending) MadeFor(class, namespace string) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for name, p := range v.pending {
+		if p.class == class && p.namespace == namespace && v.clock.Now().Sub(p.at) <= expectationTTL {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // AheadInFlight counts, by node ("" for none), the members of class made
@@ -306,29 +353,30 @@ func (w *Waiting) Still(class string, live func(uid types.UID, key types.Namespa
 	return out
 }
 
-// Locks has one caller at a time act on a claim.
-type Locks struct {
+// Locks has one caller at a time act on a key: a claim, or a namespace's
+// share of a class.
+type Locks[K comparable] struct {
 	mu sync.Mutex
-	// held closes each channel when its claim is unlocked.
-	held map[types.UID]chan struct{}
+	// held closes each channel when its key is unlocked.
+	held map[K]chan struct{}
 }
 
-// NewLocks holds no claim locked.
-func NewLocks() *Locks { return &Locks{held: map[types.UID]chan struct{}{}} }
+// NewLocks holds no key locked.
+func NewLocks[K comparable]() *Locks[K] { return &Locks[K]{held: map[K]chan struct{}{}} }
 
-// Lock waits until no one else holds claim, takes it, and returns the
+// Lock waits until no one else holds key, takes it, and returns the
 // unlock.
-func (l *Locks) Lock(claim types.UID) (unlock func()) {
+func (l *Locks[K]) Lock(key K) (unlock func()) {
 	for {
 		l.mu.Lock()
-		busy, ok := l.held[claim]
+		busy, ok := l.held[key]
 		if !ok {
 			done := make(chan struct{})
-			l.held[claim] = done
+			l.held[key] = done
 			l.mu.Unlock()
 			return func() {
 				l.mu.Lock()
-				delete(l.held, claim)
+				delete(l.held, key)
 				l.mu.Unlock()
 				close(done)
 			}

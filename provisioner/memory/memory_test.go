@@ -14,8 +14,11 @@ import (
 func TestTakes(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(t0())
 	tk := NewTakes(clk)
-	tk.Expect("u1", "pv-a")
-	tk.Expect("u2", "pv-b")
+	tk.Expect("u1", "ns-a", "pv-a")
+	tk.Expect("u2", "ns-b", "pv-b")
+	if got := tk.TakenFor("ns-a"); len(got) != 1 || got[0] != "pv-a" {
+		t.Errorf("takenFor(ns-a) = %v, want [pv-a]", got)
+	}
 	if got := tk.IssuedTo("u1"); got != "pv-a" {
 		t.Errorf("issuedTo(u1) = %q, want pv-a", got)
 	}
@@ -34,6 +37,37 @@ func TestTakes(t *testing.T) {
 	clk.SetTime(t0().Add(expectationTTL + time.Second))
 	if m := tk.Members(); len(m) != 0 {
 		t.Errorf("members past their ttl: %v", m)
+	}
+	if got := tk.TakenFor("ns-b"); len(got) != 0 {
+		t.Errorf("takenFor(ns-b) past its ttl = %v", got)
+	}
+}
+
+func TestPendingMadeFor(t *testing.T) {
+	clk := testingclock.NewFakePassiveClock(t0())
+	v := NewPending(clk)
+	none := func() map[string]string { return map[string]string{} }
+	for _, name := range []string{"for-a", "for-b", "ahead"} {
+		if _, _, ok := v.Reserve("pool", name, "", 0, 0, none); !ok {
+			t.Fatalf("reserve(%s) refused", name)
+		}
+	}
+	v.MarkFor("for-a", "ns-a")
+	v.MarkFor("for-b", "ns-b")
+	v.MarkAhead("ahead")
+	if got := v.MadeFor("pool", "ns-a"); len(got) != 1 || got[0] != "for-a" {
+		t.Errorf("madeFor(pool, ns-a) = %v, want [for-a]", got)
+	}
+	if got := v.MadeFor("other", "ns-a"); len(got) != 0 {
+		t.Errorf("madeFor(other, ns-a) = %v: another class's volume", got)
+	}
+	v.Rename("for-a", "backed")
+	if got := v.MadeFor("pool", "ns-a"); len(got) != 1 || got[0] != "backed" {
+		t.Errorf("after a rename, madeFor(pool, ns-a) = %v, want [backed]", got)
+	}
+	clk.SetTime(t0().Add(expectationTTL + time.Second))
+	if got := v.MadeFor("pool", "ns-b"); len(got) != 0 {
+		t.Errorf("madeFor past the ttl = %v", got)
 	}
 }
 

@@ -40,6 +40,7 @@ type VolumePool struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.minAvailable) || self.minAvailable == 0 || (has(self.maxVolumes) && self.minAvailable <= self.maxVolumes)",message="minAvailable needs maxVolumes, at least as large: members made ahead count against it"
 // +kubebuilder:validation:XValidation:rule="!has(self.keyPolicy) || self.keyPolicy != 'Require' || (has(self.keyLabel) && has(self.reuseScope) && self.reuseScope == 'namespace')",message="keyPolicy Require needs keyLabel and reuseScope namespace set in the pool: under reuseScope cluster the PV controller may bind a free member to a claim of any key"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxVolumesPerNamespace) || (has(self.reuseScope) && self.reuseScope == 'namespace')",message="maxVolumesPerNamespace needs reuseScope namespace set in the pool: under reuseScope cluster the PV controller may bind a free member to a claim of any namespace"
 // +kubebuilder:validation:XValidation:rule="has(self.evictAboveBytes) == has(self.evictDownToBytes)",message="evictAboveBytes and evictDownToBytes go together: set both watermarks, or neither"
 type VolumePoolSpec struct {
 	// StorageClassName is the class whose volumes form the pool; its
@@ -61,6 +62,15 @@ type VolumePoolSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxVolumesPerNode *int32 `json:"maxVolumesPerNode,omitempty"`
+
+	// MaxVolumesPerNamespace is the most members one namespace may have,
+	// bound to its claims or held for it, so that one namespace cannot
+	// take a pool many share. A claim of a namespace at it may have only
+	// a member held for its namespace; else it waits, and no member is
+	// made or evicted for it. Needs reuseScope namespace in the pool.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxVolumesPerNamespace *int32 `json:"maxVolumesPerNamespace,omitempty"`
 
 	// ReserveFor is how long a volume returned to the pool stays reserved
 	// for the next claim of its last claim's namespace and name, from 0

@@ -117,6 +117,11 @@ func (in *VolumePoolSpec) DeepCopyInto(out *VolumePoolSpec) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxVolumesPerNamespace != nil {
+		in, out := &in.MaxVolumesPerNamespace, &out.MaxVolumesPerNamespace
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ReserveFor != nil {
 		in, out := &in.ReserveFor, &out.ReserveFor
 		*out = new(v1.Duration)

@@ -1,0 +1,102 @@
+package provisioner
+
+import (
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
+
+	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/backend"
+)
+
+// This file holds maxVolumesPerNamespace: the share of a pool one
+// namespace may have, so that one busy namespace cannot take every member
+// of a pool many share. A namespace's share is every member bound to its
+// claims or held for it (reuseScope namespace, which the setting needs:
+// every way a member comes to a namespace then passes the provisioner).
+// At its maximum a claim may still have a member of its own namespace's
+// share, which changes no share; it never has a new volume, a member no
+// claim has had, one emptied from another namespace, or one evicted.
+
+// reasonNamespaceAtMaximum: the claim waits, its namespace at
+// maxVolumesPerNamespace.
+const reasonNamespaceAtMaximum = "NamespaceAtMaximum"
+
+// errAtShare marks a claim that waits with its namespace at its maximum:
+// a volume freed in its class wakes it, as one waiting for a full pool.
+var errAtShare = errors.New("namespace at its maximum")
+
+// share names one namespace's share of a class's pool.
+type share struct{ class, namespace string }
+
+// countsFor reports whether pv is in the share of namespace: bound to a
+// claim of it, released by one, or held or reserved for it. A member no
+// claim has had yet (one made ahead among them) is in no share.
+func countsFor(pv *corev1.PersistentVolume, namespace string) bool {
+	return lastNamespace(pv) == namespace
+}
+
+// shareSize counts the members in the share of namespace: those the cache
+// shows in it, the members in taken (this process gave them to claims of
+// the namespace; the cache may not show it yet) and the volumes in made
+// (being made for claims of the namespace, not in the cache yet), each
+// once.
+func shareSize(members []*corev1.PersistentVolume, namespace string, taken, made []string) int {
+	in := sets.New[string](made...)
+	pool := sets.New[string]()
+	for _, pv := range members {
+		pool.Insert(pv.Name)
+		if countsFor(pv, namespace) {
+			in.Insert(pv.Name)
+		}
+	}
+	for _, name := range taken {
+		if pool.Has(name) {
+			in.Insert(name)
+		}
+	}
+	return in.Len()
+}
+
+// withinShare keeps the candidates in the share of namespace already: all
+// a claim of a namespace at its maximum may have.
+func withinShare(cands []*corev1.PersistentVolume, namespace string) []*corev1.PersistentVolume {
+	out := make([]*corev1.PersistentVolume, 0, len(cands))
+	for _, pv := range cands {
+		if countsFor(pv, namespace) {
+			out = append(out, pv)
+		}
+	}
+	return out
+}
+
+// lockShare, for a class with maxVolumesPerNamespace, has one worker at a
+// time decide for the claims of claim's namespace and returns the unlock,
+// which the decision calls once the member or the new volume's place is
+// recorded (takes, pending), and the namespace's share with it; and
+// reports whether the namespace is at its maximum, counting those
+// records. Without the setting it locks nothing.
+func (p *provisioner) lockShare(class string, params *backend.Params, claim *corev1.PersistentVolumeClaim) (unlock func(), size int, atMax bool) {
+	if params.MaxVolumesPerNamespace == 0 {
+		return func() {}, 0, false
+	}
+	unlock = p.shareLocks.Lock(share{class: class, namespace: claim.Namespace})
+	size = shareSize(p.members(class, params.Pool), claim.Namespace, p.takes.TakenFor(claim.Namespace), p.pending.MadeFor(class, claim.Namespace))
+	return unlock, size, size >= params.MaxVolumesPerNamespace
+}
+
+// namespaceAtMaximum reports that claim waits: its namespace has
+// maxVolumesPerNamespace members of the class and none is free for it.
+// It stays among the claims a volume freed in the class wakes, apart from
+// those a full pool keeps waiting: the pool is not exhausted for them.
+func (p *provisioner) namespaceAtMaximum(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	p.metrics.namespaceAtMaximum.WithLabelValues(class.Name).Inc()
+	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them is free for the claim (pool: %s); the claim gets one once a claim of the namespace lets go of it, or raise %s",
+		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state, keys.MaxVolumesPerNamespace)
+	p.recorder.Event(claim, corev1.EventTypeWarning, reasonNamespaceAtMaximum, msg)
+	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s", errAtShare, msg)}
+}
