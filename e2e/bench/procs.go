@@ -146,8 +146,13 @@ var controllerNames = []string{"podwatcher", "provisioner", "releaser"}
 // start starts the three processes and waits until each is ready; it
 // returns each one's time from start to ready.
 func (in *installation) start(ctx context.Context) (map[string]time.Duration, error) {
+	return in.startSome(ctx, controllerNames)
+}
+
+// startSome is start for the processes of names only.
+func (in *installation) startSome(ctx context.Context, names []string) (map[string]time.Duration, error) {
 	var procs []*controllerProcess
-	for _, name := range controllerNames {
+	for _, name := range names {
 		p, err := startController(in.binary, name, in.logDir, in.env[name], append(append([]string{}, in.args...), in.extra[name]...)...)
 		if err != nil {
 			stopAll(procs)

@@ -165,6 +165,9 @@ type ProcessStats struct {
 	// right after the phase created its objects, while the control plane
 	// still works through them.
 	RestartSeconds float64 `json:"restart_seconds,omitempty"`
+	// RestartAloneSeconds is the same for a start of this controller
+	// alone, the other two stopped: a rollout of its Deployment alone.
+	RestartAloneSeconds float64 `json:"restart_alone_seconds,omitempty"`
 }
 
 // startSeconds is the restart's time to ready where one was measured, else
@@ -428,13 +431,14 @@ func (r *Report) Evaluate() {
 		add("claims re-created after their owner was deleted", "0", "not measured", nil)
 	}
 	if sc := r.Scale; sc != nil && len(sc.Controllers) > 0 && sc.Pods > 0 {
-		var perSet, perPlain, rss, ready float64
+		var perSet, perPlain, rss, ready, alone float64
 		restarted := ""
 		for _, c := range sc.Controllers {
 			perSet = max(perSet, sc.PerAnnotatedKiB(c.Controller))
 			perPlain = max(perPlain, sc.PerPlainKiB(c.Controller))
 			rss = max(rss, sc.RSSAt(c.Controller, ScaleTarget))
 			ready = max(ready, sc.ReadyAt(c.Controller, ScaleTarget))
+			alone = max(alone, c.RestartAloneSeconds)
 			if c.RestartSeconds > 0 {
 				restarted = " restart"
 			}
@@ -450,7 +454,10 @@ func (r *Report) Evaluate() {
 			add("memory per plain pod", "<= 0.25 KiB", "not measured", nil)
 		}
 		add(fmt.Sprintf("controllers' RSS at %d annotated pods, claims and volumes", ScaleTarget), "< 100 MiB", fmt.Sprintf("%.1f MiB (largest, %s)", rss, how), yes(rss < 100))
-		add(fmt.Sprintf("start-up sync at %d", ScaleTarget), "< 10 s", fmt.Sprintf("%.2f s (slowest%s, %s)", ready, restarted, how), yes(ready < 10))
+		add(fmt.Sprintf("start-up sync at %d, the three at once", ScaleTarget), "< 10 s", fmt.Sprintf("%.2f s (slowest%s, %s)", ready, restarted, how), yes(ready < 10))
+		if alone > 0 && sc.Pods == ScaleTarget {
+			add(fmt.Sprintf("start-up sync at %d, one controller restarted alone", ScaleTarget), "< 10 s", fmt.Sprintf("%.2f s (slowest, measured)", alone), yes(alone < 10))
+		}
 	} else {
 		add("memory per annotated pod with its claim and volume", "<= 3 KiB", "not measured", nil)
 		add("memory per plain pod", "<= 0.25 KiB", "not measured", nil)
@@ -623,14 +630,14 @@ func (r *Report) scaleSection(p printer) {
 	if sc := r.Scale; sc != nil {
 		p("\n### At scale: %d annotated pods, %d claims (%d Bound), %d PVs and %d plain pods present (annotated created in %.0f s)\n\n", sc.Pods, sc.Claims, sc.Bound, sc.Volumes, sc.PlainPods, sc.CreateSeconds)
 		p("Each step starts the three controllers afresh and reads them after %.0f s; the live heap is after a collection. "+
-			"Then it starts them again (restart): the first start follows the step's objects' creation, while the control plane still works through them.\n\n", sc.SettleSeconds)
-		p("| controller | step | start -> ready (caches synced) | restart -> ready | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
+			"Then it starts them again (restart), then each alone, the others stopped (restart alone, as a rollout of one Deployment): the first start follows the step's objects' creation, while the control plane still works through them.\n\n", sc.SettleSeconds)
+		p("| controller | step | start -> ready (caches synced) | restart -> ready | restart alone -> ready | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, step := range []struct {
 			name  string
 			stats []ProcessStats
 		}{{"none present", sc.Baseline}, {fmt.Sprintf("%d plain pods", sc.PlainPods), sc.PlainOnly}, {"and the annotated", sc.Controllers}} {
 			for _, pr := range step.stats {
-				p("| %s | %s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, step.name, pr.ReadySeconds, pr.RestartSeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
+				p("| %s | %s | %.2f s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", pr.Controller, step.name, pr.ReadySeconds, pr.RestartSeconds, pr.RestartAloneSeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
 			}
 		}
 		p("\n| controller | per plain pod (RSS) | per annotated pod, claim and volume (live heap) | same (RSS) | live heap at %d annotated | RSS at %d | start-up at %d |\n|---|--:|--:|--:|--:|--:|--:|\n", ScaleTarget, ScaleTarget, ScaleTarget)
@@ -640,14 +647,14 @@ func (r *Report) scaleSection(p printer) {
 		}
 		if len(sc.AtLimits) > 0 {
 			p("\nUnder memory limits (MEMORY_LIMIT, of which 90%% is the Go runtime's soft limit), everything present, each a fresh start read after %.0f s:\n\n", sc.SettleSeconds)
-			p("| limit | controller | start -> ready | restart -> ready | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
+			p("| limit | controller | start -> ready | restart -> ready | restart alone -> ready | RSS | peak RSS | live heap | CPU seconds |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 			for _, run := range sc.AtLimits {
 				if run.Error != "" {
-					p("| %s | all | %s | | | | | |\n", run.Limit, strings.ReplaceAll(run.Error, "|", "/"))
+					p("| %s | all | %s | | | | | | |\n", run.Limit, strings.ReplaceAll(run.Error, "|", "/"))
 					continue
 				}
 				for _, pr := range run.Controllers {
-					p("| %s | %s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", run.Limit, pr.Controller, pr.ReadySeconds, pr.RestartSeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
+					p("| %s | %s | %.2f s | %.2f s | %.2f s | %.1f MiB | %.1f MiB | %.1f MiB | %.1f |\n", run.Limit, pr.Controller, pr.ReadySeconds, pr.RestartSeconds, pr.RestartAloneSeconds, pr.RSSMiB, pr.PeakRSSMiB, pr.HeapMiB, pr.CPUSeconds)
 				}
 			}
 		}

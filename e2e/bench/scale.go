@@ -210,7 +210,7 @@ func (b *bench) scaleAtLimit(ctx context.Context, limit string) LimitRun {
 // scaleMeasure starts the controllers, lets them run for ScaleSettle, reads
 // their time to ready, memory and requests, keeps a heap profile of each in
 // the log directory (named after step), then restarts them to time a start
-// on the settled cluster, and stops them.
+// on the settled cluster, then each alone, and stops them.
 func (b *bench) scaleMeasure(ctx context.Context, step string) ([]ProcessStats, map[string]Requests, error) {
 	ready, err := b.inst.start(ctx)
 	if err != nil {
@@ -244,6 +244,17 @@ func (b *bench) scaleMeasure(ctx context.Context, step string) ([]ProcessStats, 
 	}
 	for i := range stats {
 		stats[i].RestartSeconds = again[stats[i].Controller].Seconds()
+	}
+	// Then each alone, as a rollout of one controller's Deployment or a
+	// failover restarts it, the others stopped.
+	b.inst.stop()
+	for i := range stats {
+		alone, err := b.inst.startSome(ctx, []string{stats[i].Controller})
+		if err != nil {
+			return nil, nil, fmt.Errorf("restarting %s alone: %w", stats[i].Controller, err)
+		}
+		stats[i].RestartAloneSeconds = alone[stats[i].Controller].Seconds()
+		b.inst.stop()
 	}
 	return stats, reqs, nil
 }
