@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Volumes of this provisioner's pools, by class and state: free, reserved (for a claim's name, reserveFor), bound, released; a free or reserved one by the namespace whose claims alone may have it (reuseScope namespace), \"\" for any.",
 			[]string{"class", "state", "namespace"}, nil)},
 		waiting: &scrapedGauge{desc: prometheus.NewDesc(prometheus.BuildFQName(controller.Namespace, subsystem, "claims_waiting"),
-			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool) or their namespace may have no more (maxVolumesPerNamespace), counted at each scrape. Above 0 for long: the pool is exhausted.",
+			"Claims of each class waiting for their pool: none fits them and the pool cannot grow (at maxVolumes, or a static pool), counted at each scrape. Above 0 for long: the pool is exhausted.",
 			[]string{"class"}, nil)},
 		lib: libmetrics.New(controller.Namespace + "_" + subsystem),
 	}

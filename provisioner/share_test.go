@@ -13,25 +13,16 @@ import (
 )
 
 func TestShareSize(t *testing.T) {
-	held := func(ns string) func(*corev1.PersistentVolume) {
-		return func(pv *corev1.PersistentVolume) {
-			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
-			pv.Annotations[keys.HeldForNamespace] = ns
-		}
-	}
-	lastOf := func(ns string) func(*corev1.PersistentVolume) {
-		return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastClaim] = ns + "/old" }
-	}
 	ahead := func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = pools.AheadClaimRef(pv.Name)
 		pv.Annotations[keys.MadeAhead] = "true"
 	}
 	members := []*corev1.PersistentVolume{
 		volume("bound-a", "1Gi", bound("a", "c1", "u1")),
-		volume("held-a", "1Gi", held("a")),
+		volume("held-a", "1Gi", heldFor("a")),
 		volume("reserved-a", "1Gi", reservedFor("a", "c2", t0())),
 		volume("released-a", "1Gi", bound("a", "gone", "u2"), func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }),
-		volume("last-a", "1Gi", lastOf("a")),
+		volume("last-a", "1Gi", returned("a/old", t0())),
 		volume("bound-b", "1Gi", bound("b", "c1", "u3")),
 		volume("never-used", "1Gi"),
 		volume("made-ahead", "1Gi", ahead),
@@ -98,9 +89,7 @@ func TestProvisionKeepsANamespaceToItsShare(t *testing.T) {
 	// tenant-a's claim lets go of its member: the releaser holds it for
 	// tenant-a, whose waiting claim may have it.
 	released := f.server("bound-a")
-	released.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "tenant-a", Name: "one"}
-	released.Annotations[keys.HeldForNamespace] = "tenant-a"
-	released.Annotations[keys.LastClaim] = "tenant-a/one"
+	heldFor("tenant-a")(released)
 	if _, err := f.client.CoreV1().PersistentVolumes().Update(t.Context(), released, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

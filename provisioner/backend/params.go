@@ -137,10 +137,13 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 	if p.KeyRequired, err = pools.ParseKeyPolicy(in[keys.KeyPolicy], p.KeyLabel, p.Namespaced); err != nil {
 		errs = append(errs, err)
 	}
-	if err := p.parseShare(in); err != nil {
-		errs = append(errs, err)
-	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
+	if p.MaxVolumesPerNamespace > 0 && !p.Namespaced {
+		// A free member of a cluster-scoped class has no claimRef: the PV
+		// controller binds it to a claim of any namespace, and the
+		// provisioner could count nothing.
+		errs = append(errs, fmt.Errorf("parameter %q needs %s %q: under %q the PV controller gives free volumes to claims of any namespace without asking the provisioner", keys.MaxVolumesPerNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster))
+	}
 	pool, poolErrs := b.ForClass(class)
 	errs = append(errs, poolErrs...)
 	if len(errs) > 0 {
@@ -150,34 +153,15 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 	return p, nil
 }
 
-// parseShare reads maxVolumesPerNamespace, once the scope is read.
-func (p *Params) parseShare(in map[string]string) error {
-	s, ok := in[keys.MaxVolumesPerNamespace]
-	if !ok {
-		return nil
-	}
-	n, err := strconv.Atoi(s)
-	p.MaxVolumesPerNamespace = n
-	switch {
-	case err != nil || n < 1:
-		return fmt.Errorf("parameter %q must be a positive integer, not %q", keys.MaxVolumesPerNamespace, s)
-	case !p.Namespaced:
-		// A free member of a cluster-scoped class has no claimRef: the PV
-		// controller binds it to a claim of any namespace, and the
-		// provisioner could count nothing.
-		return fmt.Errorf("parameter %q needs %s %q: under %q the PV controller gives free volumes to claims of any namespace without asking the provisioner", keys.MaxVolumesPerNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster)
-	}
-	return nil
-}
-
 // parseGrowthLimits reads the limits on new volumes that the flow enforces
-// for any backend that grows, if the backend allows them.
+// for any backend that grows, if the backend allows them, and the share of
+// one namespace (any backend).
 func (p *Params) parseGrowthLimits(in map[string]string, allowed []string) []error {
 	var errs []error
 	for _, limit := range []struct {
 		name string
 		into *int
-	}{{MaxVolumes, &p.MaxVolumes}, {MaxVolumesPerNode, &p.MaxVolumesPerNode}} {
+	}{{MaxVolumes, &p.MaxVolumes}, {MaxVolumesPerNode, &p.MaxVolumesPerNode}, {keys.MaxVolumesPerNamespace, &p.MaxVolumesPerNamespace}} {
 		if s, ok := in[limit.name]; ok && slices.Contains(allowed, limit.name) {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
