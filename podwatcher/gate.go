@@ -152,11 +152,13 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 		return nil
 	case awaitClaims:
 		logger.V(4).Info("Keeping the claims gate until the claims exist", "missing", missing)
-		// The sweep looks at the pod again, and warns once it has waited long.
+		// The sweep looks at the pod again, and warns once it has waited
+		// long. The message names when the wait began, not how long it has
+		// lasted: the same wait is the same message, which report sends once.
 		if held := c.clock.Now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
 			c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonWaitingForClaims, "", fmt.Sprintf(
-				"Held by the scheduling gate %s for %s: claims %s do not exist yet; a Warning on the pod or its Job says why if their request was refused",
-				keys.ClaimsGate, held.Round(time.Second), strings.Join(missing, ", ")))
+				"Held by the scheduling gate %s since %s, more than %s: claims %s do not exist yet; a Warning on the pod or its Job says why if their request was refused",
+				keys.ClaimsGate, pod.CreationTimestamp.UTC().Format(time.RFC3339), gateWarnAfter, strings.Join(missing, ", ")))
 		}
 		return nil
 	}

@@ -174,13 +174,17 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	}
 	f.expectEvents() // a claim may take a few seconds
 
-	clk.SetTime(created.Add(2 * time.Minute))
-	for range 2 {
+	// Each sweep finds it held longer: one Warning all the same, counted once.
+	for _, at := range []time.Duration{2 * time.Minute, 2*time.Minute + 17*time.Second, 9 * time.Minute} {
+		clk.SetTime(created.Add(at))
 		if err := f.sync(podKey("build-x")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.expectEvents("Warning " + ReasonWaitingForClaims)
+	if got := f.metric("reclaimable_podwatcher_rejections_total", "reason", ReasonWaitingForClaims); got != 1 {
+		t.Errorf("rejections_total{reason=%s} = %v, want 1", ReasonWaitingForClaims, got)
+	}
 
 	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
 		t.Fatal(err)
