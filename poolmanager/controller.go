@@ -8,6 +8,7 @@ package poolmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -34,6 +35,7 @@ import (
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	poollisters "github.com/reclaimable/reclaimable/client/listers/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
+	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
@@ -228,7 +230,10 @@ func (c *Controller) enqueueAll() {
 // sync writes the status of the pool named name, if it changed, and then
 // records the events of the change: a write lost to a conflict is decided
 // again, and its events with it, so none is recorded twice. It evicts what
-// is due, and hands what must be made ahead of claims to the ahead queue.
+// is due, and hands what must be made ahead of claims to the ahead queue:
+// a status the API server refuses otherwise (too large, a webhook, etcd
+// away) is retried with back-off, and holds up neither, since they are
+// decided from the members and the pool's spec, not from its status.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	pool, err := c.pools.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -245,13 +250,24 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	r := decide(v)
-	if written, err := c.writeStatus(ctx, pool, r); err != nil || !written {
-		return err
+	written, writeErr := c.writeStatus(ctx, pool, r)
+	if writeErr == nil && !written {
+		return nil // the pool changed meanwhile: decided again from its newer spec
 	}
 	if r.recheck > 0 {
 		c.queue.AddAfter(name, r.recheck)
 	}
-	for _, e := range r.evict {
+	// A pool whose members failed to be made is retried by the ahead
+	// queue's back-off, which an Add here would cut short.
+	if effective != nil && v.aheadErr == nil && v.aheadFailed == nil && (r.makeAhead > 0 || storagePending(v.members)) {
+		c.ahead.Add(name)
+	}
+	return errors.Join(writeErr, c.evict(ctx, pool, r.evict))
+}
+
+// evict removes the members decided, each with an event on the pool.
+func (c *Controller) evict(ctx context.Context, pool *v1alpha1.VolumePool, evictions []eviction.Eviction) error {
+	for _, e := range evictions {
 		evicted, err := c.provisioner.Evict(ctx, e.PV, e.Cause)
 		if err != nil {
 			return err
@@ -259,11 +275,6 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		if evicted {
 			c.recorder.Event(pool, corev1.EventTypeNormal, reasonMemberEvicted, e.Message)
 		}
-	}
-	// A pool whose members failed to be made is retried by the ahead
-	// queue's back-off, which an Add here would cut short.
-	if effective != nil && v.aheadErr == nil && v.aheadFailed == nil && (r.makeAhead > 0 || storagePending(v.members)) {
-		c.ahead.Add(name)
 	}
 	return nil
 }

@@ -2,17 +2,22 @@ package poolmanager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -31,6 +36,8 @@ type fakeProvisioner struct {
 	finishErr error
 	evicted   []string
 	made      int
+	// usage is what members held as they came back, by name.
+	usage map[string]v1alpha1.MemberUsage
 }
 
 func (f *fakeProvisioner) Members(*storagev1.StorageClass) ([]*corev1.PersistentVolume, error) {
@@ -53,8 +60,9 @@ func (f *fakeProvisioner) Evict(_ context.Context, pv *corev1.PersistentVolume, 
 	f.evicted = append(f.evicted, pv.Name)
 	return true, nil
 }
-func (f *fakeProvisioner) Usage(*corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
-	return v1alpha1.MemberUsage{}, false
+func (f *fakeProvisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, bool) {
+	u, ok := f.usage[pv.Name]
+	return u, ok
 }
 
 // newTestController is a pool manager of pool and class over p, its caches
@@ -153,5 +161,118 @@ func TestStatusAndEvictionDoNotWaitForMembersMadeAhead(t *testing.T) {
 	got, _ = client.ReclaimableV1alpha1().VolumePools().Get(ctx, "warm", metav1.GetOptions{})
 	if ready := meta.FindStatusCondition(got.Status.Conditions, ConditionReady); ready == nil || ready.Reason == reasonMembersNotMade {
 		t.Errorf("Ready %+v, want the failure gone", ready)
+	}
+}
+
+// etcdRequestLimit is etcd's default largest request (--max-request-bytes):
+// an object written larger is refused by the API server.
+const etcdRequestLimit = 3 << 19 // 1.5 MiB
+
+// refuseLargeStatus has client refuse, as the API server would, a
+// VolumePool status larger than etcd takes, and records the size of the
+// largest status written.
+func refuseLargeStatus(client *fake.Clientset, largest *int) {
+	client.PrependReactor("update", "volumepools", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		update, ok := action.(k8stesting.UpdateAction)
+		if !ok || action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		b, err := json.Marshal(update.GetObject())
+		if err != nil {
+			return true, nil, err
+		}
+		if len(b) > etcdRequestLimit {
+			return true, nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("etcdserver: request is too large (%d bytes)", len(b)))
+		}
+		*largest = max(*largest, len(b))
+		return false, nil, nil
+	})
+}
+
+// largePool is a pool of n idle members of a directory class, each
+// measured as it came back, and its provisioner.
+func largePool(n int) (*fakeProvisioner, *v1alpha1.VolumePool) {
+	p := &fakeProvisioner{usage: map[string]v1alpha1.MemberUsage{}}
+	returned := t0.Format(time.RFC3339)
+	for i := range n {
+		name := fmt.Sprintf("pvc-%08d-5e1f-4c1a-9b7d-%012d", i, i)
+		p.members = append(p.members, member(name, corev1.VolumeAvailable, annotate(keys.ReleasedAt, returned), transitioned(t0)))
+		p.usage[name] = v1alpha1.MemberUsage{Volume: name, Bytes: int64(1<<30 + i), Returned: returned}
+	}
+	pl := pool("large", func(p *v1alpha1.VolumePool) {
+		p.Spec.EvictAfter = &metav1.Duration{Duration: time.Minute}
+	})
+	return p, pl
+}
+
+// BenchmarkDecideLargePool decides the status and evictions of a pool of
+// 20,000 idle measured members, and reports the size of its status.
+func BenchmarkDecideLargePool(b *testing.B) {
+	p, pl := largePool(20000)
+	v := view{pool: pl, owner: pl, class: class(nil), provisioner: testProvisioner, members: p.members, usage: p.usage, now: metav1.NewTime(t1)}
+	var r result
+	for b.Loop() {
+		r = decide(v)
+	}
+	s, err := json.Marshal(r.status)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(len(s)), "status-bytes")
+	b.ReportMetric(float64(len(r.evict)), "evictions")
+}
+
+// A pool of 20,000 idle measured members keeps evicting: its status stays
+// far below what etcd takes, whatever the number of members, and a status
+// the API server refuses holds up no eviction.
+func TestLargePoolKeepsEvicting(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	const n = 20000
+	p, pl := largePool(n)
+	c, client := newTestController(t, pl, class(nil), p)
+	c.clock = testingclock.NewFakePassiveClock(t1)
+	c.recorder = &record.FakeRecorder{} // an event per eviction, none kept
+	largest := 0
+	refuseLargeStatus(client, &largest)
+
+	if err := c.sync(ctx, "large"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if len(p.evicted) != n {
+		t.Errorf("evicted %d members, want all %d: each has been idle an hour past evictAfter", len(p.evicted), n)
+	}
+	got, err := client.ReclaimableV1alpha1().VolumePools().Get(ctx, "large", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Total != n || got.Status.UsedBytes == nil || got.Status.UsedBytes.Value() != int64(n)<<30+int64(n*(n-1)/2) {
+		t.Errorf("status total %d, usedBytes %v; want %d members and the sum of every measure", got.Status.Total, got.Status.UsedBytes, n)
+	}
+	// The bound leaves room for the rest of the pool and its conditions.
+	if largest == 0 || largest > etcdRequestLimit/8 {
+		t.Errorf("largest status written %d bytes, want one written, at most %d", largest, etcdRequestLimit/8)
+	}
+}
+
+// A status the API server refuses, for whatever reason, is retried, and
+// the evictions due are made all the same.
+func TestEvictionDoesNotWaitForTheStatusWrite(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p := &fakeProvisioner{members: []*corev1.PersistentVolume{
+		member("idle", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
+	}}
+	pl := pool("refused", func(p *v1alpha1.VolumePool) {
+		p.Spec.EvictAfter = &metav1.Duration{Duration: time.Minute}
+	})
+	c, client := newTestController(t, pl, class(nil), p)
+	c.clock = testingclock.NewFakePassiveClock(t1)
+	client.PrependReactor("update", "volumepools", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is unavailable")
+	})
+	if err := c.sync(ctx, "refused"); err == nil {
+		t.Error("sync succeeded, want the refused write returned for a retry")
+	}
+	if len(p.evicted) != 1 {
+		t.Errorf("evicted %v, want the idle member though the status could not be written", p.evicted)
 	}
 }

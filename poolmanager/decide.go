@@ -1,7 +1,9 @@
 package poolmanager
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,8 +151,9 @@ func decide(v view) result {
 			s.MaxVolumes = ptr.To(int32(limit))
 		}
 		s.Surplus = int32(eviction.Surplus(v.members, limit))
-		s.Usage, s.UsedBytes = usage(v.members, v.usage, prev.Usage)
-		r.evict, r.recheck = evictions(v, limit, s.Usage, &ready)
+		measured := usageOf(v.members, v.usage, prev.Usage)
+		s.Usage, s.UsedBytes, s.Measured = usage(measured)
+		r.evict, r.recheck = evictions(v, limit, measured, &ready)
 		r.makeAhead = keepMinAvailable(v, r.counts[pools.StateFree], pending, limit, &ready)
 		if v.waiting > 0 {
 			exhausted.Status, exhausted.Reason = metav1.ConditionTrue, condClaimsWaiting
@@ -236,19 +239,37 @@ func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStat
 	return pending
 }
 
-// usage is what the members held when they came back (usageOf) and their
-// sum. Only members of a class whose backend measures them are counted; a
-// pool with none has no usedBytes rather than a false 0.
-func usage(members []*corev1.PersistentVolume, measured map[string]v1alpha1.MemberUsage, prev []v1alpha1.MemberUsage) ([]v1alpha1.MemberUsage, *resource.Quantity) {
-	out := usageOf(members, measured, prev)
-	if len(out) == 0 {
-		return nil, nil
+// maxUsageListed bounds status.usage (and its CRD's maxItems): a status
+// is written whole, and one of every member's measure would pass etcd's
+// largest request (1.5 MiB by default) at some 12,000 members, and the
+// pool's status, eviction included, would stop there.
+const maxUsageListed = 1000
+
+// usage is what the status says of the members' measures (usageOf): those
+// of the maxUsageListed members that hold the most, by name, the sum of
+// all and how many they are. Only members of a class whose backend
+// measures them are counted; a pool with none has no usedBytes rather than
+// a false 0.
+func usage(measured []v1alpha1.MemberUsage) ([]v1alpha1.MemberUsage, *resource.Quantity, int32) {
+	if len(measured) == 0 {
+		return nil, nil, 0
 	}
-	used := resource.NewQuantity(0, resource.BinarySI)
-	for _, u := range out {
-		used.Add(*resource.NewQuantity(u.Bytes, resource.BinarySI))
+	var sum int64
+	for _, u := range measured {
+		sum += u.Bytes
 	}
-	return out, used
+	listed := measured
+	if len(listed) > maxUsageListed {
+		// The largest are kept: they weigh most against the watermarks and
+		// cost most to measure again after a restart.
+		listed = slices.Clone(measured)
+		slices.SortFunc(listed, func(a, b v1alpha1.MemberUsage) int {
+			return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Volume, b.Volume))
+		})
+		listed = listed[:maxUsageListed]
+		slices.SortFunc(listed, func(a, b v1alpha1.MemberUsage) int { return cmp.Compare(a.Volume, b.Volume) })
+	}
+	return listed, resource.NewQuantity(sum, resource.BinarySI), int32(len(measured))
 }
 
 // evictions are the members the pool's eviction settings remove now, and

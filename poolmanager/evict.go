@@ -18,6 +18,10 @@ import (
 // last came back to the pool, by volume name: measured now (measured), or
 // before and kept in the status (prev), if of that same return.
 func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.MemberUsage, prev []v1alpha1.MemberUsage) []v1alpha1.MemberUsage {
+	before := make(map[string]v1alpha1.MemberUsage, len(prev))
+	for _, u := range prev {
+		before[u.Volume] = u
+	}
 	var out []v1alpha1.MemberUsage
 	for _, pv := range members {
 		switch pools.StateOf(pv) {
@@ -30,8 +34,8 @@ func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.Me
 			out = append(out, u)
 			continue
 		}
-		if i := slices.IndexFunc(prev, func(u v1alpha1.MemberUsage) bool { return u.Volume == pv.Name && u.Returned == returned }); i >= 0 {
-			out = append(out, prev[i])
+		if u, ok := before[pv.Name]; ok && u.Returned == returned {
+			out = append(out, u)
 		}
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.MemberUsage) int { return cmp.Compare(a.Volume, b.Volume) })

@@ -121,10 +121,14 @@ func Victim(members []*corev1.PersistentVolume) *corev1.PersistentVolume {
 // each member once; and when to look again for the next idle one.
 func Plan(members []*corev1.PersistentVolume, r Rules, now time.Time) ([]Eviction, time.Duration) {
 	var out []Eviction
+	// rest are the members not chosen yet: a set, since a large pool may
+	// see thousands chosen at once.
 	rest := func() []*corev1.PersistentVolume {
-		return slices.DeleteFunc(slices.Clone(members), func(pv *corev1.PersistentVolume) bool {
-			return slices.ContainsFunc(out, func(e Eviction) bool { return e.PV.Name == pv.Name })
-		})
+		chosen := make(map[string]bool, len(out))
+		for _, e := range out {
+			chosen[e.PV.Name] = true
+		}
+		return slices.DeleteFunc(slices.Clone(members), func(pv *corev1.PersistentVolume) bool { return chosen[pv.Name] })
 	}
 	if r.Shrink && r.Limit > 0 {
 		out = AboveMaximum(members, r.Limit)

@@ -227,6 +227,7 @@ type VolumePoolStatus struct {
 	// namespace to cluster, which lets held volumes go to any namespace
 	// with their data, is reported once, by whichever replica sees it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	ReuseScope string `json:"reuseScope,omitempty"`
 
 	// Free members: Available, no claim named.
@@ -282,11 +283,17 @@ type VolumePoolStatus struct {
 	// compared with.
 	// +optional
 	UsedBytes *resource.Quantity `json:"usedBytes,omitempty"`
-	// Usage is the bytes of each such member, measured when it last came
-	// back to the pool: its data does not change until a claim has it.
+	// Measured counts the members UsedBytes sums.
+	// +optional
+	Measured int32 `json:"measured,omitempty"`
+	// Usage is the bytes of such members, measured when each last came
+	// back to the pool (its data does not change until a claim has it):
+	// of at most 1000 members, those that hold the most, so that the
+	// status stays small whatever the size of the pool.
 	// +optional
 	// +listType=map
 	// +listMapKey=volume
+	// +kubebuilder:validation:MaxItems=1000
 	Usage []MemberUsage `json:"usage,omitempty"`
 
 	// LastIssued is when a member was last issued to a claim.
@@ -300,18 +307,21 @@ type VolumePoolStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // MemberUsage is what one member held when it last came back to the pool.
 type MemberUsage struct {
 	// Volume is the member's PersistentVolume.
+	// +kubebuilder:validation:MaxLength=253
 	Volume string `json:"volume"`
 	// Bytes its files take on their filesystem.
 	Bytes int64 `json:"bytes"`
 	// Returned is the time of the return the measure is of (the
 	// releaser's released-at; empty for a member never issued).
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Returned string `json:"returned,omitempty"`
 	// Partial: the measure stopped at its time budget or at what it could
 	// not read, and Bytes is a lower bound.
