@@ -325,6 +325,9 @@ func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
 
 // createVolumePool makes the pool of class with settings (reserveFor,
 // reuseScope) as a VolumePool; it is deleted at cleanup.
+// evictForClaims is the VolumePool field, as createVolumePool takes it.
+const evictForClaims = "evictForClaims"
+
 func createVolumePool(t *testing.T, class string, settings map[string]string) string {
 	t.Helper()
 	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope],
@@ -343,6 +346,7 @@ func createVolumePool(t *testing.T, class string, settings map[string]string) st
 		}
 		spec.MaxVolumesPerNamespace = ptr.To(int32(n))
 	}
+	spec.EvictForClaims = settings[evictForClaims] == "true"
 	return createPool(t, spec)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
@@ -60,6 +61,43 @@ func TestVolumePoolMaxVolumesPerNamespaceKeepsANamespaceToItsShare(t *testing.T)
 	}
 	if n := r.volumes(); n != 2 {
 		t.Errorf("the class has %d volumes, want 2: one per namespace", n)
+	}
+	r.inv.Check(t, 10*time.Second)
+}
+
+// Under keyPolicy Require, a namespace at maxVolumesPerNamespace whose only
+// member was last used under another key does not keep a claim of a new
+// key waiting beside that idle member: with evictForClaims the member goes
+// and the claim gets a new one, the namespace's share unchanged.
+func TestRequiredKeyAtItsNamespacesMaximumEvictsItsIdleMember(t *testing.T) {
+	t.Parallel()
+	ns := framework.Namespace(t)
+	r := newVolumePoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeNamespace, keys.MaxVolumesPerNamespace: "1",
+		keys.KeyLabel: "team", keys.KeyPolicy: keys.KeyPolicyRequire, evictForClaims: "true"}, ns)
+	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
+	create := func(name, team string) {
+		c := claimOf(r.class, name)
+		c.Labels = map[string]string{"team": team}
+		if _, err := claims.Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	create("a1", "a")
+	first := r.boundTo(ns, "a1")
+	r.deleteGone(ns, "a1")
+	create("b1", "b")
+	framework.WaitEvent(t, time.Minute, framework.EventQuery{Namespace: ns, Kind: "PersistentVolumeClaim", Name: "b1", Reason: "EvictingForClaim", Type: corev1.EventTypeNormal,
+		Message: "evicting volume " + first})
+	if got := r.boundTo(ns, "b1"); got == first {
+		t.Fatalf("claim %s/b1 of team b got volume %s, last used by team a", ns, got)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, first, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "team a's member to be gone")
+	if n := r.volumes(); n != 1 {
+		t.Errorf("the class has %d volumes, want 1: the namespace's maximum", n)
 	}
 	r.inv.Check(t, 10*time.Second)
 }

@@ -140,21 +140,30 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 		if victim == nil {
 			return p.exhausted(ctx, claim, class, state, msg+"; no member may be evicted for it (evictForClaims): every one is bound, released or scrubbing")
 		}
-		evicted, err := p.Evict(ctx, victim, keys.EvictForClaim)
-		if err != nil {
+		if err := p.evictFor(ctx, claim, class, victim, msg, fmt.Sprintf("the pool is at maxVolumes %d", params.MaxVolumes)); err != nil {
 			return nil, lib.ProvisioningFinished, err
-		}
-		if !evicted {
-			return nil, lib.ProvisioningFinished, fmt.Errorf("volume %s, chosen for eviction to make room for the claim, changed first; deciding again", victim.Name)
-		}
-		why := fmt.Sprintf("evicting volume %s (%s, the least recently used member), with its data, to make room for claim %s/%s (evictForClaims)",
-			victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name)
-		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; %s", msg, why)
-		if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
-			p.recorder.Eventf(pool, corev1.EventTypeNormal, reasonMemberEvicted, "Evicted volume %s (%s), with its data, for claim %s/%s: the pool is at maxVolumes %d (evictForClaims)",
-				victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name, params.MaxVolumes)
 		}
 	}
 	p.onWaitingChange(class.Name)
 	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; a member is being evicted to make room for it", errExhausted, msg)}
+}
+
+// evictFor evicts victim for claim, which waits at a maximum msg tells of
+// (limit, for the pool's event), with an event on the claim and the pool.
+func (p *provisioner) evictFor(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, victim *corev1.PersistentVolume, msg, limit string) error {
+	evicted, err := p.Evict(ctx, victim, keys.EvictForClaim)
+	if err != nil {
+		return err
+	}
+	if !evicted {
+		return fmt.Errorf("volume %s, chosen for eviction to make room for the claim, changed first; deciding again", victim.Name)
+	}
+	why := fmt.Sprintf("evicting volume %s (%s, the least recently used member), with its data, to make room for claim %s/%s (evictForClaims)",
+		victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name)
+	p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; %s", msg, why)
+	if pool := pools.PoolOf(p.pools, class.Name); pool != nil {
+		p.recorder.Eventf(pool, corev1.EventTypeNormal, reasonMemberEvicted, "Evicted volume %s (%s), with its data, for claim %s/%s: %s (evictForClaims)",
+			victim.Name, pools.StateOf(victim), claim.Namespace, claim.Name, limit)
+	}
+	return nil
 }

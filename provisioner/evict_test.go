@@ -270,32 +270,96 @@ func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
 	}
 }
 
-// A claim whose namespace is at maxVolumesPerNamespace evicts nothing,
-// evictForClaims or not: a member evicted for it would only grow its
-// namespace's share.
-func TestClaimAtItsNamespacesMaximumEvictsNothing(t *testing.T) {
+// A claim whose namespace is at maxVolumesPerNamespace, which no member of
+// its namespace fits, lets go of its namespace's own least recently used
+// idle member under evictForClaims: no share changes. Never another
+// namespace's member, however long idle: that would only grow the share;
+// and without evictForClaims nothing goes.
+func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		evict bool
+		want  string
+	}{
+		{"evictForClaims", true, "old"},
+		{"without it", false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+			members := []*corev1.PersistentVolume{
+				volume("old", "1Gi", made, returned("ns/a", t0())),
+				volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour))),
+				volume("elsewhere", "1Gi", made, returned("other/x", t0().Add(-time.Hour))),
+			}
+			claim := claimFor("ns", "big", "5Gi")
+			f := newFixture(t, members, claim)
+			if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
+				p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), tt.evict
+				p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](2)
+			})); err != nil {
+				t.Fatal(err)
+			}
+			f.client.PrependReactor("*", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetVerb() == "update" || a.GetVerb() == "delete" {
+					if name := actionName(a); name != tt.want {
+						t.Errorf("%s of volume %s, want no write but to %q", a.GetVerb(), name, tt.want)
+					}
+				}
+				return false, nil, nil
+			})
+			class := f.directoryClass(map[string]string{"maxVolumes": "10"})
+			for range 2 { // retried meanwhile, it evicts no second one
+				if _, _, err := f.provision(class, claim); !errors.Is(err, errAtShare) {
+					t.Fatalf("Provision: %v, want the claim to wait at its namespace's maximum", err)
+				}
+				// The cache shows the fence (the finalizer keeps the member
+				// until its storage is gone).
+				fenced := members[0].DeepCopy()
+				fenced.Annotations[keys.Evicting] = keys.EvictForClaim
+				if tt.want != "" {
+					f.volumes.Update(fenced)
+				}
+			}
+			_, gone := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "old", metav1.GetOptions{})
+			if apierrors.IsNotFound(gone) != (tt.want == "old") {
+				t.Errorf("member old: %v, want evicted %v", gone, tt.want == "old")
+			}
+			if ev := f.events(); hasEvent(ev, "Normal EvictingForClaim") != (tt.want != "") {
+				t.Errorf("events = %v, want an EvictingForClaim event: %v", ev, tt.want != "")
+			}
+		})
+	}
+}
+
+// Under keyPolicy Require, a namespace at its maximum whose only member
+// was last used under another key lets go of it for a claim of a new key
+// (evictForClaims), which then gets a new member: it does not wait beside
+// an idle member for ever.
+func TestRequiredKeyAtTheNamespacesMaximumEvictsAnotherKeysMember(t *testing.T) {
 	made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
-	members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
-	claim := claimFor("ns", "big", "5Gi")
-	f := newFixture(t, members, claim)
+	claim := claimFor("t", "c2", "1Gi", labelledClaim("team", "b"))
+	f := newFixture(t, []*corev1.PersistentVolume{volume("team-a", "1Gi", made, returned("t/c1", t0()), keyed("team=a"), heldFor("t"))}, claim)
 	if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
-		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](2), true
-		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](2)
+		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), true
+		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](1)
 	})); err != nil {
 		t.Fatal(err)
 	}
-	f.client.PrependReactor("*", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.GetVerb() == "update" || a.GetVerb() == "delete" {
-			t.Errorf("%s of volume %s, want none", a.GetVerb(), actionName(a))
-		}
-		return false, nil, nil
-	})
-	_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "2"}), claim)
-	if !errors.Is(err, errAtShare) {
-		t.Fatalf("Provision: %v, want the claim to wait at its namespace's maximum", err)
+	class := f.directoryClass(map[string]string{keys.KeyLabel: "team", keys.KeyPolicy: keys.KeyPolicyRequire})
+	if _, _, err := f.provision(class, claim); !errors.Is(err, errAtShare) {
+		t.Fatalf("Provision: %v, want the claim to wait for the member being evicted", err)
 	}
-	if ev := f.events(); hasEvent(ev, "Normal EvictingForClaim") || !hasEvent(ev, "Warning NamespaceAtMaximum") {
-		t.Errorf("events = %v, want NamespaceAtMaximum and no eviction", ev)
+	if _, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "team-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("member of team a: %v, want it evicted", err)
+	}
+	// Gone from the cache as well: the claim gets a new member of its key.
+	f.volumes.Delete(volume("team-a", "1Gi"))
+	pv, _, err := f.provision(class, claim)
+	if err != nil || pv == nil {
+		t.Fatalf("Provision = %v, %v; want a new volume", nameOf(pv), err)
+	}
+	if got := pv.Annotations[keys.LastKey]; got != "team=b" {
+		t.Errorf("new volume's last key = %q, want team=b", got)
 	}
 }
 

@@ -270,7 +270,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	}
 
 	if atMax {
-		return p.namespaceAtMaximum(claim, class, params, shareNow, state)
+		return p.evictWithinShare(ctx, claim, class, params, shareNow, state)
 	}
 	if backing := params.Pool.BackingClass(); backing != nil {
 		return p.growThrough(ctx, opts, params, backing, selector, state, key, unlockShare)

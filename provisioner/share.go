@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -9,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/internal/eviction"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -87,6 +90,45 @@ func (p *provisioner) lockShare(class string, params *backend.Params, claim *cor
 	unlock = p.shareLocks.Lock(share{class: class, namespace: claim.Namespace})
 	size = shareSize(p.members(class, params.Pool), claim.Namespace, p.takes.TakenFor(claim.Namespace), p.pending.MadeFor(class, claim.Namespace))
 	return unlock, size, size >= params.MaxVolumesPerNamespace
+}
+
+// evictWithinShare makes room, under evictForClaims, for claim, whose
+// namespace is at its maximum and has no member that fits it (another key's
+// under keyPolicy Require, a smaller one): the least recently used idle
+// member of the namespace's own share goes (eviction.Victim), and the claim
+// waits, woken when it is gone; its new volume then takes the member's
+// place, and no share changes. A member of the share being evicted already
+// is room enough: a claim retried meanwhile evicts no second one. Never
+// another namespace's member, which would only grow the share; without
+// evictForClaims, or on a class whose members cannot be evicted, the claim
+// waits at its maximum.
+func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	if !params.EvictForClaims {
+		return p.namespaceAtMaximum(claim, class, params, size, state)
+	}
+	if how, err := p.backends[params.Backend].Evicts(); err != nil || how == backend.EvictNever {
+		return p.namespaceAtMaximum(claim, class, params, size, state)
+	}
+	var share []*corev1.PersistentVolume
+	for _, pv := range p.members(class.Name, params.Pool) {
+		switch {
+		case !countsFor(pv, claim.Namespace):
+		case pools.Evicting(pv):
+			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: member %s of namespace %s is being evicted to make room for its claims", errAtShare, pv.Name, claim.Namespace)}
+		default:
+			share = append(share, pv)
+		}
+	}
+	victim := eviction.Victim(share)
+	if victim == nil {
+		return p.namespaceAtMaximum(claim, class, params, size, state)
+	}
+	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them fits the claim (pool: %s)",
+		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state)
+	if err := p.evictFor(ctx, claim, class, victim, msg, fmt.Sprintf("namespace %s is at maxVolumesPerNamespace %d", claim.Namespace, params.MaxVolumesPerNamespace)); err != nil {
+		return nil, lib.ProvisioningFinished, err
+	}
+	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; a member of the namespace is being evicted to make room for it", errAtShare, msg)}
 }
 
 // namespaceAtMaximum reports that claim waits: its namespace has
