@@ -332,6 +332,9 @@ func fromTemplate(tmpl corev1.PodTemplateSpec, builtin *corev1.Pod) *corev1.Pod 
 func (l Pods) Run(ctx context.Context, j Job) error {
 	logger := klog.FromContext(ctx).WithValues("op", j.Op, "node", j.Node, "pv", j.Volume)
 	pods := l.client.CoreV1().Pods(l.namespace)
+	if err := l.afterCreate(ctx, j); err != nil {
+		return err
+	}
 	want, err := l.podFor(ctx, j)
 	if err != nil {
 		return err
@@ -374,6 +377,42 @@ func (l Pods) Run(ctx context.Context, j Job) error {
 	l.observe(j.Op, "succeeded", started)
 	logger.V(2).Info("Lifecycle pod succeeded", "pod", klog.KObj(pod))
 	return nil
+}
+
+// afterCreate has any other work on j's volume wait, up to the timeout,
+// while the pod that creates its storage exists: one that timed out is
+// deleted, but stays until its kubelet confirms that its containers stopped
+// (behind an unreachable kubelet, until its node is removed). A delete run
+// meanwhile could end first, and the create would then leave a directory
+// with no volume.
+func (l Pods) afterCreate(ctx context.Context, j Job) error {
+	if j.Op == Create {
+		return nil
+	}
+	name := Job{Op: Create, Volume: j.Volume}.podName()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	for {
+		changed := l.events.next()
+		// The API server, not the cache, says that the pod is gone.
+		p, err := l.client.CoreV1().Pods(l.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("looking for the create pod %s/%s of volume %s before its %s: %w", l.namespace, name, j.Volume, j.Op, err)
+		}
+		select {
+		case <-ctx.Done():
+			where := ""
+			if p != nil {
+				where = fmt.Sprintf(" (%s, on node %q)", podState(p), p.Spec.NodeName)
+			}
+			return fmt.Errorf("the create pod %s/%s of volume %s still exists%s: the %s waits until it is gone, lest the two overlap",
+				l.namespace, name, j.Volume, where, j.Op)
+		case <-changed:
+		}
+	}
 }
 
 // wait returns the pod once it has ended, errGone once it is deleted, or
@@ -419,13 +458,15 @@ func (l Pods) observe(op, result string, started time.Time) {
 }
 
 // remove deletes the pod, precondition on its UID so that a pod of the same
-// name started since is left alone; it outlives ctx's cancellation.
+// name started since is left alone; it outlives ctx's cancellation. The
+// deletion is not forced: a pod that ended goes at once, and one that did
+// not (its deadline) stays until its kubelet has stopped its containers,
+// which may still be at work on the volume (afterCreate).
 func (l Pods) remove(ctx context.Context, pod *corev1.Pod) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	err := l.client.CoreV1().Pods(l.namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions: &metav1.Preconditions{UID: &pod.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "Removing a lifecycle pod", "pod", klog.KObj(pod))

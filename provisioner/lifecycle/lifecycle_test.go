@@ -13,10 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
@@ -200,6 +202,53 @@ func TestLifecyclePodsRun(t *testing.T) {
 		}
 		noPodLeft(t, client)
 		timed(t, l, "deadline")
+		// Not forced: the pod stays until its kubelet has stopped its
+		// containers, which may still work on the volume.
+		for _, a := range client.Actions() {
+			if d, ok := a.(k8stesting.DeleteActionImpl); ok && d.DeleteOptions.GracePeriodSeconds != nil && *d.DeleteOptions.GracePeriodSeconds == 0 {
+				t.Errorf("pod %s deleted with grace period 0, want its kubelet to confirm its end", d.Name)
+			}
+		}
+	})
+	t.Run("a delete waits for the volume's create pod", func(t *testing.T) {
+		l, client := newPods(t, 50*time.Millisecond)
+		// The create pod timed out and was deleted, but its kubelet has
+		// not confirmed that its container stopped.
+		stuck := l.pod(job)
+		stuck.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), stuck, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		del := job
+		del.Op = Delete
+		err := l.Run(context.Background(), del)
+		if err == nil || !strings.Contains(err.Error(), "create-pvc-1") {
+			t.Fatalf("error %v, want the delete to wait for the create pod", err)
+		}
+		if _, err := client.CoreV1().Pods("lifecycle").Get(context.Background(), "delete-pvc-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("delete pod: %v, want none started while the create pod exists", err)
+		}
+	})
+	t.Run("a delete starts once the volume's create pod is gone", func(t *testing.T) {
+		l, client := newPods(t, time.Minute)
+		stuck := l.pod(job)
+		stuck.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), stuck, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Its kubelet confirms the end: the pod goes; the delete pod then
+		// runs and succeeds.
+		go func() {
+			_ = wait.PollUntilContextTimeout(t.Context(), time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				return client.CoreV1().Pods("lifecycle").Delete(ctx, "create-pvc-1", metav1.DeleteOptions{}) == nil, nil
+			})
+		}()
+		lifecycletest.Finish(t, client, "delete-pvc-1", corev1.PodSucceeded, "")
+		del := job
+		del.Op = Delete
+		if err := l.Run(context.Background(), del); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Run("a pod deleted by someone else", func(t *testing.T) {
 		l, client := newPods(t, time.Minute)
