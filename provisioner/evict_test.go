@@ -331,6 +331,34 @@ func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
 	}
 }
 
+// A claim at its namespace's maximum that no new volume could serve (a
+// block volume of a directory class) is refused, and evicts nothing for it.
+func TestClaimNoVolumeServesEvictsNothingAtItsNamespacesMaximum(t *testing.T) {
+	made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+	claim := claimFor("ns", "raw", "5Gi", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
+	})
+	f := newFixture(t, []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0()))}, claim)
+	if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
+		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), true
+		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](1)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	f.client.PrependReactor("*", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetVerb() == "update" || a.GetVerb() == "delete" {
+			t.Errorf("%s of volume %s, want none", a.GetVerb(), actionName(a))
+		}
+		return false, nil, nil
+	})
+	if _, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "10"}), claim); err == nil || errors.Is(err, errAtShare) {
+		t.Fatalf("Provision: %v, want the claim refused", err)
+	}
+	if ev := f.events(); hasEvent(ev, "Normal EvictingForClaim") {
+		t.Errorf("events = %v, want no eviction", ev)
+	}
+}
+
 // Under keyPolicy Require, a namespace at its maximum whose only member
 // was last used under another key lets go of it for a claim of a new key
 // (evictForClaims), which then gets a new member: it does not wait beside

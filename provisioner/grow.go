@@ -111,6 +111,15 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 		node = opts.SelectedNode.Name
 	}
 	count, onNode, ok := p.reserve(class.Name, opts.PVName, node, params.MaxVolumes, params.MaxVolumesPerNode)
+	if state.atShare > 0 && (ok || params.MaxVolumes > 0 && count >= params.MaxVolumes) {
+		// The namespace is at its maximum: the new volume may only take
+		// the place of a member of its share, which makes room in the
+		// pool as well.
+		if ok {
+			p.pending.Unreserve(opts.PVName)
+		}
+		return growth{}, decided(p.evictWithinShare(ctx, claim, class, params, state.atShare, state))
+	}
 	switch {
 	case !ok && params.MaxVolumes > 0 && count >= params.MaxVolumes:
 		msg := fmt.Sprintf("class %s has %d of at most %d volumes (%s=%d) and its pool has nothing that fits: %s; free a volume or raise %s",

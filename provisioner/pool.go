@@ -190,6 +190,10 @@ type poolState struct {
 	// emptied, it may go to the claim. Nil when there is none, or one is
 	// being emptied already.
 	crossable *corev1.PersistentVolume
+	// atShare is the size of the share of the claim's namespace when it is
+	// at maxVolumesPerNamespace, 0 below: a new volume may then only take
+	// the place of a member of the share (evictForClaims).
+	atShare int
 }
 
 func (s poolState) String() string {

@@ -249,7 +249,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	if atMax {
 		// Only a member its namespace has already: no other share changes.
 		cands = withinShare(cands, claim.Namespace)
-		state.crossable = nil
+		state.crossable, state.atShare = nil, shareNow
 	}
 	if pv := state.returning; pv != nil {
 		if left := returnWait - p.clock.Since(claim.CreationTimestamp.Time); left > 0 {
@@ -269,14 +269,19 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
-	if atMax {
-		return p.evictWithinShare(ctx, claim, class, params, shareNow, state)
+	if atMax && !params.EvictForClaims {
+		return p.namespaceAtMaximum(claim, class, params, shareNow, state)
 	}
+	// With evictForClaims, growth checks the claim as for any new volume
+	// before admit evicts a member of the share for it (evictWithinShare).
 	if backing := params.Pool.BackingClass(); backing != nil {
 		return p.growThrough(ctx, opts, params, backing, selector, state, key, unlockShare)
 	}
 	maker, advice := params.Pool.Maker()
 	if maker == nil {
+		if atMax {
+			return p.namespaceAtMaximum(claim, class, params, shareNow, state)
+		}
 		if opts.SelectedNode != nil && state.unfit["node"] > 0 {
 			// A free volume exists elsewhere: let the scheduler pick another node.
 			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.Backend, class.Name, opts.SelectedNode.Name, state)

@@ -22,8 +22,10 @@ import (
 // claims or held for it (reuseScope namespace, which the setting needs:
 // every way a member comes to a namespace then passes the provisioner).
 // At its maximum a claim may still have a member of its own namespace's
-// share, which changes no share; it never has a new volume, a member no
-// claim has had, one emptied from another namespace, or one evicted.
+// share, which changes no share, or under evictForClaims a new volume in
+// the place of the share's least recently used idle member; it never has a
+// member no claim has had, nor one emptied or evicted from another
+// namespace.
 
 // reasonNamespaceAtMaximum: the claim waits, its namespace at
 // maxVolumesPerNamespace.
@@ -92,16 +94,18 @@ func (p *provisioner) lockShare(class string, params *backend.Params, claim *cor
 	return unlock, size, size >= params.MaxVolumesPerNamespace
 }
 
-// evictWithinShare makes room, under evictForClaims, for claim, whose
-// namespace is at its maximum and has no member that fits it (another key's
-// under keyPolicy Require, a smaller one): the least recently used idle
-// member of the namespace's own share goes (eviction.Victim), and the claim
-// waits, woken when it is gone; its new volume then takes the member's
-// place, and no share changes. A member of the share being evicted already
-// is room enough: a claim retried meanwhile evicts no second one. Never
-// another namespace's member, which would only grow the share; without
-// evictForClaims, or on a class whose members cannot be evicted, the claim
-// waits at its maximum.
+// evictWithinShare makes room for claim, whose namespace is at its maximum
+// (size, its share) and has no member that fits it (another key's under
+// keyPolicy Require, a smaller one), once growth has checked the claim as
+// for any new volume (admit): under evictForClaims the least recently used
+// idle member of the namespace's own share goes (eviction.Victim), and the
+// claim waits, woken when it is gone; its new volume then takes the
+// member's place, and no share changes. A member of the share being
+// evicted already is room enough: a claim retried meanwhile evicts no
+// second one. Never another namespace's member, which would only grow the
+// share, nor one this provisioner has just issued; without evictForClaims,
+// or on a class whose members cannot be evicted, the claim waits at its
+// maximum.
 func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	if !params.EvictForClaims {
 		return p.namespaceAtMaximum(claim, class, params, size, state)
@@ -109,12 +113,17 @@ func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.Persis
 	if how, err := p.backends[params.Backend].Evicts(); err != nil || how == backend.EvictNever {
 		return p.namespaceAtMaximum(claim, class, params, size, state)
 	}
+	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them fits the claim (pool: %s)",
+		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state)
+	taken := sets.New(p.takes.TakenFor(claim.Namespace)...)
 	var share []*corev1.PersistentVolume
 	for _, pv := range p.members(class.Name, params.Pool) {
 		switch {
-		case !countsFor(pv, claim.Namespace):
+		case !countsFor(pv, claim.Namespace) || taken.Has(pv.Name):
 		case pools.Evicting(pv):
-			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: member %s of namespace %s is being evicted to make room for its claims", errAtShare, pv.Name, claim.Namespace)}
+			p.metrics.namespaceAtMaximum.WithLabelValues(class.Name).Inc()
+			p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonEvictingForClaim, "%s; it waits for volume %s of the namespace, being evicted, to be gone (evictForClaims)", msg, pv.Name)
+			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; member %s of the namespace is being evicted", errAtShare, msg, pv.Name)}
 		default:
 			share = append(share, pv)
 		}
@@ -123,8 +132,6 @@ func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.Persis
 	if victim == nil {
 		return p.namespaceAtMaximum(claim, class, params, size, state)
 	}
-	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them fits the claim (pool: %s)",
-		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state)
 	if err := p.evictFor(ctx, claim, class, victim, msg, fmt.Sprintf("namespace %s is at maxVolumesPerNamespace %d", claim.Namespace, params.MaxVolumesPerNamespace)); err != nil {
 		return nil, lib.ProvisioningFinished, err
 	}
