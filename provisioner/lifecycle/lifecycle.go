@@ -390,26 +390,28 @@ func (l Pods) afterCreate(ctx context.Context, j Job) error {
 		return nil
 	}
 	name := Job{Op: Create, Volume: j.Volume}.podName()
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	waitCtx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
+	var last *corev1.Pod
 	for {
 		changed := l.events.next()
 		// The API server, not the cache, says that the pod is gone.
-		p, err := l.client.CoreV1().Pods(l.namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := l.client.CoreV1().Pods(l.namespace).Get(waitCtx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil
-		case err != nil && ctx.Err() == nil:
+		case err == nil:
+			last = p
+		case waitCtx.Err() == nil:
 			return fmt.Errorf("looking for the create pod %s/%s of volume %s before its %s: %w", l.namespace, name, j.Volume, j.Op, err)
 		}
 		select {
-		case <-ctx.Done():
-			where := ""
-			if p != nil {
-				where = fmt.Sprintf(" (%s, on node %q)", podState(p), p.Spec.NodeName)
+		case <-waitCtx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			return fmt.Errorf("the create pod %s/%s of volume %s still exists%s: the %s waits until it is gone, lest the two overlap",
-				l.namespace, name, j.Volume, where, j.Op)
+			return fmt.Errorf("the create pod %s/%s of volume %s still exists (%s): the %s waits until it is gone, lest the two overlap; if its node is down for good, delete the Node or force-delete the pod",
+				l.namespace, name, j.Volume, podState(last), j.Op)
 		case <-changed:
 		}
 	}
@@ -480,6 +482,11 @@ var errGone = errors.New("lifecycle pod gone")
 func podState(p *corev1.Pod) string {
 	if p == nil {
 		return "never seen"
+	}
+	if d := p.DeletionTimestamp; d != nil {
+		// Deleted, and its kubelet has not confirmed that its containers
+		// stopped: a node that does not answer.
+		return fmt.Sprintf("%s, terminating since %s on node %q", p.Status.Phase, d.UTC().Format(time.RFC3339), p.Spec.NodeName)
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil {
