@@ -443,7 +443,8 @@ const scrubPolicy = "reclaimable-scrub-before-bind"
 // installation's policy refuses that bind. The test makes the race
 // certain: nothing scrubs the volume (its class is no provisioner's), and
 // a claim that fits it only is made after the mark. The bind is tried as
-// the PV controller writes it, then by the PV controller itself; once the
+// the PV controller writes it, then by the PV controller itself, and again
+// for a claim of the user's namespace named as the scrub claim; once the
 // mark goes, the claim is bound.
 //
 // It runs alone, after the installation tests (it counts the policy's
@@ -500,6 +501,33 @@ func TestInstallNoClaimIsBoundToAVolumeMarkedForScrub(t *testing.T) {
 		return refusals(t) >= refused+2, nil
 	}, "the PV controller's bind to be refused")
 	got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := got.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		t.Fatalf("marked volume bound to claim %s/%s", ref.Namespace, ref.Name)
+	}
+
+	// A claim named as the scrub's, but in a namespace of a user's: only
+	// the scrub claim the volume already names may be bound to it, and a
+	// user could make one of that name in any namespace.
+	impostor := objects.NewClaim(ns, keys.ScrubClaim(pv.Name), class, "1Mi")
+	impostor.Spec.VolumeName = pv.Name
+	impostor, err = client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, impostor, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bindTo(ctx, impostor.Name, impostor.UID, metav1.UpdateOptions{}); !deniedBy(scrubPolicy)(err) {
+		t.Fatalf("binding the marked volume to claim %s/%s: %v, want the refusal of %s", ns, impostor.Name, err, scrubPolicy)
+	}
+	if err := client.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, impostor.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, impostor.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the claim named as the scrub's to be gone")
+	got, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
