@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -180,5 +181,65 @@ func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
 	}
 	if got.Annotations[keys.ConsumerOutcome] != keys.OutcomeSucceeded || got.Annotations["a"] != "b" || len(got.Labels) != 1 {
 		t.Errorf("the claim after the podwatcher's writes: labels %v, annotations %v", got.Labels, got.Annotations)
+	}
+}
+
+const outcomePolicy = "reclaimable-consumer-outcome"
+
+// The releaser spares a volume its scrub (onRelease ScrubUnlessSucceeded)
+// by the outcome recorded on its claim: no claim may be made with one, and
+// no one but the podwatcher (or a cluster administrator) may set, change or
+// remove it, not even a user who may write every claim of the namespace.
+func TestInstallOnlyThePodwatcherRecordsAnOutcome(t *testing.T) {
+	t.Parallel()
+	install(t)
+	ctx := context.Background()
+	ns := framework.Namespace(t)
+	// A user who may write every claim of the namespace.
+	claims := serviceAccountClient(t, ns, "editor", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
+		Verbs: []string{"get", "create", "update", "patch"}}).CoreV1().PersistentVolumeClaims(ns)
+	outcome := `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"` + keys.OutcomeSucceeded + `"}}}`
+	denied := deniedBy(outcomePolicy)
+	withOutcome := func(c *corev1.PersistentVolumeClaim) {
+		c.Annotations = map[string]string{keys.ConsumerOutcome: keys.OutcomeSucceeded}
+		c.Labels = map[string]string{keys.ClaimManagedBy: "reclaimable"}
+	}
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := claims.Create(ctx, objects.NewClaim(ns, "probe", "none", "1Mi", withOutcome), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return denied(err), nil
+	}, "the outcome policy to be in force")
+
+	if _, err := claims.Create(ctx, objects.NewClaim(ns, "preset", "none", "1Mi", withOutcome), metav1.CreateOptions{}); !denied(err) {
+		t.Errorf("a claim labelled as the podwatcher's was created with an outcome: %v", err)
+	}
+	// Present but empty is present: the podwatcher would record no other.
+	if _, err := claims.Create(ctx, objects.NewClaim(ns, "empty", "none", "1Mi", func(c *corev1.PersistentVolumeClaim) {
+		c.Annotations = map[string]string{keys.ConsumerOutcome: ""}
+	}), metav1.CreateOptions{}); !denied(err) {
+		t.Errorf("a claim was created with an empty outcome: %v", err)
+	}
+	claim, err := claims.Create(ctx, objects.NewClaim(ns, "cache", "none", "1Mi"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Patch(ctx, claim.Name, types.MergePatchType, []byte(outcome), metav1.PatchOptions{}); !denied(err) {
+		t.Errorf("a user recorded an outcome: %v", err)
+	}
+
+	// Recorded by the podwatcher, it stays as it is.
+	if _, err := podwatcherClient(t).CoreV1().PersistentVolumeClaims(ns).Patch(ctx, claim.Name, types.MergePatchType, []byte(outcome), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("the podwatcher could not record an outcome: %v", err)
+	}
+	for _, tc := range []struct{ what, patch string }{
+		{"change", `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"` + keys.OutcomeFailed + `"}}}`},
+		{"remove", `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":null}}}`},
+	} {
+		if _, err := claims.Patch(ctx, claim.Name, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{}); !denied(err) {
+			t.Errorf("a user could %s a recorded outcome: %v", tc.what, err)
+		}
+	}
+	// Anything else of the claim a user may still change.
+	if _, err := claims.Patch(ctx, claim.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("labelling a claim with an outcome: %v", err)
 	}
 }

@@ -294,7 +294,8 @@ func jsonKind(first byte) string {
 
 // checkTemplate refuses templates that would reach beyond the owner: into
 // another namespace, onto a volume picked by name (which could hand out a
-// volume holding someone else's data), or onto fields that drive binding.
+// volume holding someone else's data), onto fields that drive binding, or
+// onto the outcome the podwatcher records.
 func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection {
 	if t.Namespace != "" && t.Namespace != namespace {
 		return &rejection{Reason: ReasonForbiddenNamespace, Message: truncate(fmt.Sprintf(
@@ -310,6 +311,12 @@ func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection
 		return &rejection{Reason: ReasonForbiddenDataSource, Message: truncate(fmt.Sprintf(
 			"the claim template's spec.dataSourceRef points into namespace %q; only the owner's namespace %q is allowed: remove dataSourceRef.namespace or use a source in %q",
 			*ref.Namespace, namespace, namespace), maxMessage)}
+	}
+	if _, set := t.Annotations[keys.ConsumerOutcome]; set {
+		// The releaser spares a volume its scrub by it: a template that
+		// said Succeeded would hand a failed job's data on.
+		return &rejection{Reason: ReasonForbiddenAnnotation, Message: truncate(fmt.Sprintf(
+			"the claim template sets annotation %q, which the podwatcher alone writes, once the claim's Pod or Job ended: remove it", keys.ConsumerOutcome), maxMessage)}
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.Annotations)) {
 		for _, prefix := range keys.BindingAnnotationPrefixes {

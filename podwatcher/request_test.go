@@ -108,6 +108,9 @@ func TestParseRequests(t *testing.T) {
 			volumes:     cache, wantReasons: []string{ReasonForbiddenDataSource}, wantInMsg: `"other"`,
 		},
 		{name: "binding annotation in template", annotations: ask("cache", "true", "metadata:\n  annotations:\n    volume.kubernetes.io/selected-node: n1\n"), volumes: cache, wantReasons: []string{ReasonForbiddenAnnotation}},
+		// The outcome the releaser reads to spare a volume its scrub: only
+		// the podwatcher writes it, once the owner ended.
+		{name: "consumer outcome in template", annotations: ask("cache", "true", "metadata:\n  annotations:\n    reclaimable.github.io/consumer-outcome: Succeeded\n"), volumes: cache, wantReasons: []string{ReasonForbiddenAnnotation}},
 		{
 			name:        "two volumes ask for one claim",
 			annotations: merge(ask("a", "true", validYAML), ask("b", "true", validYAML)),

@@ -160,7 +160,16 @@ func checkSettings(objs []*unstructured.Unstructured, want settings) []string {
 				errorf("%s: in namespace %q, want %q", what, o.GetNamespace(), want.lifecycleNamespace)
 			}
 		case "ValidatingAdmissionPolicy":
+			// The users the installation names: in matchConditions, or in
+			// a variable called podwatcher (other variables name users of
+			// Kubernetes, in kube-system).
 			conditions, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchConditions")
+			variables, _, _ := unstructured.NestedSlice(o.Object, "spec", "variables")
+			for _, v := range variables {
+				if name, _, _ := unstructured.NestedString(v.(map[string]any), "name"); name == "podwatcher" {
+					conditions = append(conditions, v)
+				}
+			}
 			for _, c := range conditions {
 				expr, _, _ := unstructured.NestedString(c.(map[string]any), "expression")
 				if strings.Contains(expr, "system:serviceaccount:") && !strings.Contains(expr, "system:serviceaccount:"+want.namespace+":") {
