@@ -269,18 +269,27 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return nil, lib.ProvisioningFinished, &lib.IgnoredError{Reason: fmt.Sprintf("volume %s was issued from the pool; the PV controller binds it", pv)}
 	}
 
-	if atMax && !params.EvictForClaims {
-		return p.namespaceAtMaximum(claim, class, params, shareNow, state)
+	return p.growOrWait(ctx, opts, class, params, selector, state, key, unlockShare)
+}
+
+// growOrWait decides for a claim that no member of the pool was issued to:
+// a new volume, through the class's backend or its backing class (placed
+// once its place is held), or a wait at the pool's or its namespace's
+// maximum. class is the claim's class as its pool makes it.
+func (p *provisioner) growOrWait(ctx context.Context, opts lib.ProvisionOptions, class *storagev1.StorageClass, params *backend.Params, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+	claim := opts.PVC
+	if state.atShare > 0 && !params.EvictForClaims {
+		return p.namespaceAtMaximum(claim, class, params, state.atShare, state)
 	}
 	// With evictForClaims, growth checks the claim as for any new volume
 	// before admit evicts a member of the share for it (evictWithinShare).
 	if backing := params.Pool.BackingClass(); backing != nil {
-		return p.growThrough(ctx, opts, params, backing, selector, state, key, unlockShare)
+		return p.growThrough(ctx, opts, params, backing, selector, state, key, placed)
 	}
 	maker, advice := params.Pool.Maker()
 	if maker == nil {
-		if atMax {
-			return p.namespaceAtMaximum(claim, class, params, shareNow, state)
+		if state.atShare > 0 {
+			return p.namespaceAtMaximum(claim, class, params, state.atShare, state)
 		}
 		if opts.SelectedNode != nil && state.unfit["node"] > 0 {
 			// A free volume exists elsewhere: let the scheduler pick another node.
@@ -288,7 +297,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		}
 		return p.exhausted(ctx, claim, class, state, fmt.Sprintf("the %s pool of class %s has no free volume that fits: %s; %s", params.Backend, class.Name, state, advice))
 	}
-	return p.grow(ctx, opts, params, maker, selector, state, key, unlockShare)
+	return p.grow(ctx, opts, params, maker, selector, state, key, placed)
 }
 
 // startWaiting records claim as waiting for a volume of class to be
