@@ -103,13 +103,10 @@ func (p *provisioner) lockShare(class string, params *backend.Params, claim *cor
 // member's place, and no share changes. A member of the share being
 // evicted already is room enough: a claim retried meanwhile evicts no
 // second one. Never another namespace's member, which would only grow the
-// share, nor one this provisioner has just issued; without evictForClaims,
-// or on a class whose members cannot be evicted, the claim waits at its
-// maximum.
+// share, nor one this provisioner has just issued; on a class whose
+// members cannot be evicted the claim waits at its maximum. Only reached
+// under evictForClaims: without it growOrWait has the claim wait first.
 func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
-	if !params.EvictForClaims {
-		return p.namespaceAtMaximum(claim, class, params, size, state)
-	}
 	if how, err := p.backends[params.Backend].Evicts(); err != nil || how == backend.EvictNever {
 		return p.namespaceAtMaximum(claim, class, params, size, state)
 	}
