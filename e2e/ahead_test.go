@@ -292,7 +292,7 @@ func waitMadeAhead(t *testing.T, class string, n int) []*corev1.PersistentVolume
 		ready = nil
 		for i := range list.Items {
 			pv := &list.Items[i]
-			if pv.Spec.StorageClassName == class && pools.MadeAhead(pv) && !pools.StoragePending(pv) {
+			if pv.Spec.StorageClassName == class && pools.Unissued(pv) && !pools.StoragePending(pv) {
 				ready = append(ready, pv)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,19 @@ func newVolumePoolCase(t *testing.T, extra map[string]string, namespaces ...stri
 	return newPoolCaseWith(t, extra, true, namespaces...)
 }
 
+// newStaticPoolCase is newVolumePoolCase over a class of the static
+// backend, which has no member until addStatic labels some into it.
+func newStaticPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
+	t.Helper()
+	extra = maps.Clone(extra)
+	extra[staticBackend] = "true"
+	return newPoolCaseWith(t, extra, true, namespaces...)
+}
+
+// staticBackend, set to "true" among a pool case's settings, makes its
+// class one of the static backend.
+const staticBackend = "static"
+
 func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespaces ...string) *poolCase {
 	t.Helper()
 	client := framework.Client()
@@ -74,7 +88,12 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 			params[keys.ReuseScope] = keys.ReuseScopeCluster
 		}
 	}
-	class := createDirectoryClass(t, "pool", id, prov, params)
+	var class string
+	if extra[staticBackend] == "true" {
+		class = createClass(t, "pool", id, prov, corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate, map[string]string{"backend": "static"})
+	} else {
+		class = createDirectoryClass(t, "pool", id, prov, params)
+	}
 	var pool string
 	if onPool {
 		pool = createVolumePool(t, class, extra)
@@ -96,6 +115,13 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 	}
 	if extra[keys.KeyPolicy] == keys.KeyPolicyRequire {
 		scope.KeyRequired = map[string]string{class: extra[keys.KeyLabel]}
+	}
+	if s, ok := extra[keys.MaxVolumesPerNamespace]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scope.MaxPerNamespace = map[string]int{class: n}
 	}
 	r.inv = framework.WatchInvariants(t, scope)
 	r.start()

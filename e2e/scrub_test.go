@@ -27,6 +27,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // scrubCase is a class of one volume at most, on the real node, whose
@@ -358,7 +359,7 @@ func waitEmptied(t *testing.T, volume, dir string) {
 			return false, err
 		}
 		_, marked := pv.Annotations[keys.Scrub]
-		return !marked && pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
+		return !marked && pools.StateOf(pv) == pools.StateFree && pv.Status.Phase == corev1.VolumeAvailable, nil
 	}, "volume "+volume+" to be scrubbed and free")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -431,6 +432,39 @@ func TestNodeScrubSurvivesAKill(t *testing.T) {
 		t.Errorf("after the kill the next claim got %s holding %v, want %s holding [mine]", got.Name, held, first.Name)
 	}
 	c.nothingLeft(t)
+	c.inv.Check(t, 10*time.Second)
+}
+
+// A member emptied by a scrub, under keyPolicy Require, is issued by the
+// provisioner, which records the key of the claim it goes to: were it left
+// without a claimRef, the PV controller would bind it to the next claim
+// that fits, record no key, and once released its data would be held as
+// used without one, for claims without a key.
+func TestNodeScrubbedMemberRemembersItsNextKey(t *testing.T) {
+	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, nil, func(spec *v1alpha1.VolumePoolSpec) {
+		spec.ReuseScope, spec.KeyLabel, spec.KeyPolicy = keys.ReuseScopeNamespace, "team", keys.KeyPolicyRequire
+	})
+	claims := framework.Client().CoreV1().PersistentVolumeClaims(c.ns)
+	create := func(name, team string) {
+		if _, err := claims.Create(context.Background(), objects.NewClaim(c.ns, name, c.class, "1Mi", func(pvc *corev1.PersistentVolumeClaim) {
+			pvc.Labels = map[string]string{"team": team}
+		}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("a1", "a")
+	volume := boundVolume(t, c.ns, "a1")
+	if err := claims.Delete(context.Background(), "a1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEmptied(t, volume.Name, volume.Spec.HostPath.Path)
+
+	create("b1", "b")
+	if got := boundVolume(t, c.ns, "b1"); got.Name != volume.Name {
+		t.Fatalf("claim b1 got volume %s, want %s, the pool's one member, emptied", got.Name, volume.Name)
+	} else if key := got.Annotations[keys.LastKey]; key != "team=b" {
+		t.Errorf("the emptied member, bound to a claim of key team=b, remembers key %q, want team=b", key)
+	}
 	c.inv.Check(t, 10*time.Second)
 }
 

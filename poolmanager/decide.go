@@ -215,7 +215,7 @@ func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStat
 		if _, failed := pv.Annotations[keys.ScrubFailed]; failed && pools.Scrubbing(pv) {
 			s.ScrubFailed++
 		}
-		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (pools.MadeAhead(pv) || pools.StoragePending(pv)) {
+		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (pools.Unissued(pv) || pools.StoragePending(pv)) {
 			s.MadeAhead++
 			if pools.StoragePending(pv) {
 				pending++

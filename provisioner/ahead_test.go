@@ -78,8 +78,8 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 		t.Fatalf("%d volumes, %d in flight; want 3 and 0", len(pvs), f.p.ahead().InFlight("pool"))
 	}
 	for _, pv := range pvs {
-		if !pools.MadeAhead(pv) || pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
-			t.Errorf("volume %s: made ahead %v, pending %v, state %s; want a free member", pv.Name, pools.MadeAhead(pv), pools.StoragePending(pv), pools.StateOf(pv))
+		if !pools.Unissued(pv) || pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
+			t.Errorf("volume %s: made ahead %v, pending %v, state %s; want a free member", pv.Name, pools.Unissued(pv), pools.StoragePending(pv), pools.StateOf(pv))
 		}
 		if pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.MadeAhead] != "warm" || pv.Spec.ClaimRef.Namespace != metav1.NamespaceSystem {
 			t.Errorf("volume %s: annotations %v, claimRef %+v", pv.Name, pv.Annotations, pv.Spec.ClaimRef)

@@ -356,7 +356,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := f.server(testBackingVolume)
-	if !pools.MadeAhead(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
+	if !pools.Unissued(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[keys.BackingForUID] != "" {
 		t.Fatalf("member = class %s, policy %s, claimRef %+v, annotations %v; want a free member made ahead",
 			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)

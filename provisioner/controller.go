@@ -30,6 +30,7 @@ import (
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
+	"github.com/reclaimable/reclaimable/provisioner/unissued"
 )
 
 // Controller is the provisioner.
@@ -42,6 +43,9 @@ type Controller struct {
 	early *earlyHandOff
 	// scrubber empties the volumes of onRelease Scrub pools.
 	scrubber *scrub.Scrubber
+	// unissued keeps free members of pools held to namespaces out of the
+	// PV controller's reach.
+	unissued *unissued.Keeper
 	// evictor removes the storage of evicted members.
 	evictor *evict.Evictor
 	workers int
@@ -228,15 +232,20 @@ func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInfor
 }
 
 // buildLoops builds the loops that run beside the library's while the
-// provisioner leads: the scrubber, the evictor and the measurer.
+// provisioner leads: the scrubber, the keeper of unissued members, the
+// evictor and the measurer.
 func (c *Controller) buildLoops(volumes cache.SharedIndexInformer, classes storagelisters.StorageClassLister, cfg Config) error {
 	p, m := c.provisioner, c.provisioner.metrics
 	c.scrubber = scrub.New(p, scrub.Config{
-		Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Classes: classes,
+		Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Classes: classes, Pools: p.pools,
 		Pods: newLifecyclePods(p.client, cfg, p.lifecycle, m.lifecycle), Recorder: p.recorder, Clock: p.clock, Failures: m.scrubFailures, Workers: cfg.Workers,
 	})
 	if err := c.scrubber.Watch(volumes); err != nil {
 		return fmt.Errorf("watching volumes to scrub: %w", err)
+	}
+	c.unissued = unissued.New(unissued.Config{Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Classes: classes, Pools: p.pools, Workers: cfg.Workers})
+	if err := c.unissued.Watch(volumes); err != nil {
+		return fmt.Errorf("watching volumes without a claimRef: %w", err)
 	}
 	c.evictor = evict.NewEvictor(p, evict.Config{
 		Provisioner: p.name, Client: p.client, Volumes: volumes.GetIndexer(), Pools: p.pools, Nodes: p.nodes,
@@ -261,13 +270,14 @@ func (c *Controller) Start(ctx context.Context) error { return c.lifecycle.Start
 
 // Run provisions and deletes until ctx is done; Start comes first.
 func (c *Controller) Run(ctx context.Context) error {
-	// The early hand-off, the scrubber, the evictor, the measurer and the
-	// class pools' loop run while the provisioner leads: they act on what
-	// the provisioner and the pool manager, which runs beside it under the
-	// same lease, decide.
+	// The early hand-off, the scrubber, the keeper of unissued members, the
+	// evictor, the measurer and the class pools' loop run while the
+	// provisioner leads: they act on what the provisioner and the pool
+	// manager, which runs beside it under the same lease, decide.
 	var wg sync.WaitGroup
 	wg.Go(func() { c.early.run(ctx, c.workers) })
 	wg.Go(func() { c.scrubber.Run(ctx) })
+	wg.Go(func() { c.unissued.Run(ctx) })
 	wg.Go(func() { c.evictor.Run(ctx) })
 	wg.Go(func() { c.provisioner.measurer.Run(ctx) })
 	wg.Go(func() { c.provisioner.classes.Run(ctx) })

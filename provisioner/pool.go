@@ -98,7 +98,7 @@ func issuable(a availability) bool { return a == free || a == freeIfGone || a ==
 // with none, its last claim's; "" for a volume never bound, which belongs
 // to no namespace yet.
 func lastNamespace(pv *corev1.PersistentVolume) string {
-	if pools.MadeAhead(pv) {
+	if pools.Unissued(pv) {
 		return "" // its claimRef names no claim's namespace
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil {
@@ -112,7 +112,7 @@ func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.Persisten
 	switch {
 	case pv.DeletionTimestamp != nil || pools.StoragePending(pv) || pools.Scrubbing(pv) || pools.Evicting(pv):
 		return inUse
-	case pools.MadeAhead(pv):
+	case pools.Unissued(pv):
 		return free
 	}
 	ref := pv.Spec.ClaimRef
@@ -342,7 +342,7 @@ func stillReleased(pv *corev1.PersistentVolume) int {
 // Released volume still names it in its claimRef; a volume the releaser
 // returned to the pool carries it in an annotation.
 func lastClaim(pv *corev1.PersistentVolume) string {
-	if pools.MadeAhead(pv) {
+	if pools.Unissued(pv) {
 		return "" // no claim had it yet
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Name != keys.HeldClaim(pv.Name) {
@@ -448,7 +448,7 @@ func issuedNow(old, cur *corev1.PersistentVolume) (issueKind, bool) {
 		return "", false
 	}
 	switch {
-	case pools.MadeAhead(old):
+	case pools.Unissued(old) && old.Annotations[keys.MadeAhead] != "":
 		return issueMadeAhead, true
 	case lastClaim(old) == is.Namespace+"/"+is.Name:
 		return issueSameClaim, true

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
 )
@@ -120,7 +121,7 @@ func scrubberFor(f *fixture, class *storagev1.StorageClass) *scrub.Scrubber {
 		f.t.Fatal(err)
 	}
 	return scrub.New(f.p, scrub.Config{
-		Provisioner: testProvisioner, Client: f.client, Volumes: f.volumes, Classes: storagelisters.NewStorageClassLister(classes),
+		Provisioner: testProvisioner, Client: f.client, Volumes: f.volumes, Classes: storagelisters.NewStorageClassLister(classes), Pools: f.p.pools,
 		Pods: lifecycle.NewPods(f.client, "lifecycle", "reclaimable:test", 0, nil, nil), Recorder: f.recorder, Clock: f.p.clock,
 		Failures: f.p.metrics.scrubFailures, Workers: 1,
 	})
@@ -185,7 +186,66 @@ func TestScrubFinishWaitsForTheScrubClaimWithBackOff(t *testing.T) {
 	if err := s.Sync(t.Context(), "a"); err != nil {
 		t.Fatalf("sync once the claim can go: %v", err)
 	}
-	if got := f.server("a"); got.Spec.ClaimRef != nil || got.Annotations[keys.Scrub] != "" {
-		t.Errorf("claimRef %+v, scrub %q: want the volume free", got.Spec.ClaimRef, got.Annotations[keys.Scrub])
+	if got := f.server("a"); !pools.Unissued(got) || pools.StateOf(got) != pools.StateFree || got.Annotations[keys.Scrub] != "" {
+		t.Errorf("claimRef %+v, scrub %q: want the volume free, issued by the provisioner alone", got.Spec.ClaimRef, got.Annotations[keys.Scrub])
+	}
+}
+
+// A scrubbed member of a pool that keeps members to namespaces names a
+// claim that never exists, as a member made ahead does: without a claimRef
+// the PV controller would bind it to any claim that fits, past keys and
+// shares. Under reuseScope cluster, where the PV controller binds free
+// members to any claim anyway, it has none.
+func TestScrubbedMemberIsIssuedByTheProvisionerAlone(t *testing.T) {
+	for _, tt := range []struct {
+		scope    string
+		unissued bool
+	}{
+		{keys.ReuseScopeNamespace, true},
+		{keys.ReuseScopeCluster, false},
+	} {
+		t.Run(tt.scope, func(t *testing.T) {
+			done := volume("a", "1Gi", returned("ns/job", t0()), keyed("team=a"), func(pv *corev1.PersistentVolume) {
+				pv.Annotations[keys.Scrub] = keys.ScrubDone
+				pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: keys.ScrubClaim("a")}
+			})
+			f := newFixture(t, []*corev1.PersistentVolume{done})
+			s := scrubberFor(f, f.directoryClass(map[string]string{keys.ReuseScope: tt.scope}))
+			if err := s.Sync(t.Context(), "a"); err != nil {
+				t.Fatal(err)
+			}
+			got := f.server("a")
+			if pools.Unissued(got) != tt.unissued || (!tt.unissued && got.Spec.ClaimRef != nil) {
+				t.Errorf("claimRef %+v, want one naming a claim that never exists: %v", got.Spec.ClaimRef, tt.unissued)
+			}
+			if pools.StateOf(got) != pools.StateFree || lastClaim(got) != "" || got.Annotations[keys.LastKey] != "" {
+				t.Errorf("state %s, last claim %q, last key %q: want a free member no claim has had", pools.StateOf(got), lastClaim(got), got.Annotations[keys.LastKey])
+			}
+		})
+	}
+}
+
+// A claim waiting for a full pool is woken when a scrub returns a member:
+// the member was Released, and so looked freed, all through its scrub, and
+// its return (with a claimRef naming no claim, which the PV controller
+// binds to nobody) is the change that frees it.
+func TestScrubbedMemberWakesTheClaimsWaiting(t *testing.T) {
+	claim := claimFor("ns", "c", "1Gi")
+	scrubbing := volume("a", "1Gi", returned("ns/job", t0()), released("lifecycle", keys.ScrubClaim("a"), "scrub-uid", t0()), func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.Scrub] = keys.ScrubDone
+	})
+	f := newFixture(t, []*corev1.PersistentVolume{scrubbing}, claim)
+	class := f.directoryClass(map[string]string{"maxVolumes": "1"})
+	if _, _, err := f.provision(class, claim); err == nil || !strings.Contains(err.Error(), "pool exhausted") {
+		t.Fatalf("Provision while the only member is scrubbed = %v, want the pool exhausted", err)
+	}
+	f.requeued = nil
+	done := scrubbing.DeepCopy()
+	delete(done.Annotations, keys.Scrub)
+	delete(done.Annotations, keys.LastClaim)
+	done.Spec.ClaimRef = pools.AheadClaimRef("a")
+	f.p.onVolume(scrubbing, done)
+	if len(f.requeued) != 1 || f.requeued[0] != "c" {
+		t.Errorf("requeued = %v once the member was emptied, want [c]", f.requeued)
 	}
 }

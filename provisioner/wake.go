@@ -117,11 +117,15 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	}
 }
 
-// isFreed reports whether pv no longer serves a claim.
+// isFreed reports whether pv no longer serves a claim and may serve the
+// next. A member being emptied, made or evicted serves none yet: the end of
+// its scrub or of its making is what frees it, and must wake the claims
+// waiting, which a Released phase seen before would not.
 func isFreed(pv *corev1.PersistentVolume) bool {
-	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed {
+	if pv.DeletionTimestamp != nil || pv.Status.Phase == corev1.VolumeFailed ||
+		pools.Scrubbing(pv) || pools.StoragePending(pv) || pools.Evicting(pv) {
 		return false
 	}
 	_, held := pools.HeldFor(pv)
-	return pv.Spec.ClaimRef == nil || pv.Status.Phase == corev1.VolumeReleased || held || pools.Reserved(pv)
+	return pv.Spec.ClaimRef == nil || pools.Unissued(pv) || pv.Status.Phase == corev1.VolumeReleased || held || pools.Reserved(pv)
 }

@@ -51,6 +51,11 @@ type Scope struct {
 	// Require, each with its keyLabel: a volume of theirs goes only to
 	// claims of the key it was last bound under (13).
 	KeyRequired map[string]string
+	// MaxPerNamespace are the classes of Classes whose pool says
+	// maxVolumesPerNamespace, each with it: no namespace's share (the
+	// members whose claimRef names a claim of it, whoever wrote it) is
+	// ever seen above it (14).
+	MaxPerNamespace map[string]int
 	// StuckAfter bounds how long a member may wait for its storage (made
 	// ahead, keys.StoragePending) or for its eviction to end (invariant
 	// 12); 0 means six minutes, three times the default --lifecycle-timeout.
@@ -58,7 +63,7 @@ type Scope struct {
 }
 
 // Invariants watches a scenario from its start and checks, at its end, the
-// thirteen invariants of the product (docs: "Invariants"):
+// fourteen invariants of the product (docs: "Invariants"):
 //
 //  1. no volume is bound to two claims, and no claim to two volumes;
 //  2. no volume whose claim still exists is released;
@@ -86,9 +91,13 @@ type Scope struct {
 //  13. no volume of a KeyRequired class is bound to a claim of another
 //     cache key than the claim it was last bound to, unless it was scrubbed
 //     since: the key of a claim being its keyLabel's value on the claim,
-//     else on the Pod that owns it, as this checker reads them.
+//     else on the Pod that owns it, as this checker reads them;
+//  14. no namespace holds more members of a MaxPerNamespace class than its
+//     maximum: members whose claimRef names a claim of the namespace
+//     (bound, released, held or reserved), whether the provisioner or the
+//     PV controller wrote it.
 //
-// 1, 2, 4 ("none before"), 7, 11 and 13 are checked as the scenario runs, from
+// 1, 2, 4 ("none before"), 7, 11, 13 and 14 are checked as the scenario runs, from
 // watch events confirmed against the API server; the rest at the end.
 type Invariants struct {
 	scope   Scope
@@ -106,7 +115,12 @@ type Invariants struct {
 	succeeded  map[types.UID]bool   // claims seen saying their consumer succeeded
 	scrubState map[string]string    // volume -> its scrub annotation as last seen
 	scrubs     int                  // volumes of the scope seen scrubbed
+	shares     map[string]share     // volume of a MaxPerNamespace class -> the share it is in
+	overShare  map[share]bool       // shares seen above their maximum, reported once
 }
+
+// share is one namespace's share of a class's pool.
+type share struct{ class, namespace string }
 
 // Scrubs is how many times a volume of the scope was seen scrubbed so far.
 func (inv *Invariants) Scrubs() int {
@@ -132,6 +146,8 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		unscrubbed: map[string]string{},
 		succeeded:  map[types.UID]bool{},
 		scrubState: map[string]string{},
+		shares:     map[string]share{},
+		overShare:  map[share]bool{},
 	}
 	pvs := inv.factory.Core().V1().PersistentVolumes().Informer()
 	claims := inv.factory.Core().V1().PersistentVolumeClaims().Informer()
@@ -141,6 +157,7 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 			inv.checkScrub(obj.(*corev1.PersistentVolume))
 			inv.checkEviction(obj.(*corev1.PersistentVolume))
 			inv.checkPreBound(obj.(*corev1.PersistentVolume))
+			inv.checkShare(obj.(*corev1.PersistentVolume), false)
 		},
 		UpdateFunc: func(old, cur any) {
 			inv.checkRelease(ctx, old.(*corev1.PersistentVolume), cur.(*corev1.PersistentVolume))
@@ -148,6 +165,12 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 			inv.checkScrub(cur.(*corev1.PersistentVolume))
 			inv.checkEviction(cur.(*corev1.PersistentVolume))
 			inv.checkPreBound(cur.(*corev1.PersistentVolume))
+			inv.checkShare(cur.(*corev1.PersistentVolume), false)
+		},
+		DeleteFunc: func(obj any) {
+			if pv, ok := obj.(*corev1.PersistentVolume); ok {
+				inv.checkShare(pv, true)
+			}
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -301,6 +324,41 @@ func (inv *Invariants) checkNamespace(pv *corev1.PersistentVolume) {
 	inv.mu.Unlock()
 	if seen && last != ns {
 		inv.violate("invariant 7: volume %s of namespace-scoped class %s is bound in namespace %s, and was last bound in %s", pv.Name, pv.Spec.StorageClassName, ns, last)
+	}
+}
+
+// checkShare (14): the members of a MaxPerNamespace class whose claimRef
+// names a claim of one namespace never outnumber its maximum. The watch
+// shows the volumes one change at a time in the order they were made, so
+// the count is that of a moment the cluster was in. A member made ahead
+// (or emptied, and issued by the provisioner alone) names a claim of no
+// namespace; one being scrubbed, its scrub claim in the lifecycle
+// namespace, is in no consumer's share either.
+func (inv *Invariants) checkShare(pv *corev1.PersistentVolume, gone bool) {
+	max, limited := inv.scope.MaxPerNamespace[pv.Spec.StorageClassName]
+	if !limited {
+		return
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	ref := pv.Spec.ClaimRef
+	if gone || ref == nil || pools.Unissued(pv) || ref.Name == keys.ScrubClaim(pv.Name) {
+		delete(inv.shares, pv.Name)
+		return
+	}
+	s := share{pv.Spec.StorageClassName, ref.Namespace}
+	inv.shares[pv.Name] = s
+	var in []string
+	for name, of := range inv.shares {
+		if of == s {
+			in = append(in, name)
+		}
+	}
+	if len(in) > max && !inv.overShare[s] {
+		inv.overShare[s] = true
+		slices.Sort(in)
+		inv.violations = append(inv.violations, fmt.Sprintf("invariant 14: namespace %s holds %d members of class %s (%s), above its maximum of %d",
+			s.namespace, len(in), s.class, strings.Join(in, ", "), max))
 	}
 }
 

@@ -57,7 +57,7 @@ func StateOf(pv *corev1.PersistentVolume) MemberState {
 		return StateOther
 	case Scrubbing(pv):
 		return StateScrubbing
-	case MadeAhead(pv):
+	case Unissued(pv):
 		return StateFree
 	case Reserved(pv):
 		return StateReserved
@@ -74,17 +74,20 @@ func StateOf(pv *corev1.PersistentVolume) MemberState {
 	return StateFree
 }
 
-// MadeAhead reports whether pv was made ahead of any claim and no claim has
-// had it yet: its claimRef still names keys.MadeAheadClaim.
-func MadeAhead(pv *corev1.PersistentVolume) bool {
+// Unissued reports whether pv is a member no claim has had since it was
+// made ahead of claims, or emptied by a scrub under reuseScope namespace:
+// its claimRef names a claim that never exists (AheadClaimRef), so that the
+// PV controller binds it to no claim and the provisioner alone issues it,
+// minding keys and shares.
+func Unissued(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	_, marked := pv.Annotations[keys.MadeAhead]
-	return marked && ref != nil && ref.UID == "" && ref.Name == keys.MadeAheadClaim(pv.Name)
+	return ref != nil && ref.UID == "" && ref.Namespace == AheadNamespace && ref.Name == keys.MadeAheadClaim(pv.Name)
 }
 
-// AheadClaimRef is the claimRef of pv, a member made ahead that no claim
-// has had yet: keys.MadeAheadClaim in AheadNamespace, without UID, a claim
-// that never exists, so that the PV controller binds it to nobody.
+// AheadClaimRef is the claimRef of pv, a member no claim has had yet (made
+// ahead, or emptied by a scrub): keys.MadeAheadClaim in AheadNamespace,
+// without UID, a claim that never exists, so that the PV controller binds
+// it to nobody.
 func AheadClaimRef(pv string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: AheadNamespace, Name: keys.MadeAheadClaim(pv)}
 }

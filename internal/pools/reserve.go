@@ -64,7 +64,7 @@ func Reserved(pv *corev1.PersistentVolume) bool {
 // deletes such a volume; no eviction may either.
 func PreBound(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	if ref == nil || ref.UID != "" || Reserved(pv) || MadeAhead(pv) {
+	if ref == nil || ref.UID != "" || Reserved(pv) || Unissued(pv) {
 		return false
 	}
 	_, held := HeldFor(pv)

@@ -45,7 +45,8 @@ func TestPreBound(t *testing.T) {
 		{"pre-bound by an administrator", byName, nil, true},
 		{"reserved by the releaser", byName, map[string]string{keys.ReservedUntil: "2026-11-25T10:00:00.000Z"}, false},
 		{"held for its namespace", byName, map[string]string{keys.HeldForNamespace: "ns"}, false},
-		{"made ahead", &corev1.ObjectReference{Name: keys.MadeAheadClaim("pv")}, map[string]string{keys.MadeAhead: ""}, false},
+		{"made ahead", AheadClaimRef("pv"), map[string]string{keys.MadeAhead: ""}, false},
+		{"emptied by a scrub", AheadClaimRef("pv"), nil, false},
 		{"bound", &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "uid"}, nil, false},
 		{"free", nil, nil, false},
 	} {

@@ -25,6 +25,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/unissued"
 )
 
 // The scrubber empties the volumes handed to it (keys.Scrub) before any
@@ -41,9 +42,10 @@ import (
 //     empties the volume; once it succeeded: done. A pod that fails leaves
 //     the volume running, its error in keys.ScrubFailed, and is tried again
 //     with back-off.
-//  3. done: the scrub claim is deleted; once it is gone the volume's
-//     claimRef is cleared and the scrub's and its last claim's annotations
-//     go: the volume is free, and empty.
+//  3. done: the scrub claim is deleted; once it is gone the scrub's and
+//     its last claim's annotations go, and the volume's claimRef is
+//     cleared, or under reuseScope namespace names a claim that never
+//     exists (pools.AheadClaimRef): the volume is free, and empty.
 //
 // It runs in the provisioner, which alone may run pods in the lifecycle
 // namespace, while the provisioner leads.
@@ -71,8 +73,11 @@ type Config struct {
 	Provisioner string
 	Client      kubernetes.Interface
 	// Volumes is the shared volume informer's cache.
-	Volumes  cache.Indexer
-	Classes  storagelisters.StorageClassLister
+	Volumes cache.Indexer
+	Classes storagelisters.StorageClassLister
+	// Pools is the shared VolumePool informer's cache: a pool's settings
+	// override its class's parameters.
+	Pools    cache.Indexer
 	Pods     lifecycle.Pods
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
@@ -227,6 +232,15 @@ func (s *Scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 	return nil
 }
 
+// namespaced reports whether the pool of pv, as its VolumePool makes its
+// class, holds members to namespaces (reuseScope namespace, the default).
+// A class gone counts as namespaced: its member then waits for the
+// provisioner rather than go to any claim.
+func (s *Scrubber) namespaced(pv *corev1.PersistentVolume) bool {
+	class, err := s.cfg.Classes.Get(volumehelpers.GetPersistentVolumeClass(pv))
+	return err != nil || unissued.Namespaced(class, s.cfg.Pools)
+}
+
 func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
 	return pv.Spec.Capacity[corev1.ResourceStorage]
 }
@@ -249,8 +263,18 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 		return controller.Wait("scrub claim %s/%s is being deleted", s.cfg.Pods.Namespace(), name)
 	}
 	updated := pv.DeepCopy()
+	free := "free for any claim"
 	if s.scrubClaimRef(pv) {
 		updated.Spec.ClaimRef = nil
+		if s.namespaced(pv) {
+			// Without a claimRef the PV controller would bind it to any
+			// claim that fits, past keys (keyPolicy Require) and shares
+			// (maxVolumesPerNamespace): it names a claim that never
+			// exists, as a member made ahead does, and the provisioner
+			// alone issues it.
+			updated.Spec.ClaimRef = pools.AheadClaimRef(pv.Name)
+			free = "free for any claim, issued by the provisioner"
+		}
 	}
 	for _, k := range []string{keys.Scrub, keys.ScrubFailed} {
 		delete(updated.Annotations, k)
@@ -264,7 +288,7 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 	if res == nil {
 		return err
 	}
-	s.cfg.Recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, free for any claim")
+	s.cfg.Recorder.Event(res, corev1.EventTypeNormal, reasonScrubbed, "Emptied and returned to the pool, "+free)
 	klog.FromContext(ctx).Info("Scrubbed a volume")
 	return nil
 }
