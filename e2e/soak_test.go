@@ -30,6 +30,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 var (
@@ -41,6 +42,7 @@ var (
 // soakStats are the counts the soak reports.
 type soakStats struct {
 	cycles, jobs, earlyDeletes, kills, restarts, apiserverRestarts, touches, touchConflicts atomic.Int64
+	staticClaims, staticBound                                                               atomic.Int64
 }
 
 // TestSoakChaos runs a stream of annotated Pods and Jobs through the whole
@@ -94,16 +96,18 @@ func TestSoakChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pools.Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	static, staticInv := c.soakStaticPool(t)
 	replicas := []*framework.Process{framework.StartController(t, args...), framework.StartController(t, args...)}
 	for _, p := range replicas {
 		p.WaitReady(t)
 	}
+	waitStaticIssuedByTheProvisioner(t, static)
 
 	var stats soakStats
 	workCtx, stopWork := context.WithTimeout(ctx, *soakDuration)
 	defer stopWork()
 	var wg sync.WaitGroup
-	errs := make(chan error, *soakWorkers+1)
+	errs := make(chan error, *soakWorkers+soakStaticWorkers+1)
 	for w := range *soakWorkers {
 		wg.Add(1)
 		go func() {
@@ -111,6 +115,16 @@ func TestSoakChaos(t *testing.T) {
 			wrng := rand.New(rand.NewPCG(seed, uint64(w)+1))
 			if err := soakWorker(workCtx, w, ns, class, inv, wrng, &stats); err != nil {
 				errs <- fmt.Errorf("worker %d: %w", w, err)
+			}
+		}()
+	}
+	for w := range soakStaticWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wrng := rand.New(rand.NewPCG(seed, uint64(*soakWorkers+w)+1))
+			if err := soakStaticWorker(workCtx, w, ns, static, wrng, &stats); err != nil {
+				errs <- fmt.Errorf("static worker %d: %w", w, err)
 			}
 		}()
 	}
@@ -164,7 +178,7 @@ func TestSoakChaos(t *testing.T) {
 	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
 		return soakSettled(ctx, ns, class, id)
 	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound")
-	violations := inv.Check(t, 30*time.Second)
+	violations := inv.Check(t, 30*time.Second) + staticInv.Check(t, 10*time.Second)
 
 	evictions := 0
 	if events, err := framework.Client().CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + class + ",reason=MemberEvicted"}); err == nil {
@@ -183,6 +197,106 @@ func TestSoakChaos(t *testing.T) {
 	if stats.cycles.Load() == 0 {
 		t.Error("no cycle completed")
 	}
+	t.Logf("soak: static pool: %d claims, %d bound", stats.staticClaims.Load(), stats.staticBound.Load())
+	if stats.staticBound.Load() == 0 {
+		t.Error("no claim of the static pool was bound")
+	}
+}
+
+// The soak's static pool: soakStaticMembers members an administrator
+// labelled in, under keyPolicy Require (keyLabel team) and a
+// maxVolumesPerNamespace below the claims its workers keep in flight.
+const (
+	soakStaticMembers = 4
+	soakStaticMax     = 2
+	soakStaticWorkers = 3
+)
+
+// soakStaticPool creates, beside the case's pool and served by the same
+// installation, a static pool of soakStaticMembers members, and a checker
+// of its invariants (13 and 14 among them). It returns the pool's class.
+func (c *cycleCase) soakStaticPool(t *testing.T) (string, *framework.Invariants) {
+	t.Helper()
+	class := createClass(t, "soakstatic", c.id, c.provisioner, corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate, map[string]string{"backend": "static"})
+	volumePools := volumePools(t)
+	if _, err := volumePools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: v1alpha1.VolumePoolSpec{
+		StorageClassName: class, ReuseScope: keys.ReuseScopeNamespace, KeyLabel: "team", KeyPolicy: keys.KeyPolicyRequire,
+		MaxVolumesPerNamespace: ptr.To(int32(soakStaticMax)),
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = volumePools.Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: c.id, Classes: []string{class}, Namespaces: []string{c.ns},
+		NamespaceScoped: []string{class}, KeyRequired: map[string]string{class: "team"}, MaxPerNamespace: map[string]int{class: soakStaticMax}})
+	for range soakStaticMembers {
+		name := framework.Name("soakstatic")
+		framework.CreateVolume(t, objects.NewVolume(name, class, "1Gi", "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
+			pv.Labels = map[string]string{keys.Pool: class}
+		}))
+	}
+	return class, inv
+}
+
+// waitStaticIssuedByTheProvisioner waits until every member of the static
+// pool class names a claim that never exists: from then on the provisioner
+// alone issues them (docs/pools.md, "Members no claim has had").
+func waitStaticIssuedByTheProvisioner(t *testing.T, class string) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := framework.Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for i := range list.Items {
+			if pv := &list.Items[i]; pv.Spec.StorageClassName == class && pools.Unissued(pv) {
+				n++
+			}
+		}
+		return n == soakStaticMembers, nil
+	}, "the static pool's members to name a claim that never exists")
+}
+
+// soakStaticWorker creates claims of the static pool class, one at a time,
+// labelled team a, team b or neither at random, and deletes each once it
+// is bound or after two seconds without: the workers together keep more
+// claims in flight than the namespace's maximum, of keys that the members
+// held for it do not all fit.
+func soakStaticWorker(ctx context.Context, w int, ns, class string, rng *rand.Rand, stats *soakStats) error {
+	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
+	for i := 0; ctx.Err() == nil; i++ {
+		name := fmt.Sprintf("static-%d-%d", w, i)
+		team := [...]string{"a", "b", ""}[rng.IntN(3)]
+		claim := objects.NewClaim(ns, name, class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
+			if team != "" {
+				c.Labels = map[string]string{"team": team}
+			}
+		})
+		if err := retryTransient(ctx, func() error { _, err := claims.Create(ctx, claim, metav1.CreateOptions{}); return err }); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		stats.staticClaims.Add(1)
+		waitCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := waitBound(waitCtx, ns, name); err == nil {
+			stats.staticBound.Add(1)
+		}
+		cancel()
+		deleteCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := retryTransient(deleteCtx, func() error {
+			if err := claims.Delete(deleteCtx, name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // soakWorker runs cycles until ctx is done: create an owner (a Pod, or a
@@ -240,9 +354,9 @@ func soakWorker(ctx context.Context, w int, ns, class string, inv *framework.Inv
 // hostPath, namespace reuse scope) watched by the invariant checker, and
 // the arguments of a reclaimable process that runs the whole cycle for them.
 type cycleCase struct {
-	id, ns, class string
-	inv           *framework.Invariants
-	args          []string
+	id, ns, class, provisioner string
+	inv                        *framework.Invariants
+	args                       []string
 }
 
 // newCycleCase is a cycleCase; params add to the class's, and a pool that
@@ -258,7 +372,7 @@ func newCycleCase(t *testing.T, prefix string, params map[string]string, onRelea
 	maps.Copy(all, params)
 	class := createDirectoryClass(t, prefix, id, provisioner, all)
 	return &cycleCase{
-		id: id, ns: ns, class: class,
+		id: id, ns: ns, class: class, provisioner: provisioner,
 		inv: framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class},
 			Scrubbed: classIf(onRelease == keys.OnReleaseScrub, class)}),
 		args: []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
