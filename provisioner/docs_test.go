@@ -13,7 +13,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/docsyaml"
+	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -78,9 +80,10 @@ func TestTheParameterTableIsTheBackendsParameters(t *testing.T) {
 	}
 }
 
-// Every StorageClass of this provisioner in the README files and docs/ is
-// one the provisioner accepts: its parameters as backend.ParseParameters reads them.
-func TestTheDocsStorageClassesAreValid(t *testing.T) {
+// docsObjects decodes the objects of kind in the README files and docs/,
+// each into a new T, with the blocks they stand in.
+func docsObjects[T any](t *testing.T, kind string) ([]*T, []docsyaml.Block) {
+	t.Helper()
 	files, err := docsyaml.Files("..")
 	if err != nil {
 		t.Fatal(err)
@@ -89,20 +92,25 @@ func TestTheDocsStorageClassesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, at := docsyaml.Of(blocks, "StorageClass")
-	classes := make([]*storagev1.StorageClass, len(objs))
+	objs, at := docsyaml.Of(blocks, kind)
+	out := make([]*T, len(objs))
 	for i, o := range objs {
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		classes[i] = &storagev1.StorageClass{}
-		if err := yaml.UnmarshalStrict(b, classes[i]); err != nil {
+		out[i] = new(T)
+		if err := yaml.UnmarshalStrict(b, out[i]); err != nil {
 			t.Errorf("%s: %v", at[i], err)
 		}
 	}
-	// The backing classes a class pool names exist, as a driver's: those
-	// the docs show, and the others as a driver would make them.
+	return out, at
+}
+
+// docsBackends are the backends of a provisioner whose classes are those
+// the docs show, and the backing classes a class pool of theirs names, as
+// a driver would make them.
+func docsBackends(classes []*storagev1.StorageClass) map[string]backend.Backend {
 	known := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, c := range classes {
 		if c.Provisioner != testProvisioner {
@@ -116,7 +124,14 @@ func TestTheDocsStorageClassesAreValid(t *testing.T) {
 			}
 		}
 	}
-	backends := newBackends(testProvisioner, nil, storagelisters.NewStorageClassLister(known), Config{DirectoryRoot: "/var/lib/reclaimable"}, nil, nil)
+	return newBackends(testProvisioner, nil, storagelisters.NewStorageClassLister(known), Config{DirectoryRoot: "/var/lib/reclaimable"}, nil, nil)
+}
+
+// Every StorageClass of this provisioner in the README files and docs/ is
+// one the provisioner accepts: its parameters as backend.ParseParameters reads them.
+func TestTheDocsStorageClassesAreValid(t *testing.T) {
+	classes, at := docsObjects[storagev1.StorageClass](t, "StorageClass")
+	backends := docsBackends(classes)
 	checked := 0
 	for i, class := range classes {
 		if class.Provisioner != testProvisioner {
@@ -129,5 +144,47 @@ func TestTheDocsStorageClassesAreValid(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Error("no StorageClass of this provisioner found in the docs")
+	}
+}
+
+// Every VolumePool in the README files and docs/ makes of its class one the
+// provisioner accepts: the class of its storageClassName the same file
+// shows last before it (else anywhere in the docs; else the installation's
+// example class, manifests/examples/storageclass.yaml, under that name),
+// with the pool's settings over its parameters (pools.EffectiveClass), as
+// the provisioner reads it for each claim.
+func TestTheDocsVolumePoolsMakeValidClasses(t *testing.T) {
+	classes, classAt := docsObjects[storagev1.StorageClass](t, "StorageClass")
+	vps, at := docsObjects[v1alpha1.VolumePool](t, "VolumePool")
+	backends := docsBackends(classes)
+	b, err := os.ReadFile("../manifests/examples/storageclass.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example storagev1.StorageClass
+	if err := yaml.UnmarshalStrict(b, &example); err != nil {
+		t.Fatal(err)
+	}
+	if len(vps) == 0 {
+		t.Fatal("no VolumePool found in the docs")
+	}
+	for i, vp := range vps {
+		var class *storagev1.StorageClass
+		for j, c := range classes {
+			if c.Name != vp.Spec.StorageClassName || c.Provisioner != testProvisioner {
+				continue
+			}
+			sameFileBefore := classAt[j].File == at[i].File && classAt[j].Line < at[i].Line
+			if class == nil || sameFileBefore {
+				class = c
+			}
+		}
+		if class == nil {
+			class = example.DeepCopy()
+			class.Name = vp.Spec.StorageClassName
+		}
+		if _, err := backend.ParseParameters(pools.EffectiveClass(class, vp), backends); err != nil {
+			t.Errorf("%s: VolumePool %s over StorageClass %s makes a class the provisioner refuses: %v", at[i], vp.Name, class.Name, err)
+		}
 	}
 }
