@@ -371,13 +371,18 @@ func (c *installedCycle) stop() {
 // nothing.
 func startInstalled(t *testing.T, r rendered) *installedCycle {
 	t.Helper()
-	client := framework.Client()
+	c := newInstalledCycle(t, r)
+	c.start(t, r, "")
+	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: c.id, Classes: []string{c.class}, Namespaces: []string{c.ns}})
+	return c
+}
+
+// newInstalledCycle is the cycle of the rendered installation r, its
+// controllers not started yet (start).
+func newInstalledCycle(t *testing.T, r rendered) *installedCycle {
+	t.Helper()
 	c := &installedCycle{ns: framework.Namespace(t)}
-	controllers := map[string]deployed{}
-	for _, name := range installedControllers {
-		controllers[name] = r.controller(t, name)
-	}
-	prov := controllers["provisioner"]
+	prov := r.controller(t, "provisioner")
 	c.installNS, c.id = prov.namespace, flagValue(prov.container.Args, "--controller-id")
 	c.provisioner, c.lifecycleNS = flagValue(prov.container.Args, "--provisioner-name"), flagValue(prov.container.Args, "--lifecycle-namespace")
 
@@ -385,11 +390,24 @@ func startInstalled(t *testing.T, r rendered) *installedCycle {
 	c.volumes = framework.ControllerDir(t, "volumes")
 	c.root = filepath.Dir(c.volumes)
 	c.class = c.newClass(t, "install", c.volumes, false)
+	return c
+}
 
+// start starts the controllers of the rendered installation r, each as its
+// Deployment runs it, binary ("" the work tree's) in its container, and
+// waits until each leads.
+func (c *installedCycle) start(t *testing.T, r rendered, binary string) {
+	t.Helper()
+	client := framework.Client()
+	controllers := map[string]deployed{}
+	for _, name := range installedControllers {
+		controllers[name] = r.controller(t, name)
+	}
 	procs := map[string]*framework.Process{}
 	for _, name := range installedControllers {
 		d := controllers[name]
 		container := d.container
+		container.Binary = binary
 		container.Args = slices.Clone(container.Args)
 		for i, a := range container.Args {
 			if strings.HasPrefix(a, "--directory-root=") {
@@ -430,8 +448,6 @@ func startInstalled(t *testing.T, r rendered) *installedCycle {
 			return err == nil && deref(l.Spec.HolderIdentity, "") != "", err
 		}, "Lease "+c.installNS+"/"+lease+" to have a holder")
 	}
-	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: c.id, Classes: []string{c.class}, Namespaces: []string{c.ns}})
-	return c
 }
 
 // wantSettings fails the test unless the rendered controllers say these

@@ -43,7 +43,7 @@ func StartControllerWithEnv(t testing.TB, env []string, args ...string) *Process
 	if len(args) == 0 {
 		t.Fatal("StartController needs a subcommand")
 	}
-	return start(t, append([]string{args[0],
+	return start(t, Binary(), append([]string{args[0],
 		"--kubeconfig=" + controllerKubeconfig,
 		"--leader-elect-resource-namespace=default",
 		"--leader-elect-lease-duration=4s",
@@ -57,8 +57,11 @@ func StartControllerWithEnv(t testing.TB, env []string, args ...string) *Process
 // its arguments and environment as the kubelet resolves them, and the user
 // and groups of its pod's security context.
 type Container struct {
-	Args []string
-	Env  []string
+	// Binary is the reclaimable binary to run; "" for the work tree's
+	// (Binary), another for an earlier release's.
+	Binary string
+	Args   []string
+	Env    []string
 	// UID, GID and Groups are the process's user, group and supplementary
 	// groups (the pod's fsGroup among them).
 	UID, GID uint32
@@ -80,19 +83,23 @@ func StartDeployed(t testing.TB, c Container, kubeconfig string) *Process {
 	if deployedCredential() != nil {
 		cred = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
 	}
-	return start(t, slices.Concat([]string{c.Args[0], "--kubeconfig=" + kubeconfig}, c.Args[1:]), c.Env, cred, true)
+	binary := c.Binary
+	if binary == "" {
+		binary = Binary()
+	}
+	return start(t, binary, slices.Concat([]string{c.Args[0], "--kubeconfig=" + kubeconfig}, c.Args[1:]), c.Env, cred, true)
 }
 
-// start starts args as user cred with env added to the environment, or
-// with ownEnv as its whole environment.
-func start(t testing.TB, args, env []string, cred *syscall.Credential, ownEnv bool) *Process {
+// start starts binary with args as user cred with env added to the
+// environment, or with ownEnv as its whole environment.
+func start(t testing.TB, binary string, args, env []string, cred *syscall.Credential, ownEnv bool) *Process {
 	t.Helper()
 	f, err := os.CreateTemp("", "reclaimable-"+args[0]+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	c, err := process.NewController(Binary(), f.Name(), args...)
+	c, err := process.NewController(binary, f.Name(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
