@@ -175,9 +175,16 @@ func TestSoakChaos(t *testing.T) {
 	}
 
 	// Quiet period: the end state must be reached, and stay.
+	unsettled := ""
 	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
-		return soakSettled(ctx, ns, class, id)
-	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound")
+		unsettled = soakUnsettled(ctx, ns, class, id)
+		return unsettled == "", nil
+	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound (see the last thing unsettled below)")
+	defer func() {
+		if unsettled != "" {
+			t.Logf("unsettled: %s", unsettled)
+		}
+	}()
 	violations := inv.Check(t, 30*time.Second) + staticInv.Check(t, 10*time.Second)
 
 	evictions := 0
@@ -536,16 +543,16 @@ func touchVolumes(ctx context.Context, class string, stats *soakStats) {
 	}
 }
 
-// soakSettled reports whether the end state is reached: every remaining
-// owner has its claim Bound, no claim of ours outlives its owner, every
-// volume of the class is Available or Bound.
-func soakSettled(ctx context.Context, ns, class, id string) (bool, error) {
+// soakUnsettled says what keeps the end state from being reached ("" once
+// it is): every remaining owner has its claim Bound, no claim of ours
+// outlives its owner, every volume of the class is Available or Bound.
+func soakUnsettled(ctx context.Context, ns, class, id string) string {
 	client := framework.Client()
 	owners := map[types.UID]string{}
 	wanted := map[string]bool{}
 	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, nil
+		return err.Error()
 	}
 	for _, p := range pods.Items {
 		owners[p.UID] = p.Name
@@ -555,7 +562,7 @@ func soakSettled(ctx context.Context, ns, class, id string) (bool, error) {
 	}
 	jobs, err := client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, nil
+		return err.Error()
 	}
 	for _, j := range jobs.Items {
 		owners[j.UID] = j.Name
@@ -571,30 +578,30 @@ func soakSettled(ctx context.Context, ns, class, id string) (bool, error) {
 	}
 	claims, err := client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, nil
+		return err.Error()
 	}
 	bound := map[string]bool{}
 	for _, c := range claims.Items {
 		if c.Labels[keys.ClaimManagedBy] == id {
 			if _, ok := owners[types.UID(c.Labels[keys.ClaimedBy])]; !ok {
-				return false, nil // a claim whose owner is gone
+				return "claim " + c.Name + " outlives its owner" // a claim whose owner is gone
 			}
 		}
 		bound[c.Name] = c.Status.Phase == corev1.ClaimBound
 	}
 	for name := range wanted {
 		if !bound[name] {
-			return false, nil
+			return "claim " + name + " of a live owner is not Bound"
 		}
 	}
 	pvs, err := client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, nil
+		return err.Error()
 	}
 	for _, pv := range pvs.Items {
 		if pv.Spec.StorageClassName == class && pv.Status.Phase != corev1.VolumeAvailable && pv.Status.Phase != corev1.VolumeBound {
-			return false, nil
+			return fmt.Sprintf("volume %s is %s", pv.Name, pv.Status.Phase)
 		}
 	}
-	return true, nil
+	return ""
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -176,13 +177,18 @@ func WatchInvariants(t testing.TB, scope Scope) *Invariants {
 		t.Fatal(err)
 	}
 	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: inv.noteOutcome,
+		AddFunc: func(obj any) {
+			inv.noteOutcome(obj)
+			inv.noteKey(obj)
+		},
 		UpdateFunc: func(_, obj any) {
 			inv.noteOutcome(obj)
+			inv.noteKey(obj)
 			inv.checkLost(obj)
 		},
 		DeleteFunc: func(obj any) {
 			inv.noteOutcome(obj)
+			inv.noteKey(obj)
 			if c, ok := obj.(*corev1.PersistentVolumeClaim); ok {
 				inv.checkClaimDeletion(ctx, c)
 			}
@@ -265,14 +271,16 @@ func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 	if !required || ref.Name == keys.ScrubClaim(pv.Name) {
 		return
 	}
-	inv.mu.Lock()
-	key, known := inv.claimKeys[ref.UID]
-	inv.mu.Unlock()
+	key, known := inv.keyOf(ref.UID)
 	if !known {
 		var err error
 		if key, err = keyOfClaim(context.Background(), ref.Namespace, ref.Name, ref.UID, label); err != nil {
-			inv.violate("invariant 13: volume %s is bound to claim %s/%s, whose key cannot be read: %v", pv.Name, ref.Namespace, ref.Name, err)
-			return
+			// Gone already (a claim deleted as soon as it was bound):
+			// the claims' watch shows it, with its labels, soon.
+			if key, known = inv.awaitKey(ref.UID); !known {
+				inv.violate("invariant 13: volume %s is bound to claim %s/%s, whose key cannot be read: %v", pv.Name, ref.Namespace, ref.Name, err)
+				return
+			}
 		}
 	}
 	inv.mu.Lock()
@@ -283,6 +291,47 @@ func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 	if seen && last != key {
 		inv.violate("invariant 13: volume %s of class %s (keyPolicy Require) is bound to claim %s/%s of key %q, and was last bound under key %q", pv.Name, pv.Spec.StorageClassName, ref.Namespace, ref.Name, key, last)
 	}
+}
+
+// noteKey records the key of a claim of a KeyRequired class as the
+// claims' watch shows it, where its labels alone say it: its keyLabel, or
+// none without a Pod that owns it.
+func (inv *Invariants) noteKey(obj any) {
+	c, ok := obj.(*corev1.PersistentVolumeClaim)
+	if d, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
+		c, ok = d.Obj.(*corev1.PersistentVolumeClaim)
+	}
+	if !ok || c.Spec.StorageClassName == nil {
+		return
+	}
+	label, required := inv.scope.KeyRequired[*c.Spec.StorageClassName]
+	if !required {
+		return
+	}
+	key := c.Labels[label]
+	if owner := metav1.GetControllerOf(c); key == "" && owner != nil && owner.Kind == "Pod" {
+		return // the Pod's label: read from the API server when needed
+	}
+	inv.mu.Lock()
+	inv.claimKeys[c.UID] = key
+	inv.mu.Unlock()
+}
+
+func (inv *Invariants) keyOf(uid types.UID) (string, bool) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	key, known := inv.claimKeys[uid]
+	return key, known
+}
+
+// awaitKey waits a little for the claims' watch to show the key of the
+// claim of uid.
+func (inv *Invariants) awaitKey(uid types.UID) (key string, known bool) {
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		key, known = inv.keyOf(uid)
+		return known, nil
+	})
+	return key, known
 }
 
 // keyOfClaim reads the cache key of the claim ns/name (UID uid) under
