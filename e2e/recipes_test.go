@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,17 +140,13 @@ func (c *installedCycle) runRecipe(t *testing.T, recipe ciRecipe) {
 // applyRecipe reads manifests/examples/ci/<system>.yaml, makes its class
 // (renamed for the test, its share a directory of the test's, reached from
 // the real node, of the installation as rendered) and its pool, and
-// returns the rest: the objects of one job.
+// returns the objects of one job, from reference/<system>.yaml.
 func (c *installedCycle) applyRecipe(t *testing.T, system string) *recipeRun {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(manifestsDir(), "examples", "ci", system+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeObjects(t, string(b))
+	objs := recipeObjects(t, system+".yaml")
 	class, ok := objs[0].(*storagev1.StorageClass)
-	if !ok || len(objs) < 3 {
-		t.Fatalf("%s.yaml starts with a %T and holds %d objects, want a StorageClass, a VolumePool and a job's objects", system, objs[0], len(objs))
+	if !ok || len(objs) != 2 {
+		t.Fatalf("%s.yaml starts with a %T and holds %d objects, want a StorageClass and a VolumePool", system, objs[0], len(objs))
 	}
 	pool, ok := objs[1].(*v1alpha1.VolumePool)
 	if !ok {
@@ -166,7 +164,43 @@ func (c *installedCycle) applyRecipe(t *testing.T, system string) *recipeRun {
 	framework.CreateClass(t, class)
 	pool.Spec.StorageClassName = class.Name
 	createPool(t, pool.Spec)
-	return &recipeRun{class: class.Name, pool: pool, job: objs[2:]}
+	return &recipeRun{class: class.Name, pool: pool, job: recipeObjects(t, filepath.Join("reference", system+".yaml"))}
+}
+
+// recipeObjects decodes the objects of manifests/examples/ci/file.
+func recipeObjects(t *testing.T, file string) []runtime.Object {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(manifestsDir(), "examples", "ci", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, string(b))
+}
+
+// kubectl apply -f manifests/examples/ci/<system>.yaml, as docs/ci.md says
+// to run it on a cluster with reclaimable installed, applies the system's
+// class and its pool and nothing else: the objects the system makes for a
+// job (in a namespace the system has, and a pod that would take a member)
+// are in reference/, which nobody applies.
+func TestCIRecipesApplyTheClassAndThePoolAlone(t *testing.T) {
+	t.Parallel()
+	for _, r := range ciRecipes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		stdout, _, err := kubectl(ctx, "apply", "--dry-run=server", "-o", "name", "-f", filepath.Join(manifestsDir(), "examples", "ci", r.system+".yaml"))
+		cancel()
+		if err != nil {
+			t.Errorf("%s: %v", r.system, err)
+			continue
+		}
+		var kinds []string
+		for _, line := range strings.Fields(stdout) {
+			kind, _, _ := strings.Cut(line, "/")
+			kinds = append(kinds, kind)
+		}
+		if want := []string{"storageclass.storage.k8s.io", "volumepool.reclaimable.github.io"}; !slices.Equal(kinds, want) {
+			t.Errorf("kubectl apply -f manifests/examples/ci/%s.yaml applies %v, want the class and the pool alone", r.system, strings.Fields(stdout))
+		}
+	}
 }
 
 // object returns the job's object of type T, its template's class the
