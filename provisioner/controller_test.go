@@ -67,6 +67,9 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 		c.Annotations = map[string]string{"volume.kubernetes.io/storage-provisioner": name}
 	})
 	client := fake.NewClientset(class, member, first, claim)
+	// As the API server does: the keeper of unissued members and a take
+	// may both write the freed member, and the later of the two must fail.
+	controllertest.ResourceVersionPreconditions(client, corev1.SchemeGroupVersion.WithResource("persistentvolumes"))
 	var leftOutNotices atomic.Int32
 	leftOutEvent = func(ev *corev1.Event) {
 		if ev.Reason == "Provisioning" && ev.InvolvedObject.UID == claim.UID {
