@@ -89,5 +89,10 @@ func TestKeyPolicyRequireNeverHandsAnotherKeysMember(t *testing.T) {
 	} else if !r.holds(got, file) {
 		t.Errorf("volume %s came back to key a without its data", got)
 	}
+	// The issues metric tells a hit of the claim's key from the rest.
+	framework.Eventually(t, 10*time.Second, func(context.Context) (bool, error) {
+		key := func(result string) float64 { return r.issuesWith(map[string]string{"class": r.class, "key": result}) }
+		return key("own") == 1 && key("fresh") == 3 && key("other") == 0 && key("none") == 0, nil
+	}, "issues_total: one member of the claim's key, three new volumes")
 	r.inv.Check(t, 10*time.Second)
 }

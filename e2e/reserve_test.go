@@ -143,12 +143,18 @@ func (r *poolCase) start() {
 // while it has none.
 func (r *poolCase) issues(kind string) float64 {
 	r.t.Helper()
+	return r.issuesWith(map[string]string{"class": r.class, "kind": kind})
+}
+
+// issuesWith reads the provisioner's issues_total over the series with
+// labels.
+func (r *poolCase) issuesWith(labels map[string]string) float64 {
+	r.t.Helper()
 	m, err := process.ScrapeMetrics(context.Background(), r.provisioner.MetricsAddr)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	v, _ := m.Value("reclaimable_provisioner_issues_total", map[string]string{"class": r.class, "kind": kind})
-	return v
+	return m.Sum("reclaimable_provisioner_issues_total", labels)
 }
 
 func (r *poolCase) create(ns, name string) {

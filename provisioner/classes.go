@@ -50,7 +50,7 @@ func (f classFlow) Requeue(claim *corev1.PersistentVolumeClaim) { f.p.requeue(cl
 
 func (f classFlow) Issued(claim *corev1.PersistentVolumeClaim, class, pv string) {
 	f.p.takes.Expect(claim.UID, claim.Namespace, pv)
-	f.p.metrics.issues.WithLabelValues(class, string(issueNewVolume)).Inc()
+	f.p.metrics.issues.WithLabelValues(class, string(issueNewVolume), string(keyFresh)).Inc()
 }
 
 // growThrough gives claim a new volume of backingClass, the backing class

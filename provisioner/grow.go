@@ -75,7 +75,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	setLastKey(pv.Annotations, key)
 	pv.Labels = p.ownLabels(g.labels)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume)).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume), string(keyFresh)).Inc()
 	p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.Backend, "volumes", g.count+1)
 	return pv, lib.ProvisioningFinished, nil

@@ -42,6 +42,29 @@ func TestIssuedNow(t *testing.T) {
 	}
 }
 
+func TestKeyResultOf(t *testing.T) {
+	issuedTo := func(key string) *corev1.PersistentVolume {
+		return volume("a", "1Gi", bound("ns", "job", "u2"), func(pv *corev1.PersistentVolume) { setLastKey(pv.Annotations, key) })
+	}
+	for _, tt := range []struct {
+		name string
+		old  *corev1.PersistentVolume
+		key  string
+		want keyResult
+	}{
+		{"its key's member", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=a")), "ci=a", keyOwn},
+		{"another key's member", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=b")), "ci=a", keyOther},
+		{"a member used without a key", volume("a", "1Gi", returned("ns/x", t0())), "ci=a", keyOther},
+		{"a member no claim had", volume("a", "1Gi"), "ci=a", keyFresh},
+		{"a member no claim had, to a claim without a key", volume("a", "1Gi"), "", keyFresh},
+		{"a used member, to a claim without a key", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=b")), "", keyNone},
+	} {
+		if got := keyResultOf(tt.old, issuedTo(tt.key)); got != tt.want {
+			t.Errorf("%s: keyResultOf = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 // The gauge counts the pool's members by state from the cache, and an
 // update that gives a member to a claim counts its kind, whoever wrote it.
 func TestPoolMetrics(t *testing.T) {
@@ -68,8 +91,8 @@ func TestPoolMetrics(t *testing.T) {
 	old := volume("reserved", "1Gi", reservedFor("ns", "job", t0()))
 	cur := volume("reserved", "1Gi", bound("ns", "job", "u9"))
 	f.p.onVolume(old, cur)
-	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(issueSameClaim)); got != 1 {
-		t.Errorf("issues_total{kind=same-claim} = %v, want 1", got)
+	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(issueSameClaim), "key", string(keyNone)); got != 1 {
+		t.Errorf("issues_total{kind=same-claim,key=none} = %v, want 1", got)
 	}
 }
 

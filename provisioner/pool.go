@@ -439,6 +439,37 @@ const (
 	issueMadeAhead issueKind = "made-ahead"
 )
 
+// keyResult says how a member issued to a claim stood to the claim's
+// cache key, for the issues metric: one of the claim's key (own), of
+// another key or of none (other), one no claim had (fresh: new, made
+// ahead, or emptied by a scrub), or one that went to a claim without a
+// key (none). Four values whatever the keys: never a label per key.
+type keyResult string
+
+const (
+	keyOwn   keyResult = "own"
+	keyOther keyResult = "other"
+	keyFresh keyResult = "fresh"
+	keyNone  keyResult = "none"
+)
+
+// keyResultOf is the keyResult of cur, the update of old that issued it:
+// the claim's key is what cur records (the take writes it), the member's
+// what old did.
+func keyResultOf(old, cur *corev1.PersistentVolume) keyResult {
+	last, used := lastKey(old)
+	key := cur.Annotations[keys.LastKey]
+	switch {
+	case !used:
+		return keyFresh
+	case key == "":
+		return keyNone
+	case last == key:
+		return keyOwn
+	}
+	return keyOther
+}
+
 // issuedNow reports whether cur, the update of a pool member old, gave it to
 // a claim, and how. Whoever wrote the claim's UID into the claimRef (this
 // provisioner, or the PV controller for a volume reserved by name) counts.

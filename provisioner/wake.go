@@ -99,7 +99,7 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 	}
 	if old != nil && cur != nil && p.isPoolVolume(cur) {
 		if kind, ok := issuedNow(old, cur); ok {
-			p.metrics.issues.WithLabelValues(volumehelpers.GetPersistentVolumeClass(cur), string(kind)).Inc()
+			p.metrics.issues.WithLabelValues(volumehelpers.GetPersistentVolumeClass(cur), string(kind), string(keyResultOf(old, cur))).Inc()
 		}
 	}
 	switch {

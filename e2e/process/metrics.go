@@ -61,6 +61,21 @@ func (m Metrics) Samples(name string, f func(labels map[string]string, value flo
 	}
 }
 
+// Sum is the sum of name's samples whose labels include labels: a total
+// over the labels not named.
+func (m Metrics) Sum(name string, labels map[string]string) float64 {
+	sum := 0.0
+	m.Samples(name, func(l map[string]string, v float64) {
+		for k, want := range labels {
+			if l[k] != want {
+				return
+			}
+		}
+		sum += v
+	})
+	return sum
+}
+
 // Value is the value of name's sample with exactly labels (none for nil),
 // and whether there is one.
 func (m Metrics) Value(name string, labels map[string]string) (float64, bool) {
