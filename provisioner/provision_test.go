@@ -160,6 +160,55 @@ func TestProvisionConflictWithThePVController(t *testing.T) {
 	}
 }
 
+// A claim made again under its name while its volume comes back: the
+// releaser reserves the volume for the name while the provisioner takes
+// it, and the PV controller writes it once more before the second try.
+// The PV controller binds a volume kept for the claim's name to the claim
+// on its own: the provisioner leaves the claim to that binding rather than
+// take the member reserved for another name as well.
+func TestProvisionLeavesAClaimToTheVolumeKeptForItsName(t *testing.T) {
+	claim := claimFor("ns", "cache", "1Gi")
+	f := newFixture(t, []*corev1.PersistentVolume{
+		volume("own", "1Gi", returned("ns/cache", t0()), released("ns", "cache", "earlier-uid", t0())),
+		volume("spare", "1Gi", reservedFor("ns", "other", t0())),
+	}, claim)
+	own := f.server("own")
+	own.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "ns", Name: "cache"}
+	own.Annotations[keys.ReservedUntil] = t0().Add(time.Hour).UTC().Format(time.RFC3339)
+	if _, err := f.client.CoreV1().PersistentVolumes().Update(context.Background(), own, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The PV controller's status write, between the provisioner's read of
+	// the reserved member and its second write.
+	writes := 0
+	f.client.PrependReactor("update", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(k8stesting.UpdateAction); !ok || u.GetObject().(*corev1.PersistentVolume).Name != "own" || u.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		if writes++; writes == 2 {
+			live, err := f.client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("persistentvolumes"), "", "own")
+			if err != nil {
+				return true, nil, err
+			}
+			pv := live.(*corev1.PersistentVolume).DeepCopy()
+			pv.Status.Phase = corev1.VolumeAvailable
+			pv.ResourceVersion += "0"
+			if err := f.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("persistentvolumes"), pv, ""); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
+	_, _, err := f.provision(f.directoryClass(nil), claim)
+	var ignored *lib.IgnoredError
+	if !errors.As(err, &ignored) || !strings.Contains(ignored.Reason, "bound volume own") {
+		t.Errorf("Provision = %v, want the claim left to the PV controller's binding of its own volume", err)
+	}
+	if ref := f.server("spare").Spec.ClaimRef; ref.UID != "" || ref.Name != "other" {
+		t.Errorf("the member reserved for another name was taken: claimRef %+v", ref)
+	}
+}
+
 func TestProvisionIsIdempotent(t *testing.T) {
 	claim := claimFor("ns", "c", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{volume("a", "1Gi"), volume("b", "1Gi")}, claim)

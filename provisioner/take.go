@@ -125,12 +125,26 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
 			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
 			return boundMeanwhile, nil
+		case retried && keptForName(live, claim) && fits(live):
+			// Kept for this claim's very name (a reservation the releaser
+			// wrote meanwhile): the PV controller binds it to the claim on
+			// its own, and another member taken now would be a second.
+			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
+			return boundMeanwhile, nil
 		case retried || !issuable(availabilityOf(live, claim, namespaced)) || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)
 			return lost, nil
 		}
 		pv = live
 	}
+}
+
+// keptForName reports whether pv names claim by namespace and name without
+// a UID: a claim of that name, this one, is what the PV controller binds it
+// to.
+func keptForName(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) bool {
+	ref := pv.Spec.ClaimRef
+	return ref != nil && ref.UID == "" && ref.Namespace == claim.Namespace && ref.Name == claim.Name
 }
 
 // ClaimGone reports whether the claim a Released volume names is gone, which
