@@ -193,11 +193,17 @@ func (r *poolCase) boundTo(ns, name string) string {
 // deleteGone deletes a claim and waits until it is gone.
 func (r *poolCase) deleteGone(ns, name string) {
 	r.t.Helper()
+	deleteClaim(r.t, ns, name)
+}
+
+// deleteClaim deletes the claim ns/name and waits until it is gone.
+func deleteClaim(t *testing.T, ns, name string) {
+	t.Helper()
 	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
 	if err := claims.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
-	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := claims.Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}, fmt.Sprintf("claim %s/%s to be gone", ns, name))

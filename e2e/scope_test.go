@@ -70,7 +70,14 @@ func (r *poolCase) filledAndHeld(ns string) (volume, file string) {
 // namespace ns alone.
 func (r *poolCase) heldFor(volume, ns string) {
 	r.t.Helper()
-	framework.Eventually(r.t, 30*time.Second, func(ctx context.Context) (bool, error) {
+	waitHeldFor(r.t, volume, ns)
+}
+
+// waitHeldFor waits until volume is back in the pool, held for the claims
+// of namespace ns alone.
+func waitHeldFor(t *testing.T, volume, ns string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -5,7 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -125,8 +123,8 @@ func TestInstallUpgradeKeepsEveryMember(t *testing.T) {
 	for _, name := range []string{"held", "freed", "reserved"} {
 		deleteClaim(t, c.ns, name)
 	}
-	u.heldFor(held, c.ns)
-	u.heldFor(freed, c.ns)
+	waitHeldFor(t, held, c.ns)
+	waitHeldFor(t, freed, c.ns)
 	waitReserved(t, reservedFor, c.ns, "reserved")
 	markForScrub(t, freed)
 	framework.WaitEvent(t, 2*time.Minute, framework.EventQuery{Namespace: metav1.NamespaceDefault, Kind: "PersistentVolume", Name: freed, Reason: "Scrubbed"})
@@ -225,19 +223,6 @@ func (u *upgradeCase) claimWithData(class, name string) string {
 	return pv.Name
 }
 
-// heldFor waits until volume is held for namespace ns.
-func (u *upgradeCase) heldFor(volume, ns string) {
-	u.t.Helper()
-	framework.Eventually(u.t, time.Minute, func(ctx context.Context) (bool, error) {
-		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got, ok := pools.HeldFor(pv)
-		return ok && got == ns && pv.Status.Phase == corev1.VolumeAvailable, nil
-	}, fmt.Sprintf("volume %s to be held for namespace %s", volume, ns))
-}
-
 // members are the volumes of classes, by name, with their UIDs.
 func (u *upgradeCase) members(classes ...string) map[string]types.UID {
 	u.t.Helper()
@@ -254,17 +239,4 @@ func (u *upgradeCase) members(classes ...string) map[string]types.UID {
 		}
 	}
 	return out
-}
-
-// deleteClaim deletes the claim ns/name and waits until it is gone.
-func deleteClaim(t *testing.T, ns, name string) {
-	t.Helper()
-	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
-	if err := claims.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
-		_, err := claims.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	}, fmt.Sprintf("claim %s/%s to be gone", ns, name))
 }

@@ -131,7 +131,7 @@ func availabilityByClaimRef(pv *corev1.PersistentVolume, claim *corev1.Persisten
 		// another claim; one an administrator pre-bound may not.
 		_, held := pools.HeldFor(pv)
 		switch {
-		case ref.Namespace == claim.Namespace && ref.Name == claim.Name:
+		case keptForName(pv, claim):
 			return free
 		case pools.Reserved(pv):
 			return reservedForOther

@@ -454,11 +454,9 @@ func claimKey(claim *corev1.PersistentVolumeClaim) string {
 }
 
 // isPoolVolume reports whether pv may be a member of one of this
-// provisioner's pools: one it made, or one labelled into a static pool.
-// Which class it serves is the class's business; the metrics need no more.
+// provisioner's pools (pools.MayBeMember): the metrics need no more.
 func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
-	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
-		(pv.Annotations[keys.ProvisionedBy] == p.name || pv.Labels[keys.Pool] != "")
+	return pools.MayBeMember(pv, p.name)
 }
 
 // memberStates counts the pool volumes in the cache by class, state and

@@ -23,6 +23,7 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 )
@@ -297,10 +298,7 @@ func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 // claims' watch shows it, where its labels alone say it: its keyLabel, or
 // none without a Pod that owns it.
 func (inv *Invariants) noteKey(obj any) {
-	c, ok := obj.(*corev1.PersistentVolumeClaim)
-	if d, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
-		c, ok = d.Obj.(*corev1.PersistentVolumeClaim)
-	}
+	c, ok := controller.Object[*corev1.PersistentVolumeClaim](obj)
 	if !ok || c.Spec.StorageClassName == nil {
 		return
 	}

@@ -119,6 +119,14 @@ func SetManagedBy(labels map[string]string, controllerID string) map[string]stri
 	return labels
 }
 
+// MayBeMember reports whether pv may be a member of one of provisioner's
+// pools: one it made, or one labelled into a static pool, kept on release
+// (Retain). Which class it serves is the class's business.
+func MayBeMember(pv *corev1.PersistentVolume, provisioner string) bool {
+	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
+		(pv.Annotations[keys.ProvisionedBy] == provisioner || pv.Labels[keys.Pool] != "")
+}
+
 // StoragePending reports whether pv, made ahead, still waits for its
 // storage.
 func StoragePending(pv *corev1.PersistentVolume) bool {

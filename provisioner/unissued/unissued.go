@@ -88,9 +88,7 @@ func (k *Keeper) Run(ctx context.Context) { k.loop.Run(ctx) }
 // (releaser.rescopeOf), and naming no claim's namespace would hand its
 // data to any.
 func Loose(pv *corev1.PersistentVolume, provisioner string) bool {
-	member := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
-		(pv.Annotations[keys.ProvisionedBy] == provisioner || pv.Labels[keys.Pool] != "")
-	return member && pv.Spec.ClaimRef == nil && pv.Annotations[keys.LastClaim] == "" &&
+	return pools.MayBeMember(pv, provisioner) && pv.Spec.ClaimRef == nil && pv.Annotations[keys.LastClaim] == "" &&
 		pv.DeletionTimestamp == nil && pv.Status.Phase != corev1.VolumeFailed &&
 		!pools.Scrubbing(pv) && !pools.Evicting(pv) && !pools.StoragePending(pv)
 }
