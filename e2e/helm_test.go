@@ -48,7 +48,8 @@ const (
 // policies), and is gone before they start.
 func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
 	framework.RealNode(t)
-	values := map[string]any{"namespace": helmNamespace, "lifecycleNamespace": helmLifecycle, "controllerID": helmID, "provisionerName": helmProvisioner}
+	values := map[string]any{"namespace": helmNamespace, "lifecycleNamespace": helmLifecycle, "controllerID": helmID, "provisionerName": helmProvisioner,
+		"imagePullSecrets": []any{map[string]any{"name": lifecyclePullSecret}}}
 	helm(t, "install", values)
 	uninstalled := false
 	t.Cleanup(func() {
@@ -99,15 +100,20 @@ func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
 		t.Errorf("the pool's volume %s after uninstall: %v, want it kept", first.Name, err)
 	}
 	// Kept, and so every VolumePool: helm.sh/resource-policy keep.
-	crd := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/volumepools.reclaimable.github.io"
-	b, err := client.Discovery().RESTClient().Get().AbsPath(crd).DoRaw(ctx)
+	if crd, err := volumePoolCRD(ctx); err != nil || crd.DeletionTimestamp != nil {
+		t.Errorf("the VolumePool CRD after uninstall: %v, want it kept", err)
+	}
+}
+
+// volumePoolCRD is the metadata of the VolumePool CRD.
+func volumePoolCRD(ctx context.Context) (*metav1.PartialObjectMetadata, error) {
+	const crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/volumepools.reclaimable.github.io"
+	b, err := framework.Client().Discovery().RESTClient().Get().AbsPath(crd).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var obj metav1.PartialObjectMetadata
-	if err == nil {
-		err = yaml.Unmarshal(b, &obj)
-	}
-	if err != nil || obj.DeletionTimestamp != nil {
-		t.Errorf("the VolumePool CRD after uninstall: %v (deleted at %v), want it kept", err, obj.DeletionTimestamp)
-	}
+	return &obj, yaml.Unmarshal(b, &obj)
 }
 
 var chartCommand struct {

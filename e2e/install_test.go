@@ -573,6 +573,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 			allowed: slices.Concat(
 				accesses(slices.Concat(read, []string{"create", "delete"}), "", "pods", lifecycleNamespace, ""),
 				accesses([]string{"get"}, "", "configmaps", lifecycleNamespace, ""),
+				accesses([]string{"get"}, "", "podtemplates", lifecycleNamespace, "reclaimable-lifecycle"),
 				accesses([]string{"get", "create", "delete"}, "", "persistentvolumeclaims", lifecycleNamespace, ""),
 				accesses(slices.Concat(read, []string{"create", "update", "patch", "delete"}), "", "persistentvolumes", anyNS, ""),
 				accesses(slices.Concat(read, []string{"update"}), "", "persistentvolumeclaims", anyNS, ""),
@@ -590,6 +591,7 @@ func TestInstallServiceAccountsHaveLeastPrivilege(t *testing.T) {
 				accesses([]string{"update", "patch", "deletecollection"}, "", "pods", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods/exec", lifecycleNamespace, ""),
 				accesses([]string{"create", "update", "delete"}, "", "configmaps", lifecycleNamespace, ""),
+				accesses(slices.Concat(read, []string{"create", "update", "patch", "delete"}), "", "podtemplates", lifecycleNamespace, "other"),
 				accesses([]string{"patch", "deletecollection"}, "", "persistentvolumeclaims", lifecycleNamespace, ""),
 				accesses([]string{"create"}, "", "pods", installNamespace, ""),
 				accesses(read, "batch", "jobs", anyNS, ""),

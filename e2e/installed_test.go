@@ -58,7 +58,10 @@ const (
 // them back to its own ServiceAccounts).
 func TestInstallRenamedKeepsNamespacesApartAndScrubs(t *testing.T) {
 	framework.RealNode(t)
-	overlay := renamedOverlay(t, renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle, "")
+	// With a pull secret for the lifecycle pods, as docs/install.md says.
+	overlay := renamedOverlay(t, renamedNamespace, renamedID, renamedProvisioner, renamedLifecycle, fmt.Sprintf(`  - target: {kind: PodTemplate, name: reclaimable-lifecycle}
+    patch: '[{"op": "add", "path": "/template/spec/imagePullSecrets", "value": [{"name": %q}]}]'
+`, lifecyclePullSecret))
 	applyRenamed(t, overlay, renamedNamespace, renamedLifecycle)
 
 	c := startInstalled(t, kustomized(t, overlay))
@@ -351,6 +354,8 @@ type installedCycle struct {
 	// What the rendered Deployments say: the installation's namespace,
 	// controller ID, provisioner name and lifecycle namespace.
 	installNS, id, provisioner, lifecycleNS string
+	// lifecycleTemplate is the provisioner's --lifecycle-pod-template.
+	lifecycleTemplate string
 	// root is the share (--directory-root); class a directory class of
 	// fake nodes' volumes, in volumes, a directory of the share.
 	root, class, volumes string
@@ -385,6 +390,7 @@ func newInstalledCycle(t *testing.T, r rendered) *installedCycle {
 	prov := r.controller(t, "provisioner")
 	c.installNS, c.id = prov.namespace, flagValue(prov.container.Args, "--controller-id")
 	c.provisioner, c.lifecycleNS = flagValue(prov.container.Args, "--provisioner-name"), flagValue(prov.container.Args, "--lifecycle-namespace")
+	c.lifecycleTemplate = flagValue(prov.container.Args, "--lifecycle-pod-template")
 
 	// The share, as the provisioner's pod would see it under --directory-root.
 	c.volumes = framework.ControllerDir(t, "volumes")
@@ -535,18 +541,82 @@ func (c *installedCycle) keepsNamespacesApartAndScrubs(t *testing.T) {
 	}
 
 	// Scrubbed: the pool holds one volume, so b's claim gets a's, emptied
-	// first by a scrub pod of the lifecycle namespace.
+	// first by a scrub pod of the lifecycle namespace, which runs what the
+	// installation's PodTemplate says.
 	claim = "scrubbed-cache"
 	runToCompletion(t, a, nodePod("a-scrubbed", claim, scrubbed, 1000, "write", "/cache/mine", "a's data\n"))
 	volume := boundVolume(t, a, claim)
+	scrubPod := c.watchLifecyclePod(t, "scrub-"+volume.Name)
 	deletePod(t, a, "a-scrubbed", claim)
 	framework.WaitEvent(t, 2*time.Minute, framework.EventQuery{Namespace: metav1.NamespaceDefault, Kind: "PersistentVolume", Name: volume.Name, Reason: "Scrubbed"})
+	c.wantRunAsTheTemplateSays(t, scrubPod)
 	runToCompletion(t, b, nodePod("b-scrubbed", claim, scrubbed, 1000, "write", "/cache/mine", "b's data\n"))
 	if got := boundVolume(t, b, claim); got.Name != volume.Name {
 		t.Errorf("namespace %s's claim got volume %s, want %s, the pool's one, scrubbed", b, got.Name, volume.Name)
 	}
 	deletePod(t, b, "b-scrubbed", claim)
 	inv.Check(t, 10*time.Second)
+}
+
+// lifecyclePullSecret is the pull secret the installed lifecycle pods are
+// given, a Secret of their namespace.
+const lifecyclePullSecret = "regcred"
+
+// watchLifecyclePod makes the pull secret of the lifecycle namespace and
+// returns the first version of the lifecycle pod name seen from now on.
+func (c *installedCycle) watchLifecyclePod(t *testing.T, name string) <-chan *corev1.Pod {
+	t.Helper()
+	ctx := t.Context()
+	client := framework.Client()
+	_, err := client.CoreV1().Secrets(c.lifecycleNS).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: lifecyclePullSecret},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	w, err := client.CoreV1().Pods(c.lifecycleNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *corev1.Pod, 1)
+	go func() {
+		defer w.Stop()
+		for e := range w.ResultChan() {
+			if p, ok := e.Object.(*corev1.Pod); ok {
+				seen <- p
+				return
+			}
+		}
+	}()
+	return seen
+}
+
+// wantRunAsTheTemplateSays fails the test unless the lifecycle pod seen
+// ran the image, pull policy and pull secrets of the installation's
+// PodTemplate, which names a pull secret.
+func (c *installedCycle) wantRunAsTheTemplateSays(t *testing.T, seen <-chan *corev1.Pod) {
+	t.Helper()
+	tmpl, err := framework.Client().CoreV1().PodTemplates(c.lifecycleNS).Get(t.Context(), c.lifecycleTemplate, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the installation's lifecycle PodTemplate: %v", err)
+	}
+	want := tmpl.Template.Spec
+	if !slices.Contains(want.ImagePullSecrets, corev1.LocalObjectReference{Name: lifecyclePullSecret}) {
+		t.Fatalf("PodTemplate %s/%s names pull secrets %v, want %s among them", c.lifecycleNS, tmpl.Name, want.ImagePullSecrets, lifecyclePullSecret)
+	}
+	var p *corev1.Pod
+	select {
+	case p = <-seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lifecycle pod seen, though its work is done")
+	}
+	got, wantC := p.Spec.Containers[0], want.Containers[0]
+	if got.Image != wantC.Image || got.ImagePullPolicy != wantC.ImagePullPolicy || !slices.Equal(p.Spec.ImagePullSecrets, want.ImagePullSecrets) {
+		t.Errorf("lifecycle pod %s ran %s, pull policy %s, pull secrets %v; want the PodTemplate's %s, %s, %v",
+			p.Name, got.Image, got.ImagePullPolicy, p.Spec.ImagePullSecrets, wantC.Image, wantC.ImagePullPolicy, want.ImagePullSecrets)
+	}
 }
 
 // cycleClaim is the claim every pod of the cycle asks for: the same

@@ -22,5 +22,6 @@ func backendDeps(provisionerName string, client kubernetes.Interface, classes st
 // newLifecyclePods runs lifecycle pods as cfg says, through client; events
 // follows them and durations (if not nil) times them.
 func newLifecyclePods(client kubernetes.Interface, cfg Config, events *lifecycle.Events, durations *prometheus.HistogramVec) lifecycle.Pods {
-	return lifecycle.NewPods(client, cfg.LifecycleNamespace, cfg.LifecycleImage, cfg.LifecycleTimeout, events, durations)
+	return lifecycle.NewPods(client, cfg.LifecycleNamespace, cfg.LifecycleImage, cfg.LifecycleTimeout, events, durations).
+		WithTemplate(cfg.LifecyclePodTemplate)
 }

@@ -20,13 +20,15 @@ type Config struct {
 	// Workers is the number of claims provisioned, and of volumes deleted,
 	// in parallel.
 	Workers int
-	// LifecycleNamespace, LifecycleImage and LifecycleTimeout shape the
-	// pods that make and remove volume directories where the provisioner
-	// cannot: on a local volume's node, and in a share where a consumer
-	// left what the provisioner's user may not remove.
-	LifecycleNamespace string
-	LifecycleImage     string
-	LifecycleTimeout   time.Duration
+	// LifecycleNamespace, LifecycleImage, LifecyclePodTemplate and
+	// LifecycleTimeout shape the pods that make and remove volume
+	// directories where the provisioner cannot: on a local volume's node,
+	// and in a share where a consumer left what the provisioner's user may
+	// not remove.
+	LifecycleNamespace   string
+	LifecycleImage       string
+	LifecyclePodTemplate string
+	LifecycleTimeout     time.Duration
 	// BackingClaimNamespace is where the claims through which class pools
 	// grow are made; "" for the installation's namespace.
 	BackingClaimNamespace string
@@ -43,7 +45,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LifecycleNamespace, "lifecycle-namespace", "reclaimable-lifecycle",
 		"Namespace of the pods that make and remove volume directories where the provisioner cannot: on a local-backend volume's node, and in a directory-backend share where a consumer left what the provisioner's user may not remove; the provisioner creates and deletes pods there only.")
 	fs.StringVar(&c.LifecycleImage, "lifecycle-image", "",
-		"Image of those pods: the reclaimable image, whose lifecycle command they run. Without it, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
+		"Image of those pods: the reclaimable image, whose lifecycle command they run. It overrides the image of --lifecycle-pod-template. Without either, classes of the local backend are refused, and a directory-backend volume whose consumer left such files cannot be deleted.")
+	fs.StringVar(&c.LifecyclePodTemplate, "lifecycle-pod-template", "",
+		"PodTemplate in --lifecycle-namespace, read for each pod, whose container \"lifecycle\" gives those pods their image and pull policy, and whose imagePullSecrets they get. The installation makes one (reclaimable-lifecycle) with the controllers' image.")
 	fs.DurationVar(&c.LifecycleTimeout, "lifecycle-timeout", 2*time.Minute,
 		"How long a lifecycle pod may take from creation to its end before the provisioner removes it and reports the claim's provisioning failed.")
 	fs.StringVar(&c.BackingClaimNamespace, "backing-claim-namespace", "",
@@ -71,6 +75,9 @@ func (c *Config) validate() error {
 	}
 	if msgs := validation.IsDNS1123Label(c.LifecycleNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--lifecycle-namespace %q: %s", c.LifecycleNamespace, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.LifecyclePodTemplate); c.LifecyclePodTemplate != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--lifecycle-pod-template %q: %s", c.LifecyclePodTemplate, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
 }

@@ -206,8 +206,8 @@ func (b *directoryBackend) Delete(ctx context.Context, pv *corev1.PersistentVolu
 // pod, as root, may. Its success is checked, not believed: the provisioner
 // removes the directory again, which must then succeed.
 func (b *directoryBackend) removeThroughPod(ctx context.Context, pv *corev1.PersistentVolume, baseDir, name string, remove func(string, string) error, denied error) error {
-	if b.pods.Image() == "" {
-		return fmt.Errorf("%w: a consumer left files the provisioner's user may not remove, and without --lifecycle-image it starts no pod that may", denied)
+	if !b.pods.Runs() {
+		return fmt.Errorf("%w: a consumer left files the provisioner's user may not remove, and without --lifecycle-image or --lifecycle-pod-template it starts no pod that may", denied)
 	}
 	job := lifecycle.Job{Op: lifecycle.Delete, Volume: name}
 	switch {

@@ -78,8 +78,8 @@ func (b *localBackend) ForClass(class *storagev1.StorageClass) (Class, []error) 
 	if class.VolumeBindingMode == nil || *class.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
 		errs = append(errs, fmt.Errorf("the %s backend needs volumeBindingMode %s: a volume is made on the node of its first consumer", backendLocal, storagev1.VolumeBindingWaitForFirstConsumer))
 	}
-	if b.pods.Image() == "" {
-		errs = append(errs, fmt.Errorf("the %s backend runs lifecycle pods, and the provisioner was started without --lifecycle-image", backendLocal))
+	if !b.pods.Runs() {
+		errs = append(errs, fmt.Errorf("the %s backend runs lifecycle pods, and the provisioner was started without --lifecycle-image or --lifecycle-pod-template", backendLocal))
 	}
 	return c, errs
 }

@@ -131,7 +131,16 @@ func Templates(in map[string]string) (string, error) {
 type Pods struct {
 	client    kubernetes.Interface
 	namespace string
-	image     string
+	// image, if set, is the image of the built-in pods, whatever template
+	// says.
+	image string
+	// template names the PodTemplate in namespace whose container
+	// "lifecycle" gives the built-in pods their image and pull policy, and
+	// whose pull secrets they get: the installation makes it with the
+	// controllers' image, so that an image override (kustomize images:,
+	// the chart's image.*) reaches the pods too, and a pull secret of the
+	// lifecycle namespace can be named there. "" for none.
+	template string
 	// timeout bounds how long one pod may take, from creation to its end.
 	timeout time.Duration
 	// events is the cache of lifecycle pods that waits read.
@@ -162,8 +171,56 @@ func NewPods(client kubernetes.Interface, namespace, image string, timeout time.
 	return Pods{client: client, namespace: namespace, image: image, timeout: timeout, events: events, durations: durations}
 }
 
-// Image is the image of the pods, "" when none was given: no pod can run.
-func (l Pods) Image() string { return l.image }
+// WithTemplate is l with the built-in pods taking their image and pull
+// secrets from the PodTemplate name (see Pods.template).
+func (l Pods) WithTemplate(name string) Pods {
+	l.template = name
+	return l
+}
+
+// Runs says whether pods can run: an image or a PodTemplate to take it
+// from was given.
+func (l Pods) Runs() bool { return l.image != "" || l.template != "" }
+
+// TemplateContainer is the container of the lifecycle pods' PodTemplate
+// whose image they run.
+const TemplateContainer = "lifecycle"
+
+// image is what the built-in pods run and with which pull secrets: the
+// image given, else that of the PodTemplate, read anew for each pod so that
+// a change to it needs no restart.
+type image struct {
+	name    string
+	policy  corev1.PullPolicy
+	secrets []corev1.LocalObjectReference
+}
+
+func (l Pods) imageOf(ctx context.Context) (image, error) {
+	im := image{name: l.image, policy: corev1.PullIfNotPresent}
+	if l.template == "" {
+		return im, nil
+	}
+	t, err := l.client.CoreV1().PodTemplates(l.namespace).Get(ctx, l.template, metav1.GetOptions{})
+	if err != nil {
+		return im, fmt.Errorf("reading the lifecycle pods' PodTemplate %s/%s (--lifecycle-pod-template): %w", l.namespace, l.template, err)
+	}
+	i := slices.IndexFunc(t.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == TemplateContainer })
+	if i < 0 {
+		return im, fmt.Errorf("the lifecycle pods' PodTemplate %s/%s has no container %q, whose image they run", l.namespace, l.template, TemplateContainer)
+	}
+	c := t.Template.Spec.Containers[i]
+	if im.name == "" {
+		im.name = c.Image
+	}
+	if im.name == "" {
+		return im, fmt.Errorf("the container %q of the lifecycle pods' PodTemplate %s/%s has no image", TemplateContainer, l.namespace, l.template)
+	}
+	if c.ImagePullPolicy != "" {
+		im.policy = c.ImagePullPolicy
+	}
+	im.secrets = t.Template.Spec.ImagePullSecrets
+	return im, nil
+}
 
 // WithTimeout is l with each pod given d at most.
 func (l Pods) WithTimeout(d time.Duration) Pods {
@@ -222,8 +279,8 @@ func (j Job) mount() corev1.VolumeSource {
 // attempt started instead of starting a second one.
 func (j Job) podName() string { return j.Op + "-" + j.Volume }
 
-// pod is the built-in lifecycle pod of job.
-func (l Pods) pod(j Job) *corev1.Pod {
+// pod is the built-in lifecycle pod of job, running im.
+func (l Pods) pod(j Job, im image) *corev1.Pod {
 	// A pod bound to its node runs there whatever the node's taints: the
 	// directory is there. One the scheduler places tolerates the taints
 	// that only keep other pods away, not those of a node that is gone.
@@ -242,14 +299,15 @@ func (l Pods) pod(j Job) *corev1.Pod {
 			Labels:    keys.Map(keys.Lifecycle, j.Op, "app.kubernetes.io/managed-by", "reclaimable"),
 		},
 		Spec: corev1.PodSpec{
-			NodeName:      j.Node,
-			Affinity:      affinity,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:   tolerations,
+			NodeName:         j.Node,
+			Affinity:         affinity,
+			RestartPolicy:    corev1.RestartPolicyNever,
+			Tolerations:      tolerations,
+			ImagePullSecrets: im.secrets,
 			Containers: []corev1.Container{{
 				Name:            "lifecycle",
-				Image:           l.image,
-				ImagePullPolicy: corev1.PullIfNotPresent,
+				Image:           im.name,
+				ImagePullPolicy: im.policy,
 				Args:            []string{"lifecycle", j.Op},
 				Env: []corev1.EnvVar{
 					{Name: EnvVolumeName, Value: j.Volume},
@@ -273,26 +331,44 @@ func (l Pods) pod(j Job) *corev1.Pod {
 // podFor is job's pod: the class's template for the operation if it has
 // one, else the built-in pod.
 func (l Pods) podFor(ctx context.Context, j Job) (*corev1.Pod, error) {
-	builtin := l.pod(j)
+	tmpl, ok, err := l.classTemplate(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		// The built-in pod gives what binds the pod to the job, not its
+		// image.
+		return fromTemplate(tmpl, l.pod(j, image{})), nil
+	}
+	im, err := l.imageOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return l.pod(j, im), nil
+}
+
+// classTemplate is the template for job's operation in its class's
+// lifecycleTemplates, if the class names them and they have one.
+func (l Pods) classTemplate(ctx context.Context, j Job) (corev1.PodTemplateSpec, bool, error) {
+	var tmpl corev1.PodTemplateSpec
 	if j.Templates == "" {
-		return builtin, nil
+		return tmpl, false, nil
 	}
 	cm, err := l.client.CoreV1().ConfigMaps(l.namespace).Get(ctx, j.Templates, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("reading the lifecycle templates %s/%s (parameter %s): %w", l.namespace, j.Templates, TemplatesParameter, err)
+		return tmpl, false, fmt.Errorf("reading the lifecycle templates %s/%s (parameter %s): %w", l.namespace, j.Templates, TemplatesParameter, err)
 	}
 	text, ok := cm.Data[j.Op]
 	if !ok {
-		return builtin, nil
+		return tmpl, false, nil
 	}
-	var tmpl corev1.PodTemplateSpec
 	if err := yaml.UnmarshalStrict([]byte(text), &tmpl); err != nil {
-		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s is not a pod template: %w", j.Op, l.namespace, j.Templates, err)
+		return tmpl, false, fmt.Errorf("the %q template of ConfigMap %s/%s is not a pod template: %w", j.Op, l.namespace, j.Templates, err)
 	}
 	if len(tmpl.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("the %q template of ConfigMap %s/%s has no container", j.Op, l.namespace, j.Templates)
+		return tmpl, false, fmt.Errorf("the %q template of ConfigMap %s/%s has no container", j.Op, l.namespace, j.Templates)
 	}
-	return fromTemplate(tmpl, builtin), nil
+	return tmpl, true, nil
 }
 
 // fromTemplate makes a lifecycle pod of an administrator's template: what

@@ -214,7 +214,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 		l, client := newPods(t, 50*time.Millisecond)
 		// The create pod timed out and was deleted, but its kubelet has
 		// not confirmed that its container stopped.
-		stuck := l.pod(job)
+		stuck := l.pod(job, image{name: l.image})
 		stuck.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), stuck, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -231,7 +231,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 	})
 	t.Run("a delete starts once the volume's create pod is gone", func(t *testing.T) {
 		l, client := newPods(t, time.Minute)
-		stuck := l.pod(job)
+		stuck := l.pod(job, image{name: l.image})
 		stuck.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), stuck, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -268,7 +268,7 @@ func TestLifecyclePodsRun(t *testing.T) {
 	})
 	t.Run("an earlier attempt's pod is waited for, not doubled", func(t *testing.T) {
 		l, client := newPods(t, time.Minute)
-		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Pods("lifecycle").Create(context.Background(), l.pod(job, image{name: l.image}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		lifecycletest.Finish(t, client, "create-pvc-1", corev1.PodSucceeded, "")
@@ -281,7 +281,13 @@ func TestLifecyclePodsRun(t *testing.T) {
 
 func TestLifecyclePod(t *testing.T) {
 	l := Pods{namespace: "lifecycle", image: "reclaimable:test"}
-	p := l.pod(Job{Op: Delete, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1", Mode: 0o775 | fs.ModeSetgid, Size: "1Gi"})
+	p, err := l.podFor(context.Background(), Job{Op: Delete, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1", Mode: 0o775 | fs.ModeSetgid, Size: "1Gi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.Spec.Containers[0]; c.Image != "reclaimable:test" || c.ImagePullPolicy != corev1.PullIfNotPresent || len(p.Spec.ImagePullSecrets) != 0 {
+		t.Errorf("image %s, pull policy %s, pull secrets %v: want the image given, IfNotPresent, none", c.Image, c.ImagePullPolicy, p.Spec.ImagePullSecrets)
+	}
 	if p.Spec.NodeName != "n1" || p.Namespace != "lifecycle" || p.Name != "delete-pvc-1" {
 		t.Errorf("pod %s/%s on %q", p.Namespace, p.Name, p.Spec.NodeName)
 	}
@@ -373,5 +379,77 @@ spec:
 	p, err = l.podFor(context.Background(), Job{Op: Create, Volume: "pvc-1", Templates: "bad"})
 	if err != nil || p.Spec.Containers[0].Image != "reclaimable:test" {
 		t.Errorf("pod %v, %v: want the built-in one", p, err)
+	}
+}
+
+// The installation's PodTemplate gives the built-in pods their image, pull
+// policy and pull secrets, read for each pod; --lifecycle-image overrides
+// its image alone; a class's own templates do without it.
+func TestLifecyclePodOfTheInstallationsTemplate(t *testing.T) {
+	tmpl := &corev1.PodTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "reclaimable-lifecycle"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+			Containers:       []corev1.Container{{Name: TemplateContainer, Image: "registry.example.com/reclaimable:v1.2.3", ImagePullPolicy: corev1.PullAlways}},
+		}},
+	}
+	noContainer := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "other"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "x"}}}}}
+	noImage := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "no-image"},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: TemplateContainer}}}}}
+	quota := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: "quota"},
+		Data: map[string]string{Create: "spec: {containers: [{name: make, image: example.com/quota:1}]}"}}
+	client := fake.NewClientset(tmpl, noContainer, noImage, quota)
+	pods := Pods{client: client, namespace: "lifecycle"}
+	job := Job{Op: Create, Node: "n1", Dir: "/var/lib/caches", Volume: "pvc-1"}
+	for _, tt := range []struct {
+		name, image, template string
+		job                   Job
+		wantImage             string
+		wantPolicy            corev1.PullPolicy
+		wantSecrets           []corev1.LocalObjectReference
+		wantErr               string
+	}{
+		{name: "the template's image and secrets", template: "reclaimable-lifecycle", job: job,
+			wantImage: "registry.example.com/reclaimable:v1.2.3", wantPolicy: corev1.PullAlways, wantSecrets: tmpl.Template.Spec.ImagePullSecrets},
+		{name: "the image given wins", image: "reclaimable:test", template: "reclaimable-lifecycle", job: job,
+			wantImage: "reclaimable:test", wantPolicy: corev1.PullAlways, wantSecrets: tmpl.Template.Spec.ImagePullSecrets},
+		{name: "a class's template needs none", template: "gone", job: Job{Op: Create, Volume: "pvc-1", Templates: "quota"},
+			wantImage: "example.com/quota:1"},
+		{name: "no such template", image: "reclaimable:test", template: "gone", job: job, wantErr: "reading the lifecycle pods' PodTemplate lifecycle/gone"},
+		{name: "no lifecycle container", template: "other", job: job, wantErr: `has no container "lifecycle"`},
+		{name: "no image", template: "no-image", job: job, wantErr: "has no image"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := pods
+			l.image = tt.image
+			l = l.WithTemplate(tt.template)
+			p, err := l.podFor(context.Background(), tt.job)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := p.Spec.Containers[0]
+			if c.Image != tt.wantImage || c.ImagePullPolicy != tt.wantPolicy || !slices.Equal(p.Spec.ImagePullSecrets, tt.wantSecrets) {
+				t.Errorf("image %s, pull policy %q, pull secrets %v; want %s, %q, %v", c.Image, c.ImagePullPolicy, p.Spec.ImagePullSecrets, tt.wantImage, tt.wantPolicy, tt.wantSecrets)
+			}
+		})
+	}
+	// A change to the template reaches the next pod, without a restart.
+	tmpl.Template.Spec.Containers[0].Image = "registry.example.com/reclaimable:v1.2.4"
+	if _, err := client.CoreV1().PodTemplates("lifecycle").Update(context.Background(), tmpl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := pods.WithTemplate("reclaimable-lifecycle").podFor(context.Background(), job)
+	if err != nil || p.Spec.Containers[0].Image != "registry.example.com/reclaimable:v1.2.4" {
+		t.Errorf("pod %v, %v: want the template's new image", p, err)
+	}
+	if !pods.WithTemplate("reclaimable-lifecycle").Runs() || pods.Runs() {
+		t.Error("Runs: want true with a template, false with neither image nor template")
 	}
 }

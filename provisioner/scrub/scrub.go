@@ -182,8 +182,8 @@ func (s *Scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 // scrub runs the scrub pod of pv, which is pre-bound to its scrub claim,
 // and marks the volume done once the pod succeeded.
 func (s *Scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error {
-	if s.cfg.Pods.Image() == "" {
-		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image, and a scrub pod runs the reclaimable image"), true)
+	if !s.cfg.Pods.Runs() {
+		return s.failed(ctx, pv, fmt.Errorf("the provisioner was started without --lifecycle-image or --lifecycle-pod-template, and a scrub pod runs the reclaimable image"), true)
 	}
 	if err := s.ensureClaim(ctx, pv); err != nil {
 		return err

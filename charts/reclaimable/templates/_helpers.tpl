@@ -40,7 +40,7 @@ they share.
 A controller's Deployment. Parameters: root (the chart's context),
 component (podwatcher, provisioner, releaser or all), values (its values:
 replicas, resources), provisions (it runs the provisioner: the share, the
-credentials and the lifecycle image), spread (replicas go to different nodes
+credentials and the lifecycle flags), spread (replicas go to different nodes
 unless the values give an affinity).
 */}}
 {{- define "reclaimable.deployment" -}}
@@ -108,7 +108,7 @@ spec:
             {{- if .provisions }}
             - --directory-root=/var/lib/reclaimable
             - --lifecycle-namespace=$(LIFECYCLE_NAMESPACE)
-            - --lifecycle-image=$(LIFECYCLE_IMAGE)
+            - --lifecycle-pod-template=reclaimable-lifecycle
             {{- end }}
             {{- range $root.Values.extraArgs }}
             - {{ . | quote }}
@@ -123,9 +123,6 @@ spec:
             {{- if .provisions }}
             - name: LIFECYCLE_NAMESPACE
               value: {{ $root.Values.lifecycleNamespace | quote }}
-            # The container's own image, for the lifecycle pods.
-            - name: LIFECYCLE_IMAGE
-              value: {{ include "reclaimable.image" $root }}
             {{- end }}
             # Where the leader-election Leases live.
             - name: POD_NAMESPACE
