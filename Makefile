@@ -50,11 +50,12 @@ e2e: node-deps
 	$(GO) test $(E2E_TAGS) -count=1 -timeout 45m $(E2E_FLAGS) ./e2e/
 
 ## peer: Kubernetes' own storage tests (test/e2e/storage/external of the test bed's Kubernetes,
-## module e2e/peer) against each backend behind a Delete class, on a control plane of their own;
+## module e2e/peer) against each backend behind a Delete class, on a control plane of their own,
+## started without the project's CRDs as a new cluster, where the chart's first install runs first;
 ## the log and the JUnit report in _output/peer (PEER_FOCUS=regexp runs only the tests it matches)
 PEER_FOCUS ?=
 peer: node-deps
-	$(GO) test $(E2E_TAGS),peer -count=1 -timeout 90m -run '^TestPeer' -v ./e2e/ $(if $(PEER_FOCUS),-args -peer.focus='$(PEER_FOCUS)')
+	$(GO) test $(E2E_TAGS),peer -count=1 -timeout 90m -run '^(TestHelmFirstInstall|TestPeer)' -v ./e2e/ $(if $(PEER_FOCUS),-args -peer.focus='$(PEER_FOCUS)')
 
 ## soak: the chaos soak alone, long (SOAK_DURATION, SOAK_WORKERS)
 SOAK_DURATION ?= 5m
@@ -105,16 +106,14 @@ generate:
 	$(TOOLS)/controller-gen crd paths=./apis/... output:crd:dir=manifests/base/crd
 	$(MAKE) -s chart-crd
 
-## chart-crd: the chart's CRD template, from the CRD: installed and upgraded
-## with the release unless crds.install is false, kept when it is uninstalled
-CHART_CRD := charts/reclaimable/templates/crd.yaml
+## chart-crd: the chart's CRD, from the CRD, in its crds/ directory: Helm
+## installs it before the templates (VolumePools among them) and never
+## upgrades or deletes it (docs/install.md says how it is upgraded)
+CHART_CRD := charts/reclaimable/crds/reclaimable.github.io_volumepools.yaml
 chart-crd:
-	@{ echo '{{- if .Values.crds.install }}'; \
-	  sed -e '/^---$$/d' \
-	      -e 's|^  annotations:$$|  annotations:\n    helm.sh/resource-policy: keep|' \
-	      -e 's|^  name: \(.*\)$$|  name: \1\n  labels:\n    {{- include "reclaimable.labels" . \| nindent 4 }}|' \
-	      manifests/base/crd/reclaimable.github.io_volumepools.yaml; \
-	  echo '{{- end }}'; } > $(CHART_CRD)
+	@mkdir -p $(dir $(CHART_CRD)) && sed -e '/^---$$/d' \
+	    -e 's|^  name: \(.*\)$$|  name: \1\n  labels:\n    app.kubernetes.io/part-of: reclaimable|' \
+	    manifests/base/crd/reclaimable.github.io_volumepools.yaml > $(CHART_CRD)
 
 ## verify-generate: fails when the generated files differ from what make generate makes
 verify-generate:

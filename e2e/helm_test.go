@@ -99,7 +99,8 @@ func TestHelmChartRunsTheCycleAndAnUpgradeKeepsTheData(t *testing.T) {
 	if _, err := client.CoreV1().PersistentVolumes().Get(ctx, first.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("the pool's volume %s after uninstall: %v, want it kept", first.Name, err)
 	}
-	// Kept, and so every VolumePool: helm.sh/resource-policy keep.
+	// Kept, and so every VolumePool: Helm deletes no CRD of a chart's
+	// crds/.
 	if crd, err := volumePoolCRD(ctx); err != nil || crd.DeletionTimestamp != nil {
 		t.Errorf("the VolumePool CRD after uninstall: %v, want it kept", err)
 	}

@@ -176,6 +176,11 @@ func applyWithoutDeployments(t *testing.T, r rendered) {
 	if _, _, err := kubectl(ctx, "apply", "--server-side", "-f", file); err != nil {
 		t.Fatal(err)
 	}
+	// The control plane started without the CRD (framework.WithoutCRDs):
+	// the controllers watch VolumePools once it is served.
+	if _, _, err := kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/volumepools.reclaimable.github.io"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // peerClass creates the Delete class name of the installation, of

@@ -109,10 +109,7 @@ func Decode(r io.Reader) ([]*unstructured.Unstructured, error) {
 
 // Helm's own marks on what it renders, which the kustomize installation
 // does not have.
-var (
-	helmLabels      = []string{"app.kubernetes.io/managed-by", "helm.sh/chart"}
-	helmAnnotations = []string{"helm.sh/resource-policy"}
-)
+var helmLabels = []string{"app.kubernetes.io/managed-by", "helm.sh/chart"}
 
 // clusterScoped are the kinds of both installations that live in no
 // namespace: kustomize's namespace transformer gives the admission policies
@@ -124,8 +121,8 @@ var clusterScoped = map[string]bool{
 }
 
 // Compare says how the chart's objects differ from kustomize's, an entry
-// per object missing on either side or different, Helm's own labels and
-// annotations, and the namespace of cluster-scoped objects, left aside;
+// per object missing on either side or different, Helm's own labels
+// and the namespace of cluster-scoped objects left aside;
 // none when they are the same.
 func Compare(chart, kustomize []*unstructured.Unstructured) []string {
 	byKey := func(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
@@ -137,11 +134,6 @@ func Compare(chart, kustomize []*unstructured.Unstructured) []string {
 				delete(labels, k)
 			}
 			o.SetLabels(labels)
-			annotations := o.GetAnnotations()
-			for _, k := range helmAnnotations {
-				delete(annotations, k)
-			}
-			o.SetAnnotations(annotations)
 			if clusterScoped[o.GetKind()] {
 				o.SetNamespace("")
 			}

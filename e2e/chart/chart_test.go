@@ -1,10 +1,16 @@
 package chart
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -138,5 +144,49 @@ func TestTheClaimsGateComponentsAgree(t *testing.T) {
 	v1beta1, v1 := read("claims-gate"), read("claims-gate-v1")
 	if want := strings.ReplaceAll(v1beta1, "apiVersion: admissionregistration.k8s.io/v1beta1\n", "apiVersion: admissionregistration.k8s.io/v1\n"); v1 != want || v1 == v1beta1 {
 		t.Errorf("components/claims-gate-v1/policy.yaml differs from components/claims-gate/policy.yaml by more than the API version")
+	}
+}
+
+// Helm creates a chart's crds/ before any of its templates, and checks
+// every template's kind against the cluster first: the VolumePool CRD must
+// be in crds/, and no template may render a CRD, or a first install with
+// examples.volumePools fails on a cluster without it (an e2e test installs
+// so, on a control plane without the CRD).
+func TestTheChartInstallsItsCRDBeforeItsTemplates(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crds []string
+	for _, f := range ch.CRDObjects() {
+		objs, err := Decode(bytes.NewReader(f.File.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			crds = append(crds, o.GetKind()+" "+o.GetName())
+		}
+	}
+	if want := []string{"CustomResourceDefinition volumepools.reclaimable.github.io"}; !slices.Equal(crds, want) {
+		t.Errorf("the chart's crds/ holds %v, want %v", crds, want)
+	}
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.DryRun, install.ClientOnly, install.ReleaseName, install.Namespace = true, true, ReleaseName, "default"
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.34.0", Major: "1", Minor: "34"}
+	rel, err := install.Run(ch, map[string]any{"examples": map[string]any{"volumePools": []any{map[string]any{
+		"apiVersion": "reclaimable.github.io/v1alpha1", "kind": "VolumePool", "metadata": map[string]any{"name": "p"},
+		"spec": map[string]any{"storageClassName": "c"},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(strings.NewReader(rel.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("a template renders CRD %s: Helm would check the VolumePools' kind before creating it", o.GetName())
+		}
 	}
 }

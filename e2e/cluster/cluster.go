@@ -51,6 +51,10 @@ type Options struct {
 	// nothing, and only the real node runs them for real); StartNode then
 	// leaves the real node untainted.
 	Peer bool
+	// WithoutCRDs starts the cluster without the project's CRDs, which
+	// Start otherwise installs (every controller watches VolumePools), as a
+	// new cluster is before its first install.
+	WithoutCRDs bool
 }
 
 // FakeNodeTaint is on the fake nodes of a Peer cluster.
@@ -154,8 +158,10 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitDefaultServiceAccount(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.installCRDs(ctx); err != nil {
-		return nil, err
+	if !opts.WithoutCRDs {
+		if err := c.installCRDs(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var taints []corev1.Taint
 	if opts.Peer {

@@ -47,6 +47,12 @@ var (
 // suite, a test file built only with the tag peer, sets it before Main.
 var Peer bool
 
+// WithoutCRDs makes Main start the control plane without the project's
+// CRDs (cluster.Options.WithoutCRDs), as a new cluster: the first test
+// installs them, as the installation does. A test file built with a tag of
+// its own sets it before Main.
+var WithoutCRDs bool
+
 // Main starts a control plane, builds the reclaimable binary, runs the
 // tests and stops everything. The exit code is the tests'.
 func Main(m *testing.M) {
@@ -78,7 +84,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	current, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stderr, Peer: Peer})
+	current, err = cluster.Start(ctx, cluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stderr, Peer: Peer, WithoutCRDs: WithoutCRDs})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

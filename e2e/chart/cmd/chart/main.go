@@ -84,9 +84,6 @@ func run(verb, kubeconfig, dir, release, namespace, valuesFile string) error {
 	case "install":
 		i := action.NewInstall(cfg)
 		i.ReleaseName, i.Namespace = release, namespace
-		// The test bed installs the VolumePool CRD for every test: the
-		// release adopts it.
-		i.TakeOwnership = true
 		rel, err := i.Run(ch, values)
 		if err != nil {
 			return err
