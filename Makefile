@@ -51,11 +51,12 @@ e2e: node-deps
 
 ## peer: Kubernetes' own storage tests (test/e2e/storage/external of the test bed's Kubernetes,
 ## module e2e/peer) against each backend behind a Delete class, on a control plane of their own,
-## started without the project's CRDs as a new cluster, where the chart's first install runs first;
+## started without the project's CRDs as a new cluster, after the chart's first install and README.md's
+## kind path, run as written on the real node;
 ## the log and the JUnit report in _output/peer (PEER_FOCUS=regexp runs only the tests it matches)
 PEER_FOCUS ?=
 peer: node-deps
-	$(GO) test $(E2E_TAGS),peer -count=1 -timeout 90m -run '^(TestHelmFirstInstall|TestPeer)' -v ./e2e/ $(if $(PEER_FOCUS),-args -peer.focus='$(PEER_FOCUS)')
+	$(GO) test $(E2E_TAGS),peer -count=1 -timeout 90m -run '^(TestHelmFirstInstall|TestReadme|TestPeer)' -v ./e2e/ $(if $(PEER_FOCUS),-args -peer.focus='$(PEER_FOCUS)')
 
 ## soak: the chaos soak alone, long (SOAK_DURATION, SOAK_WORKERS)
 SOAK_DURATION ?= 5m

@@ -39,6 +39,9 @@ func TestHelmFirstInstallMakesTheCRDBeforeItsPools(t *testing.T) {
 	helm(t, "install", map[string]any{
 		"namespace": firstInstallNamespace, "lifecycleNamespace": firstInstallLifecycle,
 		"controllerID": "first", "provisionerName": "first.example.com/reclaimable",
+		// Its pods run on the real node, the one untainted: the share
+		// is a directory of the test's, not the README's.
+		"share": map[string]any{"hostPath": framework.ControllerDir(t)},
 		"examples": map[string]any{
 			"storageClasses": []any{map[string]any{
 				"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": map[string]any{"name": firstInstallClass},

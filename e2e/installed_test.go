@@ -32,7 +32,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -128,76 +127,6 @@ func TestInstallFullCycleWithServiceAccountCredentials(t *testing.T) {
 	c := startInstalled(t, kustomized(t, manifestsDir()))
 	c.cycle(t, "build")
 	c.inv.Check(t, 10*time.Second)
-}
-
-// README.md's install without a registry, run as far as this machine
-// allows: make image, imported into the real node with ctr images import
-// (kind load image-archive, k3s ctr images import and minikube image load
-// are not on this machine: they take the same archive, whose two formats
-// TestMakeImageLoadsIntoTheNodeAndRuns checks), kubectl apply -k manifests/,
-// the example StorageClass and the reuse check's two pods from
-// manifests/examples/. The Deployments' own pods go to the fake nodes,
-// where nothing runs: the controllers run as they render them. What the
-// test bed changes, and nothing else: the class's share is a directory of
-// the test's; the pods run on the real node, and busybox, which no registry
-// here serves, is the consumer image doing what their shell does (write,
-// then print, the file).
-func TestReadmeInstallWithoutARegistry(t *testing.T) {
-	node := framework.RealNode(t)
-	ctx := context.Background()
-	archive := makeImage(t)
-	if err := node.ImportImage(ctx, archive); err != nil {
-		t.Fatal(err)
-	}
-	install(t)
-	c := startInstalled(t, kustomized(t, manifestsDir()))
-
-	share := c.shareDir(t, "example")
-	class := example[*storagev1.StorageClass](t, "storageclass.yaml")
-	for _, p := range []string{"baseDir", "hostPath"} {
-		class.Parameters[p] = share
-	}
-	framework.CreateClass(t, class)
-
-	reuse := func(file, text string, args ...string) string {
-		pod := example[*corev1.Pod](t, file)
-		pod.Spec.NodeSelector = map[string]string{cluster.RealNodeLabel: "true"}
-		pod.Spec.Tolerations = []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-		container := &pod.Spec.Containers[0]
-		if !strings.Contains(strings.Join(container.Command, " "), text) {
-			t.Fatalf("%s no longer does what the test's consumer does (%v): %v", file, args, container.Command)
-		}
-		container.Image, container.ImagePullPolicy, container.Command, container.Args = cluster.ConsumerImage, corev1.PullNever, nil, args
-		return runToCompletion(t, c.ns, pod)
-	}
-	reuse("reuse-1.yaml", `echo "written by reuse-1" > /cache/hello`, "write", "/cache/hello", "written by reuse-1\n")
-	const claim = "reuse-cache"
-	volume := boundVolume(t, c.ns, claim)
-	deletePod(t, c.ns, "reuse-1", claim)
-	waitInPool(t, volume.Name)
-	log := reuse("reuse-2.yaml", "cat /cache/hello", "read", "/cache/hello")
-	if want := `read /cache/hello: "written by reuse-1\n"`; !strings.Contains(log, want) {
-		t.Errorf("reuse-2's log %q lacks %q: the next pod did not get the last one's data", log, want)
-	}
-	if got := boundVolume(t, c.ns, claim); got.Name != volume.Name {
-		t.Errorf("reuse-2's claim got volume %s, want %s, reuse-1's", got.Name, volume.Name)
-	}
-	deletePod(t, c.ns, "reuse-2", claim)
-}
-
-// example decodes the one object of manifests/examples/file.
-func example[T runtime.Object](t *testing.T, file string) T {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(manifestsDir(), "examples", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeObjects(t, string(b))
-	obj, ok := objs[0].(T)
-	if len(objs) != 1 || !ok {
-		t.Fatalf("%s holds %d objects, the first a %T", file, len(objs), objs[0])
-	}
-	return obj
 }
 
 // rendered is an installation as kubectl kustomize or the chart renders

@@ -93,6 +93,26 @@ func (n *Node) ImportPeerImages(ctx context.Context, log io.Writer) error {
 	return n.importLayout(ctx, dir, PeerPauseImage, ociimage.Image{OS: "linux", Arch: runtime.GOARCH, Name: "pause", Program: b})
 }
 
+// ImportBusyBox imports the busybox of the peer images into the node under
+// refs too, such as the docker.io/library/busybox:<tag> that the
+// examples' pods name, which no registry here serves.
+func (n *Node) ImportBusyBox(ctx context.Context, log io.Writer, refs ...string) error {
+	dir := n.path("images", "busybox")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	busybox, err := busyboxImage(ctx, log)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if err := n.importLayout(ctx, dir, ref, busybox); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // importLayout writes img as ref into dir and imports it.
 func (n *Node) importLayout(ctx context.Context, dir, ref string, img ociimage.Image) error {
 	layout, err := ociimage.Build(ref, img)
