@@ -66,7 +66,7 @@ var ciRecipes = []ciRecipe{
 		// done, and Kubernetes the claim with it.
 		return r.startPod(t, ns, fmt.Sprintf("my-repo-runners-%s-runner-%s", utilrand.String(5), utilrand.String(5)), args)
 	}},
-	{system: "jenkins", key: "reclaimable.github.io/cache-key=my-app", start: func(r *recipeRun, t *testing.T, ns string, args []string) (string, func()) {
+	{system: "jenkins", key: "reclaimable.github.io/cache-key=team-a/my-app/main", start: func(r *recipeRun, t *testing.T, ns string, args []string) (string, func()) {
 		// <label>-<5>-<5>, deleted when the build is over.
 		return r.startPod(t, ns, fmt.Sprintf("my-app-12-%s-%s-%s", utilrand.String(5), utilrand.String(5), utilrand.String(5)), args)
 	}},
@@ -76,7 +76,7 @@ var ciRecipes = []ciRecipe{
 		return r.startPod(t, ns, "runner-t3stt0k3-project-42-concurrent-0-"+utilrand.String(8), args)
 	}},
 	{system: "tekton", key: "tekton.dev/pipeline=build-app", start: (*recipeRun).startPipelineRun},
-	{system: "buildkite", key: "reclaimable.github.io/cache-key=my-app", start: (*recipeRun).startBuildkiteJob},
+	{system: "buildkite", key: "buildkite.com/pipeline-slug=my-app", start: (*recipeRun).startBuildkiteJob},
 }
 
 // Each recipe of docs/ci.md on the real node, as docs/ci.md says it

@@ -9,22 +9,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/pools"
 )
 
 // A claim's cache key (keyLabel) says whose data it wants: CI systems
-// generate claim names, so the name cannot say it, but they label what a
-// job's pod is for (the pipeline, the repository, the scale set).
+// generate claim names, so the name cannot say it, but they label or
+// annotate what a job's pod is for (the pipeline, the repository, the
+// scale set).
 
-// keyOf is claim's cache key under the class's keyLabel label ("" none):
-// its own label, else that of the Pod that owns it. The claim of an
-// ephemeral volume carries only its template's labels; its Pod, its
-// controller, carries what the CI system knows of the job. A Pod gone, or
-// replaced by another of its name, gives no key.
-func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeClaim, label string) (string, error) {
-	if label == "" {
+// keyOf is claim's cache key under the class's keyLabel name ("" none):
+// its own label or annotation, else that of the Pod that owns it
+// (pools.CacheKey). The claim of an ephemeral volume carries only its
+// template's; its Pod, its controller, carries what the CI system knows of
+// the job. A Pod gone, or replaced by another of its name, gives no key.
+func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeClaim, name string) (string, error) {
+	if name == "" {
 		return "", nil
 	}
-	if key := keyFrom(label, claim.Labels); key != "" {
+	if key := pools.CacheKey(name, claim.Labels, claim.Annotations); key != "" {
 		return key, nil
 	}
 	owner := metav1.GetControllerOf(claim)
@@ -36,21 +38,11 @@ func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeC
 	case apierrors.IsNotFound(err):
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("reading pod %s, the owner of the claim, for its label %s: %w", owner.Name, label, err)
+		return "", fmt.Errorf("reading pod %s, the owner of the claim, for its label or annotation %s: %w", owner.Name, name, err)
 	case pod.UID != owner.UID:
 		return "", nil
 	}
-	return keyFrom(label, pod.Labels), nil
-}
-
-// keyFrom is the cache key that labels give under keyLabel label:
-// "<label>=<value>", so that a key remembered under another keyLabel never
-// matches; "" when the label is absent or empty.
-func keyFrom(label string, labels map[string]string) string {
-	if v := labels[label]; v != "" {
-		return label + "=" + v
-	}
-	return ""
+	return pools.CacheKey(name, pod.Labels, pod.Annotations), nil
 }
 
 // lastKey is the cache key pv was last issued under, and whether it was

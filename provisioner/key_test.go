@@ -27,7 +27,8 @@ func labelledClaim(kv ...string) func(*corev1.PersistentVolumeClaim) {
 
 func TestKeyOf(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "runner-x", UID: "pod-uid",
-		Labels: map[string]string{"actions.github.com/scale-set-name": "web", "ci": "from-pod"}}}
+		Labels:      map[string]string{"actions.github.com/scale-set-name": "web", "ci": "from-pod"},
+		Annotations: map[string]string{"buildkite.com/pipeline-slug": "my-app", "ci": "not-read"}}}
 	for _, tt := range []struct {
 		name  string
 		label string
@@ -44,6 +45,10 @@ func TestKeyOf(t *testing.T) {
 			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "tekton.dev/v1", Kind: "PipelineRun", Name: "runner-x", UID: "pod-uid", Controller: ptr.To(true)}}
 		}), ""},
 		{"neither has the label", "team", claimFor("ns", "c", "1Gi", ownedBy("runner-x", "pod-uid")), ""},
+		{"the owning pod's annotation, without the label", "buildkite.com/pipeline-slug", claimFor("ns", "c", "1Gi", ownedBy("runner-x", "pod-uid")), "buildkite.com/pipeline-slug=my-app"},
+		{"the claim's annotation before the pod's", "buildkite.com/pipeline-slug", claimFor("ns", "c", "1Gi", ownedBy("runner-x", "pod-uid"), func(c *corev1.PersistentVolumeClaim) {
+			c.Annotations = map[string]string{"buildkite.com/pipeline-slug": "team-a/app/main"}
+		}), "buildkite.com/pipeline-slug=team-a/app/main"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &provisioner{client: fake.NewClientset(pod)}

@@ -6,6 +6,7 @@ module github.com/reclaimable/reclaimable/e2e/chart
 go 1.26.7
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/prometheus/prometheus v0.316.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/apimachinery v0.37.1
@@ -17,7 +18,6 @@ require (
 require (
 	dario.cat/mergo v1.0.1 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
-	github.com/BurntSushi/toml v1.6.0 // indirect
 	github.com/MakeNowJust/heredoc v1.0.0 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect

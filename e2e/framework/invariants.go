@@ -264,8 +264,8 @@ func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
 
 // checkKey (13): a volume of a KeyRequired class, seen Bound to a claim of
 // one key, is never seen Bound to a claim of another. The key is read once
-// per claim, from the API server: the claim's label, else its owning
-// Pod's.
+// per claim, from the API server: the claim's label or annotation, else
+// its owning Pod's.
 func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 	label, required := inv.scope.KeyRequired[pv.Spec.StorageClassName]
 	ref := pv.Spec.ClaimRef
@@ -295,8 +295,8 @@ func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 }
 
 // noteKey records the key of a claim of a KeyRequired class as the
-// claims' watch shows it, where its labels alone say it: its keyLabel, or
-// none without a Pod that owns it.
+// claims' watch shows it, where the claim alone says it: its keyLabel's
+// label or annotation, or none without a Pod that owns it.
 func (inv *Invariants) noteKey(obj any) {
 	c, ok := controller.Object[*corev1.PersistentVolumeClaim](obj)
 	if !ok || c.Spec.StorageClassName == nil {
@@ -306,9 +306,9 @@ func (inv *Invariants) noteKey(obj any) {
 	if !required {
 		return
 	}
-	key := c.Labels[label]
+	key := pools.CacheKey(label, c.Labels, c.Annotations)
 	if owner := metav1.GetControllerOf(c); key == "" && owner != nil && owner.Kind == "Pod" {
-		return // the Pod's label: read from the API server when needed
+		return // the Pod's: read from the API server when needed
 	}
 	inv.mu.Lock()
 	inv.claimKeys[c.UID] = key
@@ -333,7 +333,8 @@ func (inv *Invariants) awaitKey(uid types.UID) (key string, known bool) {
 }
 
 // keyOfClaim reads the cache key of the claim ns/name (UID uid) under
-// keyLabel label: its label's value, else that of the Pod that owns it.
+// keyLabel label: its label or annotation, else that of the Pod that owns
+// it.
 func keyOfClaim(ctx context.Context, ns, name string, uid types.UID, label string) (string, error) {
 	claim, err := Client().CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -341,8 +342,8 @@ func keyOfClaim(ctx context.Context, ns, name string, uid types.UID, label strin
 		return "", err
 	case claim.UID != uid:
 		return "", fmt.Errorf("claim %s/%s is another claim now (uid %s)", ns, name, claim.UID)
-	case claim.Labels[label] != "":
-		return claim.Labels[label], nil
+	case pools.CacheKey(label, claim.Labels, claim.Annotations) != "":
+		return pools.CacheKey(label, claim.Labels, claim.Annotations), nil
 	}
 	owner := metav1.GetControllerOf(claim)
 	if owner == nil || owner.Kind != "Pod" {
@@ -352,7 +353,7 @@ func keyOfClaim(ctx context.Context, ns, name string, uid types.UID, label strin
 	if err != nil || pod.UID != owner.UID {
 		return "", fmt.Errorf("the pod %s that owns claim %s/%s: %v", owner.Name, ns, name, err)
 	}
-	return pod.Labels[label], nil
+	return pools.CacheKey(label, pod.Labels, pod.Annotations), nil
 }
 
 // checkNamespace (7): a volume of a namespace-scoped class, seen Bound in one

@@ -169,9 +169,9 @@ const (
 const ScrubAcrossNamespaces = "scrubAcrossNamespaces"
 
 // KeyLabel is the class parameter (and VolumePool field) that names the
-// label whose value is a claim's cache key: the claim's own label, else
-// that of the Pod that owns the claim (an ephemeral volume's claim carries
-// no label of its pod). KeyPolicy says what a claim may have:
+// label, or else annotation, whose value is a claim's cache key: the
+// claim's own, else that of the Pod that owns the claim (an ephemeral
+// volume's claim carries nothing of its pod; pools.CacheKey). KeyPolicy says what a claim may have:
 // KeyPolicyPrefer (the default) ranks the members last used under its key
 // first and falls back to any other; KeyPolicyRequire gives it a member
 // last used under its key or never used, or none. New in this release:
@@ -187,8 +187,8 @@ const (
 	// provisioner, or its making for the claim); a scrub removes it with
 	// the data.
 	LastKey = Domain + "/last-key"
-	// CacheKeyLabel is a label of the project's own for a cache key where
-	// the CI system sets none that fits (Jenkins' and Buildkite's pods name
+	// CacheKeyLabel is a label (or annotation) of the project's own for a
+	// cache key where the CI system sets none that fits (Jenkins' pods name
 	// the build, not the job): a pod or claim template sets it, and the
 	// pool names it as its keyLabel.
 	CacheKeyLabel = Domain + "/cache-key"

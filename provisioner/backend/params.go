@@ -50,8 +50,9 @@ type Params struct {
 	// ScrubAcross lets a claim that finds no free member have a volume
 	// held for another namespace once it is emptied.
 	ScrubAcross bool
-	// KeyLabel names the label whose value is a claim's cache key (the
-	// claim's, else its owning Pod's); "": claims have no key.
+	// KeyLabel names the label, or else annotation, whose value is a
+	// claim's cache key (the claim's, else its owning Pod's); "": claims
+	// have no key.
 	KeyLabel string
 	// KeyRequired (keyPolicy Require) gives a claim no member last used
 	// under another key.

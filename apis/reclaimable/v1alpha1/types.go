@@ -104,10 +104,13 @@ type VolumePoolSpec struct {
 	// +optional
 	ScrubAcrossNamespaces *bool `json:"scrubAcrossNamespaces,omitempty"`
 
-	// KeyLabel names the label whose value is a claim's cache key: the
-	// claim's own label, else that of the Pod that owns the claim (the
-	// claim of an ephemeral volume carries no label of its pod), such as
-	// tekton.dev/pipeline or actions.github.com/scale-set-name. A member
+	// KeyLabel names the label whose value is a claim's cache key, or,
+	// where no label holds it, the annotation of that name (a value longer
+	// than 253 characters counts by its SHA-256): the claim's own, else
+	// that of the Pod that owns the claim (the claim of an ephemeral volume
+	// carries nothing of its pod), such as tekton.dev/pipeline,
+	// actions.github.com/scale-set-name or the annotation
+	// buildkite.com/pipeline-slug. A member
 	// remembers the key it was last issued under; a claim gets, in order,
 	// a member last used by a claim of its namespace and name, one last
 	// used under its key, one of its namespace, then any other the scope
