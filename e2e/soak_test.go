@@ -176,15 +176,16 @@ func TestSoakChaos(t *testing.T) {
 
 	// Quiet period: the end state must be reached, and stay.
 	unsettled := ""
-	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
-		unsettled = soakUnsettled(ctx, ns, class, id)
-		return unsettled == "", nil
-	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound (see the last thing unsettled below)")
+	// Before the wait, whose failure ends the test: said either way.
 	defer func() {
 		if unsettled != "" {
 			t.Logf("unsettled: %s", unsettled)
 		}
 	}()
+	framework.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, error) {
+		unsettled = soakUnsettled(ctx, ns, class, id)
+		return unsettled == "", nil
+	}, "the soak's end state: every owner's claim Bound, no claim of a gone owner, every pool volume Available or Bound (see the last thing unsettled below)")
 	violations := inv.Check(t, 30*time.Second) + staticInv.Check(t, 10*time.Second)
 
 	evictions := 0
