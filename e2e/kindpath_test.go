@@ -162,6 +162,9 @@ func readmeRun(t *testing.T, env []string, command string) string {
 	return string(out)
 }
 
+// example is the path of manifests/examples/file.
+func example(file string) string { return filepath.Join(manifestsDir(), "examples", file) }
+
 // readmeCleanup removes what the README's path made: its pods and class,
 // the installation (the peer suite installs its own), the pool's volumes,
 // which its class retains, and the share.
@@ -169,16 +172,14 @@ func readmeCleanup(t *testing.T, share string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
-		{"delete", "--ignore-not-found", "--wait", "-f", "manifests/examples/reuse-1.yaml", "-f", "manifests/examples/reuse-2.yaml"},
+		{"delete", "--ignore-not-found", "--wait", "-f", example("reuse-1.yaml"), "-f", example("reuse-2.yaml")},
 		{"delete", "--ignore-not-found", "--wait", "pvc", "reuse-cache"},
-		{"delete", "--ignore-not-found", "--wait", "-k", "manifests/"},
-		{"delete", "--ignore-not-found", "--wait", "-f", "manifests/examples/storageclass.yaml"},
+		{"delete", "--ignore-not-found", "--wait", "-k", manifestsDir()},
+		{"delete", "--ignore-not-found", "--wait", "-f", example("storageclass.yaml")},
 		{"delete", "--ignore-not-found", "--wait", "pv", "-l", "reclaimable-pv-releaser.kubernetes.io/managed-by=reclaimable"},
 	} {
-		cmd := exec.CommandContext(ctx, framework.Cluster().Kubectl(), append([]string{"--kubeconfig=" + framework.Kubeconfig()}, args...)...)
-		cmd.Dir = process.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		if _, _, err := kubectl(ctx, args...); err != nil {
+			t.Error(err)
 		}
 	}
 	if err := os.RemoveAll(share); err != nil {

@@ -1,9 +1,9 @@
 package chart
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
@@ -132,6 +132,7 @@ func referenceClaim(t *testing.T, o *unstructured.Unstructured) map[string]any {
 	return nil
 }
 
+// readYAML reads the YAML map of file, duplicate keys refused.
 func readYAML(t *testing.T, file string) map[string]any {
 	t.Helper()
 	b, err := os.ReadFile(file)
@@ -145,13 +146,14 @@ func readYAML(t *testing.T, file string) map[string]any {
 	return v
 }
 
+// readObjects decodes the objects of file, at least one.
 func readObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Decode(strings.NewReader(string(b)))
+	objs, err := Decode(bytes.NewReader(b))
 	if err != nil || len(objs) == 0 {
 		t.Fatalf("%s: %d objects, %v", file, len(objs), err)
 	}

@@ -51,9 +51,6 @@ func PeerDir() string { return filepath.Join(ToolsDir(), "..", "peer") }
 // jessie-dnsutils'), agnhost built from the peer module, and the pause
 // program under the upstream pause image's name.
 func (n *Node) ImportPeerImages(ctx context.Context, log io.Writer) error {
-	if runtime.GOARCH != "amd64" {
-		return fmt.Errorf("the peer images use Debian's busybox for amd64, not %s", runtime.GOARCH)
-	}
 	dir := n.path("images", "peer")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -62,10 +59,8 @@ func (n *Node) ImportPeerImages(ctx context.Context, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, ref := range []string{PeerBusyBoxImage, PeerNginxImage, PeerJessieDnsutilsImage} {
-		if err := n.importLayout(ctx, dir, ref, busybox); err != nil {
-			return err
-		}
+	if err := n.importLayouts(ctx, dir, busybox, PeerBusyBoxImage, PeerNginxImage, PeerJessieDnsutilsImage); err != nil {
+		return err
 	}
 
 	agnhost := filepath.Join(dir, "agnhost")
@@ -105,8 +100,13 @@ func (n *Node) ImportBusyBox(ctx context.Context, log io.Writer, refs ...string)
 	if err != nil {
 		return err
 	}
+	return n.importLayouts(ctx, dir, busybox, refs...)
+}
+
+// importLayouts imports img under each of refs (importLayout).
+func (n *Node) importLayouts(ctx context.Context, dir string, img ociimage.Image, refs ...string) error {
 	for _, ref := range refs {
-		if err := n.importLayout(ctx, dir, ref, busybox); err != nil {
+		if err := n.importLayout(ctx, dir, ref, img); err != nil {
 			return err
 		}
 	}
@@ -132,6 +132,9 @@ func (n *Node) importLayout(ctx context.Context, dir, ref string, img ociimage.I
 // busyboxImage is the image of Debian's static busybox: /bin/busybox and a
 // link for each applet where busybox --list-full puts it, sh its command.
 func busyboxImage(ctx context.Context, log io.Writer) (ociimage.Image, error) {
+	if runtime.GOARCH != "amd64" {
+		return ociimage.Image{}, fmt.Errorf("the busybox image is Debian's busybox for amd64, not %s", runtime.GOARCH)
+	}
 	img := ociimage.Image{OS: "linux", Arch: runtime.GOARCH, Cmd: []string{"sh"},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}
 	program, err := busyboxProgram(ctx, log)

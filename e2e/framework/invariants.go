@@ -342,8 +342,9 @@ func keyOfClaim(ctx context.Context, ns, name string, uid types.UID, label strin
 		return "", err
 	case claim.UID != uid:
 		return "", fmt.Errorf("claim %s/%s is another claim now (uid %s)", ns, name, claim.UID)
-	case pools.CacheKey(label, claim.Labels, claim.Annotations) != "":
-		return pools.CacheKey(label, claim.Labels, claim.Annotations), nil
+	}
+	if key := pools.CacheKey(label, claim.Labels, claim.Annotations); key != "" {
+		return key, nil
 	}
 	owner := metav1.GetControllerOf(claim)
 	if owner == nil || owner.Kind != "Pod" {
