@@ -95,7 +95,9 @@ type Controller struct {
 	podsWanting *controller.Refs[cache.ObjectName]
 	jobsWanting *controller.Refs[cache.ObjectName]
 
-	queue *controller.Queue[key]
+	// queue syncs owners and claims by key; its sweep, at start and every
+	// CleanupInterval, queues them a few at a time (sweep).
+	queue *controller.Loop[metav1.Object, key]
 	clock clock.Clock
 
 	// What the podwatcher remembers between syncs (memory.go).
@@ -161,22 +163,21 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		return nil, err
 	}
 	c.useClock(clock.RealClock{})
-	c.queue = controller.NewQueue("podwatcher", c.sync)
+	c.queue = &controller.Loop[metav1.Object, key]{
+		Name: "podwatcher", Sync: c.sync, Workers: cfg.Workers,
+		Sweep: cfg.CleanupInterval, Sweeper: c.sweep, SweepFirst: true,
+	}
 	if c.metrics, err = newMetrics(registry, c.gatedPods); err != nil {
 		return nil, fmt.Errorf("registering podwatcher metrics: %w", err)
 	}
 
-	if _, err := podInformer.AddEventHandler(c.ownerHandler(kindPod)); err != nil {
+	if err := controller.WatchMapped(c.queue, podInformer, c.ownerChanged(kindPod)); err != nil {
 		return nil, err
 	}
-	if _, err := jobInformer.Informer().AddEventHandler(c.ownerHandler(kindJob)); err != nil {
+	if err := controller.WatchMapped(c.queue, jobInformer.Informer(), c.ownerChanged(kindJob)); err != nil {
 		return nil, err
 	}
-	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    c.claimAdded,
-		UpdateFunc: c.claimUpdated,
-		DeleteFunc: c.claimDeleted,
-	}); err != nil {
+	if err := controller.WatchMapped(c.queue, claimInformer.Informer(), c.claimChanged); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -186,32 +187,30 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 func (c *Controller) Name() string { return "podwatcher" }
 
 // Run processes the queue and sweeps periodically until ctx is done, the
-// first time at once: the handlers leave the objects of the initial lists
+// first time at once: the watches leave the objects of the initial lists
 // to it.
 func (c *Controller) Run(ctx context.Context) error {
-	go controller.NowAndEvery(ctx, c.cfg.CleanupInterval, c.sweep)
-	c.queue.Run(ctx, c.cfg.Workers)
+	c.queue.Run(ctx)
 	return nil
 }
 
-// --- event handlers: they only remember facts and enqueue keys ---
+// --- watches: they only remember facts and map events to keys ---
 
-// ownerHandler queues the owners that ask for claims or wait at the gate.
-// The objects of the initial lists are left to the sweep Run starts with,
-// which queues them a few at a time (sweep).
-func (c *Controller) ownerHandler(kind string) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, initial bool) {
-			if !initial {
-				c.ownerChanged(kind, obj)
-			}
-		},
-		UpdateFunc: func(old, obj any) {
-			if claimsMayChange(old, obj) {
-				c.ownerChanged(kind, obj)
-			}
-		},
-		DeleteFunc: c.ownerDeleted,
+// ownerChanged maps the events of owners of kind to the keys they queue:
+// an owner that asks for claims or waits at the gate, and the claims of
+// one deleted. The objects of the initial lists are left to the sweep Run
+// starts with, which queues them a few at a time (sweep).
+func (c *Controller) ownerChanged(kind string) func(controller.Event[metav1.Object]) []key {
+	return func(e controller.Event[metav1.Object]) []key {
+		switch {
+		case e.Type == controller.Deleted:
+			return c.ownerDeleted(e.Obj, !e.Missed)
+		case e.Type == controller.Added && e.Initial,
+			e.Type == controller.Updated && !claimsMayChange(e.Old, e.Obj),
+			!ownerConcerned(kind, e.Obj):
+			return nil
+		}
+		return []key{{kind, e.Obj.GetNamespace(), e.Obj.GetName()}}
 	}
 }
 
@@ -246,12 +245,6 @@ func claimsMayChange(old, cur any) bool {
 	return true
 }
 
-func (c *Controller) ownerChanged(kind string, obj any) {
-	if meta, ok := obj.(metav1.Object); ok && ownerConcerned(kind, obj) {
-		c.queue.Add(key{kind, meta.GetNamespace(), meta.GetName()})
-	}
-}
-
 // ownerConcerned tells whether an owner of kind is worth a sync: it asks
 // for claims, or it is a pod at the claims gate.
 func ownerConcerned(kind string, obj any) bool {
@@ -265,74 +258,61 @@ func ownerConcerned(kind string, obj any) bool {
 	return kind == kindPod && isGated(obj)
 }
 
-func (c *Controller) ownerDeleted(obj any) {
-	tombstone, isTombstone := obj.(cache.DeletedFinalStateUnknown)
-	if isTombstone {
-		obj = tombstone.Obj
-	}
-	meta, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	uid := meta.GetUID()
+// ownerDeleted forgets what was remembered of an owner, and queues its
+// claims. A watch DELETE is definite; a tombstone only says the cache
+// missed the object, and is confirmed with a GET like the sweep.
+func (c *Controller) ownerDeleted(owner metav1.Object, definite bool) []key {
+	uid := owner.GetUID()
 	c.owners.forget(uid)
-	if !isTombstone {
-		// A watch DELETE is definite; a tombstone only says the cache
-		// missed the object, and is confirmed with a GET like the sweep.
+	if definite {
 		c.gone.mark(uid)
 	}
-
+	var queued []key
 	for _, claim := range c.claimedBy.Get(string(uid)) {
-		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
+		queued = append(queued, key{kindClaim, claim.Namespace, claim.Name})
 	}
+	return queued
 }
 
-func (c *Controller) claimAdded(obj any, initial bool) {
-	c.claimSeen(obj)
-	// Examine every claim once as it enters the cache: after a start this
-	// finds the claims whose owner went away while no replica ran. The
-	// sweep Run starts with does so for the initial list.
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && !initial {
-		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
-		c.enqueueGated(claim.Namespace + "/" + claim.Name)
+// claimChanged maps the events of managed claims to the keys they queue.
+func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeClaim]) []key {
+	claim := e.Obj
+	name := claim.Namespace + "/" + claim.Name
+	c.expect.observed(name)
+	self := []key{{kindClaim, claim.Namespace, claim.Name}}
+	switch e.Type {
+	case controller.Added:
+		// Examine every claim once as it enters the cache: after a start
+		// this finds the claims whose owner went away while no replica
+		// ran. The sweep Run starts with does so for the initial list.
+		if e.Initial {
+			return nil
+		}
+		return append(self, c.gatedOn(name)...)
+	case controller.Updated:
+		// A claim whose reference to its owner was just removed: the
+		// garbage collector does so when the owner is deleted with
+		// propagationPolicy Orphan, and then leaves the claim to the
+		// podwatcher.
+		if referencesOwner(e.Old) && !referencesOwner(claim) {
+			return self
+		}
+		return nil
 	}
-}
-
-// claimUpdated also examines a claim whose reference to its owner was just
-// removed: the garbage collector does so when the owner is deleted with
-// propagationPolicy Orphan, and then leaves the claim to the podwatcher.
-func (c *Controller) claimUpdated(old, cur any) {
-	c.claimSeen(cur)
-	before, ok := old.(*corev1.PersistentVolumeClaim)
-	claim, ok2 := cur.(*corev1.PersistentVolumeClaim)
-	if ok && ok2 && referencesOwner(before) && !referencesOwner(claim) {
-		c.queue.Add(key{kindClaim, claim.Namespace, claim.Name})
-	}
-}
-
-func (c *Controller) claimSeen(obj any) {
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.expect.observed(claim.Namespace + "/" + claim.Name)
-	}
-}
-
-func (c *Controller) claimDeleted(obj any) {
-	claim, ok := controller.Object[*corev1.PersistentVolumeClaim](obj)
-	if !ok {
-		return
-	}
-	c.expect.observed(claim.Namespace + "/" + claim.Name)
 	c.leftToGC.forget(claim.UID)
 	// An owner that still wants a claim of this name gets it again.
-	c.enqueueOwnersWanting(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name})
+	return c.ownersWanting(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name})
 }
 
-func (c *Controller) enqueueOwnersWanting(claim cache.ObjectName) {
+// ownersWanting is the keys of the owners that ask for a claim of name.
+func (c *Controller) ownersWanting(claim cache.ObjectName) []key {
+	var queued []key
 	for _, owners := range c.wanting() {
 		for _, o := range owners.refs.Get(claim) {
-			c.queue.Add(key{owners.kind, o.Namespace, o.Name})
+			queued = append(queued, key{owners.kind, o.Namespace, o.Name})
 		}
 	}
+	return queued
 }
 
 // wanting is the owners that ask for claims, by kind.

@@ -100,6 +100,40 @@ func (f *fixture) cache(o runtime.Object) {
 	}
 }
 
+// The events of the watches, delivered as they are: the keys they map to
+// are queued.
+func (f *fixture) deliver(keys []key) {
+	for _, k := range keys {
+		f.c.queue.Add(k)
+	}
+}
+
+func (f *fixture) ownerAdded(kind string, owner metav1.Object, initial bool) {
+	f.deliver(f.c.ownerChanged(kind)(controller.Event[metav1.Object]{Type: controller.Added, Obj: owner, Initial: initial}))
+}
+
+// ownerDeleted delivers the deletion of owner, or of the owner a tombstone
+// holds (a deletion the watch missed).
+func (f *fixture) ownerDeleted(obj any) {
+	tomb, missed := obj.(cache.DeletedFinalStateUnknown)
+	if missed {
+		obj = tomb.Obj
+	}
+	f.deliver(f.c.ownerChanged(kindPod)(controller.Event[metav1.Object]{Type: controller.Deleted, Obj: obj.(metav1.Object), Missed: missed}))
+}
+
+func (f *fixture) claimAdded(claim *corev1.PersistentVolumeClaim, initial bool) {
+	f.deliver(f.c.claimChanged(controller.Event[*corev1.PersistentVolumeClaim]{Type: controller.Added, Obj: claim, Initial: initial}))
+}
+
+func (f *fixture) claimUpdated(old, cur *corev1.PersistentVolumeClaim) {
+	f.deliver(f.c.claimChanged(controller.Event[*corev1.PersistentVolumeClaim]{Type: controller.Updated, Obj: cur, Old: old}))
+}
+
+func (f *fixture) claimDeleted(claim *corev1.PersistentVolumeClaim) {
+	f.deliver(f.c.claimChanged(controller.Event[*corev1.PersistentVolumeClaim]{Type: controller.Deleted, Obj: claim}))
+}
+
 func (f *fixture) sync(k key) error {
 	return f.c.sync(context.Background(), k)
 }
@@ -186,7 +220,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 
 	// Once the informer shows it, the cache answers.
 	f.cache(claim)
-	f.c.claimSeen(claim)
+	f.claimAdded(claim, true)
 	if err := f.sync(podKey("p")); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +318,7 @@ func TestRejectionReportedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.expectEvents("Warning " + ReasonNotAClaim)
-	f.c.ownerDeleted(pod2)
+	f.ownerDeleted(pod2)
 	if n := f.c.owners.len(); n != 0 {
 		t.Errorf("memory of %d deleted owners kept", n)
 	}
@@ -453,7 +487,7 @@ func TestCleanup(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.seenDeleted {
-				f.c.ownerDeleted(pod)
+				f.ownerDeleted(pod)
 			}
 			if err := f.sync(key{kindClaim, "ns", "c"}); err != nil {
 				t.Fatal(err)
@@ -511,7 +545,7 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 			if tt.seenDeleted {
 				// Before the claim is cached, so that the event queues
 				// nothing and the queue shows only what the sync queued.
-				f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+				f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 			}
 			f.cache(claim)
 			k := key{kindClaim, "ns", "c"}
@@ -563,7 +597,7 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	now := t0
 	clk := testingclock.NewFakeClock(now)
 	f.c.useClock(clk)
-	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	k := key{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
 		t.Fatal(err)
@@ -573,7 +607,7 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	terminating.ResourceVersion = "8"
 	terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
 	f.cache(terminating)
-	f.c.claimUpdated(claim, terminating)
+	f.claimUpdated(claim, terminating)
 	clk.SetTime(t0.Add(2 * testGrace))
 	if err := f.sync(k); err != nil {
 		t.Fatal(err)
@@ -591,7 +625,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 	f := newFixture(t, nil, claim)
 	// Before the claim is cached, so that the event queues nothing and the
 	// queue shows only what the updates queued.
-	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	f.cache(claim)
 	k := key{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
@@ -602,7 +636,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 	relabelled := claim.DeepCopy()
 	relabelled.ResourceVersion = "8"
 	relabelled.Labels["team"] = "build"
-	f.c.claimUpdated(claim, relabelled)
+	f.claimUpdated(claim, relabelled)
 	if got := f.c.queue.Len(); got != 0 {
 		t.Errorf("queue length after an update that kept the ownerReference = %d, want 0", got)
 	}
@@ -611,7 +645,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 	stripped.ResourceVersion = "9"
 	stripped.OwnerReferences = nil
 	f.cache(stripped)
-	f.c.claimUpdated(relabelled, stripped)
+	f.claimUpdated(relabelled, stripped)
 	if got := f.c.queue.Len(); got != 1 {
 		t.Fatalf("queue length after the ownerReference was removed = %d, want 1", got)
 	}
@@ -628,7 +662,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 	// Later updates of a claim without the reference queue nothing more.
 	later := stripped.DeepCopy()
 	later.ResourceVersion = "10"
-	f.c.claimUpdated(stripped, later)
+	f.claimUpdated(stripped, later)
 	if got := f.c.queue.Len(); got != 1 {
 		t.Errorf("queue length after an update of a claim without ownerReference = %d, want still 1", got)
 	}
@@ -657,7 +691,7 @@ func TestConfigValidate(t *testing.T) {
 func TestDeleteConflictIsRetried(t *testing.T) {
 	f := newFixture(t, nil)
 	f.cache(orphaned(managedClaim("c", kindPod, "p", "uid-p")))
-	f.c.ownerDeleted(annotatedPod("p", "uid-p", nil))
+	f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	f.client.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, "c", nil)
 	})
@@ -678,7 +712,7 @@ func TestHandlersEnqueue(t *testing.T) {
 	}
 
 	// An owner's delete event queues exactly its claims.
-	f.c.ownerDeleted(cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: annotatedPod("gone", "uid-gone", nil)})
+	f.ownerDeleted(cache.DeletedFinalStateUnknown{Key: "ns/gone", Obj: annotatedPod("gone", "uid-gone", nil)})
 	if got := f.c.queue.Len(); got != 2 {
 		t.Errorf("queue length after owner delete = %d, want 2", got)
 	}
@@ -687,13 +721,13 @@ func TestHandlersEnqueue(t *testing.T) {
 	}
 
 	// A claim deleted while an owner still wants it queues that owner.
-	f.c.claimDeleted(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-cache"}})
+	f.claimDeleted(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-cache"}})
 	if got := f.c.queue.Len(); got != 3 {
 		t.Errorf("queue length after claim delete = %d, want 3", got)
 	}
 
 	// Pods without claim annotations are not queued.
-	f.c.ownerChanged(kindPod, annotatedPod("plain", "uid-plain", map[string]string{"x": "y"}))
+	f.ownerAdded(kindPod, annotatedPod("plain", "uid-plain", map[string]string{"x": "y"}), false)
 	if got := f.c.queue.Len(); got != 3 {
 		t.Errorf("queue length after an unannotated pod = %d, want 3", got)
 	}

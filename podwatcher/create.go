@@ -155,7 +155,9 @@ func (c *Controller) ensureClaim(ctx context.Context, obj runtime.Object, o owne
 	case err == nil:
 		c.expect.confirm(name)
 		if o.Kind == kindJob {
-			c.enqueueGated(name)
+			for _, k := range c.gatedOn(name) {
+				c.queue.Add(k)
+			}
 		}
 		c.metrics.created.Inc()
 		c.recorder.Eventf(obj, corev1.EventTypeNormal, "ClaimCreated", "Created claim %s for volume %s", req.ClaimName, req.Volume)

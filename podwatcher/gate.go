@@ -227,15 +227,18 @@ func (c *Controller) removeGate(ctx context.Context, pod *corev1.Pod) error {
 	return fmt.Errorf("removing the claims gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
-// enqueueGated queues the gated pods that mount claim "<namespace>/<name>".
-func (c *Controller) enqueueGated(claim string) {
+// gatedOn is the keys of the gated pods that mount claim
+// "<namespace>/<name>".
+func (c *Controller) gatedOn(claim string) []key {
 	objs, err := c.podIndexer.ByIndex(gatedOnIndex, claim)
 	if err != nil {
-		return
+		return nil
 	}
+	var queued []key
 	for _, o := range objs {
 		if pod, ok := controller.AsPodRecord(o); ok {
-			c.queue.Add(key{kindPod, pod.Namespace, pod.Name})
+			queued = append(queued, key{kindPod, pod.Namespace, pod.Name})
 		}
 	}
+	return queued
 }

@@ -21,13 +21,13 @@ func TestInitialListIsLeftToTheSweep(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
 	claim := managedClaim("p-cache", kindPod, "p", "uid-p")
 	f := newFixture(t, []runtime.Object{pod, claim})
-	f.c.ownerHandler(kindPod).OnAdd(controller.PodRecordOf(pod), true)
-	f.c.claimAdded(claim, true)
+	f.ownerAdded(kindPod, controller.PodRecordOf(pod), true)
+	f.claimAdded(claim, true)
 	if got := f.c.queue.Len(); got != 0 {
 		t.Fatalf("queue length after the initial list = %d, want 0", got)
 	}
-	f.c.ownerHandler(kindPod).OnAdd(controller.PodRecordOf(pod), false)
-	f.c.claimAdded(claim, false)
+	f.ownerAdded(kindPod, controller.PodRecordOf(pod), false)
+	f.claimAdded(claim, false)
 	if got := f.c.queue.Len(); got != 2 {
 		t.Fatalf("queue length after a pod and a claim added later = %d, want 2", got)
 	}
@@ -50,13 +50,13 @@ func TestSweepQueuesGatedFirstWithinRoom(t *testing.T) {
 	var mu sync.Mutex
 	var order []key
 	most := 0
-	f.c.queue = controller.NewQueue("test", func(_ context.Context, k key) error {
+	f.c.queue.Sync = func(_ context.Context, k key) error {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, k)
 		most = max(most, f.c.queue.Len())
 		return nil
-	})
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -75,7 +75,8 @@ func TestSweepQueuesGatedFirstWithinRoom(t *testing.T) {
 		t.Fatalf("%d keys waiting, room %d", got, sweepRoom)
 	}
 
-	go f.c.queue.Run(ctx, 1)
+	f.c.queue.Sweep = 0 // the workers alone: the sweep above is the one under test
+	go f.c.queue.Run(ctx)
 	want := 2 + claims
 	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		mu.Lock()

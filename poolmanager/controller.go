@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	storageinformers "k8s.io/client-go/informers/storage/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -88,12 +87,12 @@ type Controller struct {
 	clock       clock.PassiveClock
 	// interval batches status writes: at most one per pool per interval.
 	interval time.Duration
-	queue    *controller.Queue[string]
+	queue    *controller.Loop[*v1alpha1.VolumePool, string]
 	// ahead makes the members of each pool ahead of claims and finishes
 	// those left half made: lifecycle pods, each up to --lifecycle-timeout,
 	// on a queue of their own, so that status and eviction never wait for
 	// a node.
-	ahead *controller.Queue[string]
+	ahead *controller.Loop[*v1alpha1.VolumePool, string]
 
 	mu sync.Mutex
 	// aheadFailed holds, by pool, why its members made ahead could not be
@@ -162,22 +161,32 @@ func newController(client versioned.Interface, poolInformer cache.SharedIndexInf
 		poolIndex: poolInformer.GetIndexer(),
 		classes:   classes.Lister(),
 	}
-	c.queue = controller.NewQueue("poolmanager", c.sync)
-	c.ahead = controller.NewQueue("poolmanager-ahead", c.syncAhead)
-	if err := pools.OnPoolChange(poolInformer, c.enqueueClass); err != nil {
-		return nil, err
+	// Every change within the interval costs one status write.
+	c.queue = &controller.Loop[*v1alpha1.VolumePool, string]{
+		Name: "poolmanager", Sync: c.sync, Delay: interval, Workers: 1,
+		Sweep: resyncPeriod, List: controller.ListOf[*v1alpha1.VolumePool](poolInformer.GetIndexer()),
+		Key: controller.NameKey[*v1alpha1.VolumePool],
 	}
-	if _, err := classes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueClass(objectName(obj)) },
-		UpdateFunc: func(_, obj any) { c.enqueueClass(objectName(obj)) },
-		DeleteFunc: func(obj any) { c.enqueueClass(objectName(obj)) },
+	c.ahead = &controller.Loop[*v1alpha1.VolumePool, string]{Name: "poolmanager-ahead", Sync: c.syncAhead, Workers: 1}
+	// A pool is looked at on a change of any pool of its class (a second
+	// pool of a class takes over when the first goes), of the class, or
+	// of a volume of the class.
+	if err := controller.WatchMapped(c.queue, poolInformer, func(e controller.Event[*v1alpha1.VolumePool]) []string {
+		var names []string
+		for _, class := range pools.ClassesOf(e) {
+			names = append(names, c.poolsOf(class)...)
+		}
+		return names
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueClass(volumeClass(obj)) },
-		UpdateFunc: func(_, obj any) { c.enqueueClass(volumeClass(obj)) },
-		DeleteFunc: func(obj any) { c.enqueueClass(volumeClass(obj)) },
+	if err := controller.WatchMapped(c.queue, classes.Informer(), func(e controller.Event[*storagev1.StorageClass]) []string {
+		return c.poolsOf(e.Obj.Name)
+	}); err != nil {
+		return nil, err
+	}
+	if err := controller.WatchMapped(c.queue, volumes, func(e controller.Event[*corev1.PersistentVolume]) []string {
+		return c.poolsOf(volumehelpers.GetPersistentVolumeClass(e.Obj))
 	}); err != nil {
 		return nil, err
 	}
@@ -190,41 +199,35 @@ func (c *Controller) Name() string { return "poolmanager" }
 // Run keeps the pools' status until ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Managing VolumePools", "statusInterval", c.interval)
-	go controller.Every(ctx, resyncPeriod, func(context.Context) { c.enqueueAll() })
-	go c.ahead.Run(ctx, 1)
-	c.queue.Run(ctx, 1)
+	go c.ahead.Run(ctx)
+	c.queue.Run(ctx)
 	return nil
 }
 
 // Notify says that something the informers do not show changed for the
 // class named class: a claim started waiting for its pool.
-func (c *Controller) Notify(class string) { c.enqueueClass(class) }
-
-// enqueueClass queues the pools of class after the interval: every change
-// within it costs one status write.
-func (c *Controller) enqueueClass(class string) {
-	if class == "" {
-		return
-	}
-	objs, err := c.poolIndex.ByIndex(pools.PoolsByClass, class)
-	if err != nil {
-		return // only an unknown index fails, and the informer has it
-	}
-	for _, o := range objs {
-		if pool, ok := o.(*v1alpha1.VolumePool); ok {
-			c.queue.AddAfter(pool.Name, c.interval)
-		}
+func (c *Controller) Notify(class string) {
+	for _, name := range c.poolsOf(class) {
+		c.queue.AddAfter(name, c.interval)
 	}
 }
 
-func (c *Controller) enqueueAll() {
-	all, err := c.pools.List(labels.Everything())
+// poolsOf names the pools of class.
+func (c *Controller) poolsOf(class string) []string {
+	if class == "" {
+		return nil
+	}
+	objs, err := c.poolIndex.ByIndex(pools.PoolsByClass, class)
 	if err != nil {
-		return
+		return nil // only an unknown index fails, and the informer has it
 	}
-	for _, pool := range all {
-		c.queue.AddAfter(pool.Name, c.interval)
+	var names []string
+	for _, o := range objs {
+		if pool, ok := o.(*v1alpha1.VolumePool); ok {
+			names = append(names, pool.Name)
+		}
 	}
+	return names
 }
 
 // sync writes the status of the pool named name, if it changed, and then
@@ -415,18 +418,4 @@ func (c *Controller) writeStatus(ctx context.Context, pool *v1alpha1.VolumePool,
 		c.recorder.Event(pool, e.Type, e.Reason, e.Message)
 	}
 	return true, nil
-}
-
-func objectName(obj any) string {
-	if o, ok := controller.Object[metav1.Object](obj); ok {
-		return o.GetName()
-	}
-	return ""
-}
-
-func volumeClass(obj any) string {
-	if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
-		return volumehelpers.GetPersistentVolumeClass(pv)
-	}
-	return ""
 }

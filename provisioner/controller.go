@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
@@ -48,7 +49,6 @@ type Controller struct {
 	unissued *unissued.Keeper
 	// evictor removes the storage of evicted members.
 	evictor *evict.Evictor
-	workers int
 }
 
 // New builds the provisioner on env's shared informers.
@@ -134,15 +134,18 @@ func newController(client kubernetes.Interface, src sources, recorder record.Eve
 	p.controllerID = src.controllerID
 	p.nodes = factory.Core().V1().Nodes().Lister()
 	p.useClasses(classes.Lister())
-	early := newEarlyHandOff(p, classes.Lister())
+	early := newEarlyHandOff(p, classes.Lister(), cfg.Workers)
 	if src.pools != nil {
 		p.pools = src.pools.GetIndexer()
 	}
 	p.useBackingClaims(corelisters.NewPersistentVolumeClaimLister(src.backing.GetIndexer()), src.backingNS)
-	if err := p.classes.Watch(src.backing); err != nil {
+	if err := p.classes.Watch(src.backing, claimInf, volumes); err != nil {
 		return nil, err
 	}
-	if err := p.watch(claimInf, volumes, src.pools, early); err != nil {
+	if err := early.loop.Watch(claimInf); err != nil {
+		return nil, fmt.Errorf("watching claims: %w", err)
+	}
+	if err := p.watch(volumes, src.pools); err != nil {
 		return nil, err
 	}
 	opts := []func(*lib.ProvisionController) error{
@@ -166,7 +169,7 @@ func newController(client kubernetes.Interface, src sources, recorder record.Eve
 	}
 	logger := klog.Background().WithValues("controller", "provisioner")
 	c := &Controller{lib: lib.NewProvisionController(logger, libClient{client}, name, p, append(opts, extra...)...),
-		lifecycle: p.lifecycle, provisioner: p, early: early, workers: cfg.Workers}
+		lifecycle: p.lifecycle, provisioner: p, early: early}
 	if err := c.buildLoops(volumes, classes.Lister(), cfg); err != nil {
 		return nil, err
 	}
@@ -184,48 +187,30 @@ func indexVolumes(volumes cache.SharedIndexInformer) error {
 	return nil
 }
 
-// watch has p follow claims (the early hand-off, and backing claims done
-// with once their claim goes), volumes and pools (nil without them).
-func (p *provisioner) watch(claims, volumes, poolInformer cache.SharedIndexInformer, early *earlyHandOff) error {
-	if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: early.onClaim,
-		// Deleted, or bound and out of the cache: a backing claim made
-		// for it may be done with.
-		DeleteFunc: func(obj any) {
-			if claim, ok := controller.Object[*corev1.PersistentVolumeClaim](obj); ok {
-				p.classes.OnClaimGone(claim)
-			}
-		},
-	}); err != nil {
-		return fmt.Errorf("watching claims: %w", err)
-	}
+// watch has p follow volumes, to wake the claims waiting for room, and
+// pools (nil without them), whose new maximum may serve those claims.
+func (p *provisioner) watch(volumes, poolInformer cache.SharedIndexInformer) error {
 	if poolInformer != nil {
-		// A pool's new maximum may serve the claims that wait for room.
-		if err := pools.OnPoolChange(poolInformer, p.wake); err != nil {
-			return err
+		err := controller.Handle(poolInformer, func(e controller.Event[*v1alpha1.VolumePool]) {
+			for _, class := range pools.ClassesOf(e) {
+				p.wake(class)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("watching pools: %w", err)
 		}
 	}
-	if _, err := volumes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pv, ok := obj.(*corev1.PersistentVolume); ok {
-				p.onVolume(nil, pv)
-				p.classes.OnKeptVolume(pv)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*corev1.PersistentVolume)
-			c, ok2 := cur.(*corev1.PersistentVolume)
-			if ok1 && ok2 {
-				p.onVolume(o, c)
-				p.classes.OnKeptVolume(c)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
-				p.onVolume(pv, nil)
-			}
-		},
-	}); err != nil {
+	err := controller.Handle(volumes, func(e controller.Event[*corev1.PersistentVolume]) {
+		switch e.Type {
+		case controller.Added:
+			p.onVolume(nil, e.Obj)
+		case controller.Updated:
+			p.onVolume(e.Old, e.Obj)
+		case controller.Deleted:
+			p.onVolume(e.Obj, nil)
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("watching volumes: %w", err)
 	}
 	return nil
@@ -275,7 +260,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// provisioner leads: they act on what the provisioner and the pool
 	// manager, which runs beside it under the same lease, decide.
 	var wg sync.WaitGroup
-	wg.Go(func() { c.early.run(ctx, c.workers) })
+	wg.Go(func() { c.early.loop.Run(ctx) })
 	wg.Go(func() { c.scrubber.Run(ctx) })
 	wg.Go(func() { c.unissued.Run(ctx) })
 	wg.Go(func() { c.evictor.Run(ctx) })

@@ -25,27 +25,30 @@ import (
 // hand-off leaves, or fails for, takes the library's way, which reports
 // what went wrong: the early one is silent.
 
-// earlyHandOff queues the claims the provisioner sees created.
+// earlyHandOff follows the claims the provisioner sees created.
 type earlyHandOff struct {
 	p       *provisioner
 	classes storagelisters.StorageClassLister
-	queue   *controller.Queue[types.NamespacedName]
+	loop    *controller.Loop[*corev1.PersistentVolumeClaim, types.NamespacedName]
 }
 
-func newEarlyHandOff(p *provisioner, classes storagelisters.StorageClassLister) *earlyHandOff {
+func newEarlyHandOff(p *provisioner, classes storagelisters.StorageClassLister, workers int) *earlyHandOff {
 	e := &earlyHandOff{p: p, classes: classes}
-	e.queue = controller.NewQueue("provisioner-early", e.sync)
+	e.loop = &controller.Loop[*corev1.PersistentVolumeClaim, types.NamespacedName]{
+		Name: "provisioner-early", Key: claimName, Wants: mayBeEarly, Sync: e.sync, Workers: workers,
+	}
 	return e
 }
 
-// onClaim queues a claim that may be one for the early hand-off.
-func (e *earlyHandOff) onClaim(obj any) {
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && claim.Spec.VolumeName == "" && claim.Spec.StorageClassName != nil {
-		e.queue.Add(types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name})
-	}
+func claimName(claim *corev1.PersistentVolumeClaim) (types.NamespacedName, bool) {
+	return types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}, true
 }
 
-func (e *earlyHandOff) run(ctx context.Context, workers int) { e.queue.Run(ctx, workers) }
+// mayBeEarly tells a claim that may be one for the early hand-off: only its
+// creation is, since a claim that waited any longer is the library's.
+func mayBeEarly(old, cur *corev1.PersistentVolumeClaim) bool {
+	return old == nil && cur.Spec.VolumeName == "" && cur.Spec.StorageClassName != nil
+}
 
 // sync issues the claim of key a pool member, if the claim is one for the
 // early hand-off and the pool has one the PV controller would not bind it to.

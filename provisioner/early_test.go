@@ -22,7 +22,7 @@ func earlyFixture(f *fixture, class *storagev1.StorageClass) *earlyHandOff {
 	if err := classes.Add(class); err != nil {
 		f.t.Fatal(err)
 	}
-	return newEarlyHandOff(f.p, storagelisters.NewStorageClassLister(classes))
+	return newEarlyHandOff(f.p, storagelisters.NewStorageClassLister(classes), 1)
 }
 
 func (f *fixture) earlySync(e *earlyHandOff, claim *corev1.PersistentVolumeClaim) {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
@@ -52,7 +53,7 @@ type Controller struct {
 	cfg      Config
 	recorder record.EventRecorder
 	metrics  *metrics
-	queue    *controller.Queue[string]
+	queue    *controller.Loop[*corev1.PersistentVolume, string]
 	clock    clock.PassiveClock
 
 	conflictRecheck time.Duration
@@ -103,7 +104,13 @@ func New(env *controller.Env, cfg Config) (*Controller, error) {
 	// A pool's reserveFor and reuseScope change what its class's volumes
 	// should be: look at them again.
 	env.WaitFor(c.byClaim.HasSynced)
-	if err := pools.OnPoolChange(poolInformer, func(class string) { c.enqueueIndexed(pools.VolumesByClass, class) }); err != nil {
+	if err := controller.WatchMapped(c.queue, poolInformer, func(e controller.Event[*v1alpha1.VolumePool]) []string {
+		var names []string
+		for _, class := range pools.ClassesOf(e) {
+			names = append(names, c.wantedIndexed(pools.VolumesByClass, class)...)
+		}
+		return names
+	}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -128,7 +135,12 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 		warned:          newWarnings(),
 	}
 	c.useClock(clock.RealClock{})
-	c.queue = controller.NewQueue("releaser", c.sync)
+	c.queue = &controller.Loop[*corev1.PersistentVolume, string]{
+		Name: "releaser", Key: controller.NameKey[*corev1.PersistentVolume],
+		Wants: func(_, pv *corev1.PersistentVolume) bool { return c.wants(pv) },
+		Gone:  c.volumeDeleted, Sync: c.sync, Workers: cfg.Workers,
+		Sweep: cfg.ReleaseInterval, Sweeper: c.sweep,
+	}
 	var err error
 	if c.metrics, err = newMetrics(reg, c.oldestReleasedSeconds); err != nil {
 		return nil, fmt.Errorf("registering releaser metrics: %w", err)
@@ -145,24 +157,13 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 	if c.byClaim, err = controller.RefsOf(volumes.Informer(), volumeClaim); err != nil {
 		return nil, err
 	}
-	if _, err := volumes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.volumeChanged,
-		UpdateFunc: func(_, obj any) { c.volumeChanged(obj) },
-		DeleteFunc: c.volumeDeleted,
-	}); err != nil {
+	if err := c.queue.Watch(volumes.Informer()); err != nil {
 		return nil, err
 	}
-	if _, err := claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.claimAdded,
-		UpdateFunc: func(_, obj any) { c.rememberOutcome(obj) },
-		DeleteFunc: c.claimDeleted,
-	}); err != nil {
+	if err := controller.WatchMapped(c.queue, claims.Informer(), c.claimChanged); err != nil {
 		return nil, err
 	}
-	if _, err := classes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.classChanged(nil, obj) },
-		UpdateFunc: c.classChanged,
-	}); err != nil {
+	if err := controller.WatchMapped(c.queue, classes.Informer(), c.classChanged); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -183,8 +184,7 @@ func (c *Controller) Name() string { return "releaser" }
 func (c *Controller) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Releasing volumes", "releaseInterval", c.cfg.ReleaseInterval,
 		"automaticAssociation", c.policy.claimRule, "workers", c.cfg.Workers)
-	go controller.Every(ctx, c.cfg.ReleaseInterval, c.sweep)
-	c.queue.Run(ctx, c.cfg.Workers)
+	c.queue.Run(ctx)
 	return nil
 }
 
@@ -222,24 +222,24 @@ func (c *Controller) wants(pv *corev1.PersistentVolume) bool {
 	return ok
 }
 
-func (c *Controller) volumeChanged(obj any) {
-	if pv, ok := obj.(*corev1.PersistentVolume); ok && c.wants(pv) {
-		c.queue.Add(pv.Name)
-	}
+func (c *Controller) volumeDeleted(pv *corev1.PersistentVolume) {
+	c.writes.forget(pv.Name)
+	c.warned.forget(pv.Name)
 }
 
-func (c *Controller) volumeDeleted(obj any) {
-	if pv, ok := controller.Object[*corev1.PersistentVolume](obj); ok {
-		c.writes.forget(pv.Name)
-		c.warned.forget(pv.Name)
+// claimChanged queues the volumes of a managed claim that is new or gone.
+// A watch event that reports a deletion also spares their release a
+// lookup; a tombstone (the deletion was missed and inferred from a relist)
+// does not.
+func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeClaim]) []string {
+	if e.Type == controller.Deleted && !e.Missed && deletionReported(e.Obj) {
+		c.deleted.add(e.Obj.UID, struct{}{})
 	}
-}
-
-func (c *Controller) claimAdded(obj any) {
-	c.rememberOutcome(obj)
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.enqueueClaimed(claim)
+	c.rememberOutcome(e.Obj)
+	if e.Type == controller.Updated {
+		return nil
 	}
+	return c.claimedVolumes(e.Obj)
 }
 
 // rememberOutcome keeps how a claim's consumer ended, as the podwatcher
@@ -247,67 +247,55 @@ func (c *Controller) claimAdded(obj any) {
 // released. It is remembered from every version seen, so that a release
 // handled before the claim's delete event still finds it; the last
 // version, at the deletion, starts its time to be forgotten.
-func (c *Controller) rememberOutcome(obj any) {
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		if result := claim.Annotations[keys.ConsumerOutcome]; result != "" {
-			c.outcomes.add(claim.UID, result)
-		}
-	}
-}
-
-// claimDeleted queues the volumes of a managed claim that is gone. A watch
-// event that reports a deletion also spares their release a lookup; a
-// tombstone (the deletion was missed and inferred from a relist) does not.
-func (c *Controller) claimDeleted(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	} else if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok && deletionReported(claim) {
-		c.deleted.add(claim.UID, struct{}{})
-	}
-	c.rememberOutcome(obj)
-	if claim, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		c.enqueueClaimed(claim)
+func (c *Controller) rememberOutcome(claim *corev1.PersistentVolumeClaim) {
+	if result := claim.Annotations[keys.ConsumerOutcome]; result != "" {
+		c.outcomes.add(claim.UID, result)
 	}
 }
 
 // classChanged queues the volumes of a class that has just been given this
 // controller ID, or created again for our provisioner (its parameters, such
 // as reuseScope, can only change so).
-func (c *Controller) classChanged(old, obj any) {
-	class, ok := obj.(*storagev1.StorageClass)
-	if !ok {
-		return
+func (c *Controller) classChanged(e controller.Event[*storagev1.StorageClass]) []string {
+	class := e.Obj
+	switch {
+	case e.Type == controller.Deleted:
+		return nil
+	case e.Type == controller.Added && class.Provisioner == c.policy.provisionerName:
+		return c.wantedIndexed(pools.VolumesByClass, class.Name)
+	case class.Annotations[keys.ClassControllerID] != c.policy.controllerID:
+		return nil
+	case e.Type == controller.Updated && e.Old.Annotations[keys.ClassControllerID] == c.policy.controllerID:
+		return nil
 	}
-	if old == nil && class.Provisioner == c.policy.provisionerName {
-		c.enqueueIndexed(pools.VolumesByClass, class.Name)
-		return
-	}
-	if class.Annotations[keys.ClassControllerID] != c.policy.controllerID {
-		return
-	}
-	if prev, ok := old.(*storagev1.StorageClass); ok && prev.Annotations[keys.ClassControllerID] == c.policy.controllerID {
-		return
-	}
-	c.enqueueIndexed(pools.VolumesByClass, class.Name)
+	return c.wantedIndexed(pools.VolumesByClass, class.Name)
 }
 
-// enqueueClaimed queues the volumes bound or pre-bound to claim's name.
-func (c *Controller) enqueueClaimed(claim *corev1.PersistentVolumeClaim) {
+// claimedVolumes names the volumes bound or pre-bound to claim's name that
+// a sync wants.
+func (c *Controller) claimedVolumes(claim *corev1.PersistentVolumeClaim) []string {
+	var names []string
 	for _, name := range c.byClaim.Get(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name}) {
-		if pv, err := c.volumes.Get(name.Name); err == nil {
-			c.volumeChanged(pv)
+		if pv, err := c.volumes.Get(name.Name); err == nil && c.wants(pv) {
+			names = append(names, pv.Name)
 		}
 	}
+	return names
 }
 
-func (c *Controller) enqueueIndexed(index, value string) {
+// wantedIndexed names the volumes of index value that a sync wants.
+func (c *Controller) wantedIndexed(index, value string) []string {
 	objs, err := c.volumeIndex.ByIndex(index, value)
 	if err != nil {
-		return // only an unknown index fails, and the indexes are added in newController
+		return nil // only an unknown index fails, and the indexes are added in newController
 	}
+	var names []string
 	for _, obj := range objs {
-		c.volumeChanged(obj)
+		if pv, ok := obj.(*corev1.PersistentVolume); ok && c.wants(pv) {
+			names = append(names, pv.Name)
+		}
 	}
+	return names
 }
 
 // sweep queues every volume that may need association or release, from the

@@ -82,12 +82,12 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 	c.useClock(testingclock.NewFakePassiveClock(testNow))
 	c.conflictRecheck = 0
 	// The queue only records keys, so that a test can see what was queued.
-	c.queue = controller.NewQueue("releaser-test", func(_ context.Context, key string) error {
+	c.queue.Sync = func(_ context.Context, key string) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.keys = append(f.keys, key)
 		return nil
-	})
+	}
 	f.c = c
 	for _, obj := range objs {
 		switch o := obj.(type) {
@@ -161,6 +161,36 @@ func (f *fixture) stored(name string) *corev1.PersistentVolume {
 	return obj.(*corev1.PersistentVolume)
 }
 
+// The events of the watches, delivered as they are: the volumes they
+// concern are queued.
+func (f *fixture) deliver(names []string) {
+	for _, name := range names {
+		f.c.queue.Add(name)
+	}
+}
+
+// volumeChanged delivers an addition or change of pv, queued as the loop's
+// Wants says.
+func (f *fixture) volumeChanged(pv *corev1.PersistentVolume) {
+	if f.c.wants(pv) {
+		f.c.queue.Add(pv.Name)
+	}
+}
+
+func (f *fixture) claimEvent(typ controller.EventType, claim *corev1.PersistentVolumeClaim) {
+	f.deliver(f.c.claimChanged(controller.Event[*corev1.PersistentVolumeClaim]{Type: typ, Obj: claim, Old: claim}))
+}
+
+// classChanged delivers the change of a class from old, or its addition if
+// old is nil.
+func (f *fixture) classChanged(old, cur *storagev1.StorageClass) {
+	e := controller.Event[*storagev1.StorageClass]{Type: controller.Updated, Obj: cur, Old: old}
+	if old == nil {
+		e.Type = controller.Added
+	}
+	f.deliver(f.c.classChanged(e))
+}
+
 // queued returns the keys queued so far, sorted, and empties the queue.
 func (f *fixture) queued() []string {
 	f.t.Helper()
@@ -168,7 +198,7 @@ func (f *fixture) queued() []string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.c.queue.Run(ctx, 1)
+		f.c.queue.Run(ctx)
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for f.c.queue.Len() > 0 && time.Now().Before(deadline) {
@@ -367,7 +397,7 @@ func TestSyncRelease(t *testing.T) {
 			}
 			f := newFixture(t, testPolicy, objs...)
 			if tt.watchDeleted != nil {
-				f.c.claimDeleted(tt.watchDeleted)
+				f.claimEvent(controller.Deleted, tt.watchDeleted)
 			}
 			if err := f.sync(tt.pv.Name); err != nil {
 				t.Fatalf("sync: %v", err)
@@ -445,7 +475,7 @@ func TestSyncReleaseWaitsForARecreatedClaimToBind(t *testing.T) {
 				old := claim("claim-uid", testID)
 				now := metav1.Now()
 				old.DeletionTimestamp = &now
-				f.c.claimDeleted(old)
+				f.claimEvent(controller.Deleted, old)
 				metadataOnly := tt.claim.DeepCopy()
 				metadataOnly.Spec = corev1.PersistentVolumeClaimSpec{}
 				f.cache(f.claims, metadataOnly)
@@ -545,7 +575,7 @@ func TestSyncKeepsAssociationAcrossCycles(t *testing.T) {
 				pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "ns", Name: "data", UID: second.UID}
 				pv.Status.Phase = corev1.VolumeBound
 			})
-			f.c.volumeChanged(f.stored("pv-1"))
+			f.volumeChanged(f.stored("pv-1"))
 			queued := f.queued()
 			if err := f.sync("pv-1"); err != nil {
 				t.Fatalf("sync: %v", err)
@@ -725,27 +755,27 @@ func TestHandlersQueueOnlyWhatMayNeedWork(t *testing.T) {
 	}{
 		{name: "volume events", event: func(f *fixture) {
 			for _, pv := range []*corev1.PersistentVolume{releasedOurs, boundOurs, theirs, orphan, unmanaged} {
-				f.c.volumeChanged(pv)
+				f.volumeChanged(pv)
 			}
 		}, want: []string{"orphan", "released-ours"}},
 		{name: "sweep", event: func(f *fixture) { f.c.sweep(f.ctx) }, want: []string{"orphan", "released-ours"}},
 		{name: "managed claim added", event: func(f *fixture) {
 			f.cache(f.claims, managedClaim)
-			f.c.claimAdded(managedClaim)
+			f.claimEvent(controller.Added, managedClaim)
 		}, want: []string{"unmanaged"}},
 		{name: "managed claim deleted", event: func(f *fixture) {
 			c := claim("released-ours-claim", testID)
 			c.Name = "released-ours-claim"
-			f.c.claimDeleted(c)
+			f.claimEvent(controller.Deleted, c)
 		}, want: []string{"released-ours"}},
 		{name: "class given this controller ID", event: func(f *fixture) {
-			f.c.classChanged(class(""), class(testID))
+			f.classChanged(class(""), class(testID))
 		}, want: []string{"orphan", "released-ours", "unmanaged"}},
 		{name: "class keeps this controller ID", event: func(f *fixture) {
-			f.c.classChanged(class(testID), class(testID))
+			f.classChanged(class(testID), class(testID))
 		}},
 		{name: "class given another controller ID", event: func(f *fixture) {
-			f.c.classChanged(nil, class("theirs"))
+			f.classChanged(nil, class("theirs"))
 		}},
 	}
 	for _, tt := range tests {

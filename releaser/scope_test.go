@@ -134,8 +134,8 @@ func TestSyncRescopes(t *testing.T) {
 			// A class's parameters change only with the class created
 			// again, which queues its volumes, as their own events do.
 			for event, fire := range map[string]func(f *fixture){
-				"volume event":        func(f *fixture) { f.c.volumeChanged(tt.pv) },
-				"class created again": func(f *fixture) { f.c.classChanged(nil, tt.class) },
+				"volume event":        func(f *fixture) { f.volumeChanged(tt.pv) },
+				"class created again": func(f *fixture) { f.classChanged(nil, tt.class) },
 			} {
 				f := newFixture(t, testPolicy, tt.pv, tt.class)
 				fire(f)

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -76,9 +77,9 @@ func TestSyncHandsToTheScrubByTheConsumersOutcome(t *testing.T) {
 			f := newFixture(t, testPolicy, []runtime.Object{pv, tt.class}...)
 			switch {
 			case tt.seen != nil && tt.updated:
-				f.c.rememberOutcome(tt.seen)
+				f.claimEvent(controller.Updated, tt.seen)
 			case tt.seen != nil:
-				f.c.claimDeleted(tt.seen)
+				f.claimEvent(controller.Deleted, tt.seen)
 			}
 			if err := f.sync(pv.Name); err != nil {
 				t.Fatalf("sync: %v", err)

@@ -19,9 +19,63 @@ func Object[T any](obj any) (T, bool) {
 	return t, ok
 }
 
-// Loop follows the objects of one shared informer through a Queue: the
-// handlers, the queue and the sweep that every loop over an informer
-// writes alike, so that a loop is its decisions and its Sync alone.
+// EventType says what an informer reported of an object.
+type EventType int
+
+const (
+	Added EventType = iota
+	Updated
+	Deleted
+)
+
+// Event is one change an informer reported of an object of type T.
+type Event[T any] struct {
+	Type EventType
+	// Obj is the object as it is, or as it was last seen if Deleted; Old,
+	// for an update only, is what it was before.
+	Obj, Old T
+	// Initial tells an addition of the informer's initial list from one
+	// a watch reported.
+	Initial bool
+	// Missed tells a deletion inferred from a relist (the watch missed it,
+	// and the cache kept only a tombstone) from one a watch reported: only
+	// the latter is definite.
+	Missed bool
+}
+
+// Handle calls on for each event of the objects of informer that are T.
+// It is the one place event handlers are registered: every loop hears of
+// its objects through it, and so do the few caches beside loops (a wait for
+// a lifecycle pod, the record of volumes on their way).
+func Handle[T any](informer cache.SharedIndexInformer, on func(Event[T])) error {
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if t, ok := obj.(T); ok {
+				on(Event[T]{Type: Added, Obj: t, Initial: initial})
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(T)
+			c, ok2 := cur.(T)
+			if ok1 && ok2 {
+				on(Event[T]{Type: Updated, Obj: c, Old: o})
+			}
+		},
+		DeleteFunc: func(obj any) {
+			_, missed := obj.(cache.DeletedFinalStateUnknown)
+			if t, ok := Object[T](obj); ok {
+				on(Event[T]{Type: Deleted, Obj: t, Missed: missed})
+			}
+		},
+	})
+	return err
+}
+
+// Loop follows objects of shared informers through a queue: the handlers,
+// the queue and the sweep that every loop writes alike, so that a loop is
+// its decisions and its Sync alone. Its own objects, T, are followed by
+// Watch as Key and Wants say; the objects of other informers whose changes
+// concern them by WatchMapped.
 type Loop[T any, K comparable] struct {
 	// Name names the queue in logs and metrics.
 	Name string
@@ -34,49 +88,64 @@ type Loop[T any, K comparable] struct {
 	Gone func(T)
 	// Sync takes the object of a key one step further.
 	Sync func(ctx context.Context, key K) error
+	// Delay, if not 0, is how long a key queued by a watch or a sweep
+	// waits: every change within it costs one sync.
+	Delay time.Duration
 	// Sweep, if not 0, is how often every object List returns that Wants
 	// as an addition is queued again: the safety net for a step that
 	// failed, a restart, or an event the watch missed.
 	Sweep time.Duration
 	List  func() []T
+	// Sweeper, if not nil, is the sweep instead, for a loop whose keys
+	// are of more than one kind of object; it queues with Add.
+	Sweeper func(ctx context.Context)
+	// SweepFirst sweeps as Run starts, for a loop whose watches leave the
+	// objects of the informers' initial lists to the sweep.
+	SweepFirst bool
 	// Workers sync in parallel, at least one.
 	Workers int
 
-	queue *Queue[K]
+	queue *keyQueue[K]
 }
 
-func (l *Loop[T, K]) q() *Queue[K] {
+func (l *Loop[T, K]) q() *keyQueue[K] {
 	if l.queue == nil {
-		l.queue = NewQueue(l.Name, l.Sync)
+		// Sync is looked up at each call, so that a test may replace it.
+		l.queue = newQueue(l.Name, func(ctx context.Context, key K) error { return l.Sync(ctx, key) })
 	}
 	return l.queue
 }
 
-// Watch queues the objects of informer as Wants says. Call it once,
-// before Run.
+// Watch queues the objects of informer as Wants says, and tells Gone of
+// those deleted. Call it once, before Run.
 func (l *Loop[T, K]) Watch(informer cache.SharedIndexInformer) error {
 	l.q()
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if cur, ok := Object[T](obj); ok {
-				var zero T
-				l.offer(zero, cur)
+	return Handle(informer, func(e Event[T]) {
+		switch e.Type {
+		case Added:
+			var zero T
+			l.offer(zero, e.Obj)
+		case Updated:
+			l.offer(e.Old, e.Obj)
+		case Deleted:
+			if l.Gone != nil {
+				l.Gone(e.Obj)
 			}
-		},
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := Object[T](old)
-			c, ok2 := Object[T](cur)
-			if ok1 && ok2 {
-				l.offer(o, c)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if t, ok := Object[T](obj); ok && l.Gone != nil {
-				l.Gone(t)
-			}
-		},
+		}
 	})
-	return err
+}
+
+// WatchMapped queues the keys that keys maps each event of informer's
+// objects to: the loop's objects that a change of another kind of object
+// concerns (the volumes of a deleted claim, the pools of a class). Call it
+// before Run.
+func WatchMapped[S, T any, K comparable](l *Loop[T, K], informer cache.SharedIndexInformer, keys func(Event[S]) []K) error {
+	l.q()
+	return Handle(informer, func(e Event[S]) {
+		for _, k := range keys(e) {
+			l.add(k)
+		}
+	})
 }
 
 func (l *Loop[T, K]) offer(old, cur T) {
@@ -84,23 +153,47 @@ func (l *Loop[T, K]) offer(old, cur T) {
 		return
 	}
 	if key, ok := l.Key(cur); ok {
-		l.q().Add(key)
+		l.add(key)
 	}
 }
 
-// Add queues key; AddAfter after d.
+func (l *Loop[T, K]) add(key K) {
+	if l.Delay > 0 {
+		l.q().AddAfter(key, l.Delay)
+		return
+	}
+	l.q().Add(key)
+}
+
+// Add queues key at once; AddAfter after d.
 func (l *Loop[T, K]) Add(key K)                       { l.q().Add(key) }
 func (l *Loop[T, K]) AddAfter(key K, d time.Duration) { l.q().AddAfter(key, d) }
+
+// Len is the number of keys waiting.
+func (l *Loop[T, K]) Len() int { return l.q().Len() }
+
+// WaitForRoom blocks until fewer than room keys wait (keyQueue.WaitForRoom).
+func (l *Loop[T, K]) WaitForRoom(ctx context.Context, room int) bool {
+	return l.q().WaitForRoom(ctx, room)
+}
 
 // Run syncs until ctx is done, sweeping every Sweep.
 func (l *Loop[T, K]) Run(ctx context.Context) {
 	if l.Sweep > 0 {
-		go Every(ctx, l.Sweep, func(context.Context) {
-			var zero T
-			for _, t := range l.List() {
-				l.offer(zero, t)
+		sweep := l.Sweeper
+		if sweep == nil {
+			sweep = func(context.Context) {
+				var zero T
+				for _, t := range l.List() {
+					l.offer(zero, t)
+				}
 			}
-		})
+		}
+		repeat := every
+		if l.SweepFirst {
+			repeat = nowAndEvery
+		}
+		go repeat(ctx, l.Sweep, sweep)
 	}
 	l.q().Run(ctx, max(1, l.Workers))
 }

@@ -96,3 +96,55 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A loop queues the keys other objects' events map to, each after Delay,
+// and Handle tells the objects of the initial list from later ones.
+func TestWatchMappedQueuesTheKeysOfOtherObjects(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "before"}}
+	client := fake.NewClientset(ns)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	var mu sync.Mutex
+	synced := map[string]time.Time{}
+	initial := map[string]bool{}
+	loop := &Loop[*corev1.PersistentVolume, string]{
+		Name:  "test",
+		Delay: 100 * time.Millisecond,
+		Sync: func(_ context.Context, key string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			synced[key] = time.Now()
+			return nil
+		},
+	}
+	err := WatchMapped(loop, namespaces, func(e Event[*corev1.Namespace]) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Type == Added {
+			initial[e.Obj.Name] = e.Initial
+		}
+		return []string{"pv-of-" + e.Obj.Name}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	factory.Start(ctx.Done())
+	go loop.Run(ctx)
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return !synced["pv-of-before"].IsZero() }, "the initial namespace's volume synced")
+
+	created := time.Now()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return !synced["pv-of-after"].IsZero() }, "the new namespace's volume synced")
+	mu.Lock()
+	defer mu.Unlock()
+	if waited := synced["pv-of-after"].Sub(created); waited < loop.Delay {
+		t.Errorf("the key was synced %s after the event, before the loop's delay of %s", waited, loop.Delay)
+	}
+	if !initial["before"] || initial["after"] {
+		t.Errorf("initial additions: %v; want before only", initial)
+	}
+}

@@ -12,23 +12,23 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Queue is a typed, rate-limited workqueue with the worker loop of
+// keyQueue is a typed, rate-limited workqueue with the worker loop of
 // kubernetes/sample-controller: a key is taken with Get, handed to sync, and
 // always marked Done; a failed sync is retried with per-key exponential
 // back-off, a successful one resets the back-off.
 //
 // Event handlers only ever call Add or AddAfter. Keys are deduplicated while
 // they wait, so a burst of events for one object costs one sync.
-type Queue[T comparable] struct {
+type keyQueue[T comparable] struct {
 	name  string
 	queue workqueue.TypedRateLimitingInterface[T]
 	sync  func(context.Context, T) error
 }
 
-// NewQueue returns a queue whose workers call sync for every key.
-func NewQueue[T comparable](name string, sync func(ctx context.Context, key T) error) *Queue[T] {
+// newQueue returns a queue whose workers call sync for every key.
+func newQueue[T comparable](name string, sync func(ctx context.Context, key T) error) *keyQueue[T] {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[T](20*time.Millisecond, 2*time.Minute)
-	return &Queue[T]{
+	return &keyQueue[T]{
 		name: name,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[T]{
 			Name: name,
@@ -38,13 +38,13 @@ func NewQueue[T comparable](name string, sync func(ctx context.Context, key T) e
 }
 
 // Add queues key for a sync as soon as a worker is free.
-func (q *Queue[T]) Add(key T) { q.queue.Add(key) }
+func (q *keyQueue[T]) Add(key T) { q.queue.Add(key) }
 
 // AddAfter queues key for a sync after d.
-func (q *Queue[T]) AddAfter(key T, d time.Duration) { q.queue.AddAfter(key, d) }
+func (q *keyQueue[T]) AddAfter(key T, d time.Duration) { q.queue.AddAfter(key, d) }
 
 // Len is the number of keys waiting.
-func (q *Queue[T]) Len() int { return q.queue.Len() }
+func (q *keyQueue[T]) Len() int { return q.queue.Len() }
 
 // roomPoll is how often WaitForRoom looks at the queue's length: the
 // client-go queue tells no one when a key leaves it.
@@ -56,7 +56,7 @@ const roomPoll = 10 * time.Millisecond
 // metrics' add times) to the size of the cache, and Go never shrinks a map:
 // with 20,000 pods and claims, some 10 MB kept for good. A sweep that waits
 // for room before each key keeps them as small as room.
-func (q *Queue[T]) WaitForRoom(ctx context.Context, room int) bool {
+func (q *keyQueue[T]) WaitForRoom(ctx context.Context, room int) bool {
 	if q.queue.Len() < room {
 		return true
 	}
@@ -79,7 +79,7 @@ func (q *Queue[T]) WaitForRoom(ctx context.Context, room int) bool {
 
 // Run starts workers and blocks until ctx is done, then shuts the queue down
 // and waits for the syncs in flight to finish.
-func (q *Queue[T]) Run(ctx context.Context, workers int) {
+func (q *keyQueue[T]) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx).WithValues("queue", q.name)
 	ctx = klog.NewContext(ctx, logger)
@@ -98,12 +98,12 @@ func (q *Queue[T]) Run(ctx context.Context, workers int) {
 	}
 }
 
-func (q *Queue[T]) work(ctx context.Context) {
+func (q *keyQueue[T]) work(ctx context.Context) {
 	for q.next(ctx) {
 	}
 }
 
-func (q *Queue[T]) next(ctx context.Context) bool {
+func (q *keyQueue[T]) next(ctx context.Context) bool {
 	key, shutdown := q.queue.Get()
 	if shutdown {
 		return false
@@ -141,10 +141,10 @@ type waiting struct{ reason string }
 
 func (w waiting) Error() string { return "waiting: " + w.reason }
 
-// Every calls sweep every period until ctx is done, the first time one
+// every calls sweep every period until ctx is done, the first time one
 // period from now: a sweep is the safety net for events a replica missed,
 // and at start the informers' initial lists have just queued every object.
-func Every(ctx context.Context, period time.Duration, sweep func(context.Context)) {
+func every(ctx context.Context, period time.Duration, sweep func(context.Context)) {
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for {
@@ -157,9 +157,9 @@ func Every(ctx context.Context, period time.Duration, sweep func(context.Context
 	}
 }
 
-// NowAndEvery calls sweep at once, then as Every does: for a controller
+// nowAndEvery calls sweep at once, then as every does: for a controller
 // whose handlers leave the objects of the initial lists to its sweep.
-func NowAndEvery(ctx context.Context, period time.Duration, sweep func(context.Context)) {
+func nowAndEvery(ctx context.Context, period time.Duration, sweep func(context.Context)) {
 	sweep(ctx)
-	Every(ctx, period, sweep)
+	every(ctx, period, sweep)
 }

@@ -19,7 +19,7 @@ func TestQueueRetriesUntilSuccess(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	succeeded := make(chan string, 10)
-	q := NewQueue[string]("test", func(_ context.Context, key string) error {
+	q := newQueue[string]("test", func(_ context.Context, key string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[key]++
@@ -71,7 +71,7 @@ func TestQueueWaitBacksOff(t *testing.T) {
 	var mu sync.Mutex
 	var at []time.Time
 	done := make(chan struct{})
-	q := NewQueue[string]("test", func(_ context.Context, key string) error {
+	q := newQueue[string]("test", func(_ context.Context, key string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		at = append(at, time.Now())
@@ -147,7 +147,7 @@ func TestOptionsValidate(t *testing.T) {
 // WaitForRoom goes on only while fewer than room keys wait, and gives up
 // when its context ends or the queue shuts down.
 func TestWaitForRoom(t *testing.T) {
-	q := NewQueue[string]("test", func(context.Context, string) error { return nil })
+	q := newQueue[string]("test", func(context.Context, string) error { return nil })
 	q.Add("a")
 	q.Add("b")
 	if !q.WaitForRoom(context.Background(), 3) {

@@ -166,21 +166,18 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 	return out
 }
 
-// OnPoolChange calls changed with the class of each pool added, changed
-// or deleted (both classes of a pool whose class changed, which admission
-// refuses), so that a controller acts on the class's new settings.
-func OnPoolChange(pools cache.SharedIndexInformer, changed func(class string)) error {
-	_, err := pools.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(poolClassName(obj)) },
-		UpdateFunc: func(old, obj any) {
-			if a, b := poolClassName(old), poolClassName(obj); a != b {
-				changed(a)
-			}
-			changed(poolClassName(obj))
-		},
-		DeleteFunc: func(obj any) { changed(poolClassName(obj)) },
-	})
-	return err
+// ClassesOf names the classes whose settings a change of a pool changes:
+// its class, and the class it had before if that changed (which admission
+// refuses), so that a controller acts on a class's new settings.
+func ClassesOf(e controller.Event[*v1alpha1.VolumePool]) []string {
+	var classes []string
+	if e.Type == controller.Updated && e.Old.Spec.StorageClassName != e.Obj.Spec.StorageClassName && e.Old.Spec.StorageClassName != "" {
+		classes = append(classes, e.Old.Spec.StorageClassName)
+	}
+	if e.Obj.Spec.StorageClassName != "" {
+		classes = append(classes, e.Obj.Spec.StorageClassName)
+	}
+	return classes
 }
 
 // NoPools is an empty pool index, for a controller built without pools.

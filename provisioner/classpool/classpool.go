@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +96,10 @@ type Pools struct {
 // cfg.Pending): build them after those.
 func New(cfg Config, p Provisioner) *Pools {
 	b := &Pools{cfg: cfg, p: p}
-	q := &controller.Loop[*corev1.PersistentVolumeClaim, types.UID]{Name: "provisioner-backing", Key: backingFor, Sync: b.Sync, Workers: 1}
+	q := &controller.Loop[*corev1.PersistentVolumeClaim, types.UID]{
+		Name: "provisioner-backing", Key: backingFor, Sync: b.Sync, Workers: 1,
+		Sweep: sweepInterval,
+	}
 	// Any change of a backing claim, its deletion included, is looked at
 	// for its claim.
 	q.Gone = func(c *corev1.PersistentVolumeClaim) {
@@ -105,26 +107,30 @@ func New(cfg Config, p Provisioner) *Pools {
 			q.Add(uid)
 		}
 	}
+	q.Sweeper = b.sweep
 	b.queue = q
 	return b
 }
 
-// Watch queues the backing claims of informer (those BackingClaims lists)
-// as they change. Call it once, before Run.
-func (b *Pools) Watch(informer cache.SharedIndexInformer) error {
-	if err := b.queue.Watch(informer); err != nil {
+// Watch queues, by the claim they are for, the backing claims of backing
+// (those BackingClaims lists) as they change, the claims of claims that no
+// longer wait for a volume, and the volumes of volumes kept for a claim.
+// Call it once, before Run.
+func (b *Pools) Watch(backing, claims, volumes cache.SharedIndexInformer) error {
+	if err := b.queue.Watch(backing); err != nil {
 		return fmt.Errorf("watching backing claims: %w", err)
+	}
+	if err := controller.WatchMapped(b.queue, claims, claimGone); err != nil {
+		return fmt.Errorf("watching claims: %w", err)
+	}
+	if err := controller.WatchMapped(b.queue, volumes, b.keptVolumeChanged); err != nil {
+		return fmt.Errorf("watching volumes: %w", err)
 	}
 	return nil
 }
 
 // Run works the queue, and sweeps it every sweepInterval, until ctx is done.
-func (b *Pools) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Go(func() { controller.Every(ctx, sweepInterval, b.sweep) })
-	wg.Go(func() { b.queue.Run(ctx) })
-	wg.Wait()
-}
+func (b *Pools) Run(ctx context.Context) { b.queue.Run(ctx) }
 
 // sweepInterval is how often sweep runs.
 const sweepInterval = 10 * time.Second
@@ -159,18 +165,27 @@ func backingFor(backing *corev1.PersistentVolumeClaim) (types.UID, bool) {
 	return types.UID(uid), uid != ""
 }
 
-// OnKeptVolume looks at a volume kept for a claim (step 3), on every
-// change and at start-up: a restarted provisioner finds the volumes a
-// crash left between steps.
-func (b *Pools) OnKeptVolume(pv *corev1.PersistentVolume) {
-	if uid := keptFor(pv); uid != "" && pv.Annotations[keys.KeptBy] == b.cfg.Name {
-		b.queue.Add(uid)
+// keptVolumeChanged looks at a volume kept for a claim (step 3), on every change
+// and at start-up: a restarted provisioner finds the volumes a crash left
+// between steps.
+func (b *Pools) keptVolumeChanged(e controller.Event[*corev1.PersistentVolume]) []types.UID {
+	if e.Type == controller.Deleted {
+		return nil
 	}
+	if uid := keptFor(e.Obj); uid != "" && e.Obj.Annotations[keys.KeptBy] == b.cfg.Name {
+		return []types.UID{uid}
+	}
+	return nil
 }
 
-// OnClaimGone looks again at what was made for a claim that no longer
-// waits for a volume: deleted, or bound.
-func (b *Pools) OnClaimGone(claim *corev1.PersistentVolumeClaim) { b.queue.Add(claim.UID) }
+// claimGone looks again at what was made for a claim that no longer waits
+// for a volume: deleted, or bound and so out of the provisioner's cache.
+func claimGone(e controller.Event[*corev1.PersistentVolumeClaim]) []types.UID {
+	if e.Type != controller.Deleted {
+		return nil
+	}
+	return []types.UID{e.Obj.UID}
+}
 
 // keptFor is the UID of the claim pv is kept for (step 3), if it is one a
 // backing provisioner made that was not handed over yet.

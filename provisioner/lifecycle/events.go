@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
@@ -41,12 +42,8 @@ func NewEvents(client kubernetes.Interface, namespace string) *Events {
 		}))
 	pods := f.Core().V1().Pods()
 	e := &Events{informer: pods.Informer(), pods: pods.Lister().Pods(namespace), changed: make(chan struct{})}
-	notify := func(any) { e.notify() }
-	_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, _ any) { e.notify() },
-		DeleteFunc: notify,
-	})
+	// Registering on an informer not yet started fails for nothing.
+	_ = controller.Handle(e.informer, func(controller.Event[*corev1.Pod]) { e.notify() })
 	return e
 }
 
