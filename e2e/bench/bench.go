@@ -182,12 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b.scheduling(ctx, r)
 	b.reservations(ctx, r)
 	b.keyRuns(ctx, r)
-	b.madeAheadRun(ctx, r)
-	b.classPoolRun(ctx, r)
-	b.evictRun(ctx, r)
-	b.nodeLocalRun(ctx, r)
-	b.failoverRun(ctx, r)
-	b.scaleRun(ctx, r)
+	b.runPhases(ctx, r)
 
 	r.Duration = time.Since(r.Started).Round(time.Second).String()
 	r.Evaluate()
@@ -465,77 +460,115 @@ func (b *bench) reservations(ctx context.Context, r *Report) {
 	}
 }
 
-// nodeLocalRun measures a local class on a real node.
-func (b *bench) nodeLocalRun(ctx context.Context, r *Report) {
-	if b.cfg.NodeLocalCycles == 0 {
-		return
-	}
-	b.logf("Node-local: %d cycles each of a miss, a hit and the floor, on a real node", b.cfg.NodeLocalCycles)
-	n, err := b.nodeLocal(ctx, b.cfg.NodeLocalCycles)
-	if err != nil {
-		b.note(r, "node-local run: %v", err)
-	}
-	r.NodeLocal = n
+// A phase is one of the runs after the cycle phases, each of its own
+// settings: skipped unless they ask for it, announced in the log as it
+// starts, and, when it fails, a note, the report keeping what the run
+// measured before it failed.
+type phase struct {
+	// on says whether the settings, and what the phases before it
+	// measured, call for it.
+	on func(cfg Config, r *Report) bool
+	// starting is its line in the log as it starts.
+	starting func(cfg Config) string
+	// note starts the note of its failure.
+	note string
+	// run measures and sets its part of the report, failed or not.
+	run func(ctx context.Context, b *bench, r *Report) error
 }
 
-// madeAheadRun measures claims no member fits, without and with members
-// made ahead.
-func (b *bench) madeAheadRun(ctx context.Context, r *Report) {
-	if b.cfg.MadeAheadCycles == 0 {
-		return
-	}
-	b.logf("Made ahead: %d claims no member fits at concurrency %d, without a pool, then with minAvailable %d", b.cfg.MadeAheadCycles, b.cfg.Concurrency, b.cfg.Concurrency)
-	m, err := b.madeAhead(ctx, b.cfg.MadeAheadCycles, b.cfg.Concurrency)
-	if err != nil {
-		b.note(r, "made-ahead run: %v", err)
-	}
-	r.MadeAhead = m
-}
+// phases are the runs after the cycle phases, in the order they run. The
+// scale phase comes last: it stops the controllers for starts of its own
+// and leaves the cluster full of its objects. The failover, which leaves
+// the standbys leading, comes right before it.
+var phases = []phase{{
+	// Claims no member fits, without and with members made ahead.
+	on: func(cfg Config, _ *Report) bool { return cfg.MadeAheadCycles > 0 },
+	starting: func(cfg Config) string {
+		return fmt.Sprintf("Made ahead: %d claims no member fits at concurrency %d, without a pool, then with minAvailable %d", cfg.MadeAheadCycles, cfg.Concurrency, cfg.Concurrency)
+	},
+	note: "made-ahead run",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.MadeAhead, err = b.madeAhead(ctx, b.cfg.MadeAheadCycles, b.cfg.Concurrency)
+		return err
+	},
+}, {
+	// A pool in front of a CSI class, against the class.
+	on: func(cfg Config, _ *Report) bool { return cfg.ClassPoolCycles > 0 },
+	starting: func(cfg Config) string {
+		return fmt.Sprintf("Class pool: %d claims each on a CSI class, then misses and hits of a pool in front of it, at concurrency %d", cfg.ClassPoolCycles, cfg.Concurrency)
+	},
+	note: "class-pool run",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.ClassPool, err = b.classPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency)
+		return err
+	},
+}, {
+	// The same in zones, beside the class pool's figures: only when the
+	// class-pool run has them.
+	on: func(_ Config, r *Report) bool { return r.ClassPool != nil },
+	starting: func(Config) string {
+		return fmt.Sprintf("Class pool in zones: the same, each claim's pod on a node of one of the zones %v in turn", benchZones)
+	},
+	note: "zoned class-pool run",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.ClassPool.Zoned, err = b.zonedClassPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency)
+		return err
+	},
+}, {
+	// A claim at a pool's maximum that takes the free member, or evicts it.
+	on: func(cfg Config, _ *Report) bool { return cfg.EvictCycles > 0 },
+	starting: func(cfg Config) string {
+		return fmt.Sprintf("Eviction: %d claims that take the free member of a pool of one, then %d that fit no member and evict it", cfg.EvictCycles, cfg.EvictCycles)
+	},
+	note: "eviction run",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.Eviction, err = b.eviction(ctx, b.cfg.EvictCycles)
+		return err
+	},
+}, {
+	// A local class on a real node.
+	on: func(cfg Config, _ *Report) bool { return cfg.NodeLocalCycles > 0 },
+	starting: func(cfg Config) string {
+		return fmt.Sprintf("Node-local: %d cycles each of a miss, a hit and the floor, on a real node", cfg.NodeLocalCycles)
+	},
+	note: "node-local run",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.NodeLocal, err = b.nodeLocal(ctx, b.cfg.NodeLocalCycles)
+		return err
+	},
+}, {
+	// Each leader killed, its standby timed.
+	on:       func(cfg Config, _ *Report) bool { return cfg.Failover },
+	starting: func(Config) string { return "Failover: killing each leader, standbys waiting" },
+	note:     "failover phase failed",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.Failover, err = b.failover(ctx)
+		return err
+	},
+}, {
+	// Start-up and memory with many objects present.
+	on: func(cfg Config, _ *Report) bool { return cfg.Scale > 0 },
+	starting: func(cfg Config) string {
+		return fmt.Sprintf("Scale: %d annotated pods, claims and PVs, %d plain pods", cfg.Scale, cfg.ScalePlain)
+	},
+	note: "scale phase failed",
+	run: func(ctx context.Context, b *bench, r *Report) (err error) {
+		r.Scale, err = b.scale(ctx, b.cfg.Scale, b.cfg.ScalePlain)
+		return err
+	},
+}}
 
-// classPoolRun measures a pool in front of a CSI class against the class.
-func (b *bench) classPoolRun(ctx context.Context, r *Report) {
-	if b.cfg.ClassPoolCycles == 0 {
-		return
+// runPhases runs each of phases its settings call for, in turn.
+func (b *bench) runPhases(ctx context.Context, r *Report) {
+	for _, p := range phases {
+		if !p.on(b.cfg, r) {
+			continue
+		}
+		b.logf("%s", p.starting(b.cfg))
+		if err := p.run(ctx, b, r); err != nil {
+			b.note(r, "%s: %v", p.note, err)
+		}
 	}
-	b.logf("Class pool: %d claims each on a CSI class, then misses and hits of a pool in front of it, at concurrency %d", b.cfg.ClassPoolCycles, b.cfg.Concurrency)
-	c, err := b.classPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency)
-	if err != nil {
-		b.note(r, "class-pool run: %v", err)
-	}
-	r.ClassPool = c
-	if c == nil {
-		return
-	}
-	b.logf("Class pool in zones: the same, each claim's pod on a node of one of the zones %v in turn", benchZones)
-	if c.Zoned, err = b.zonedClassPool(ctx, b.cfg.ClassPoolCycles, b.cfg.Concurrency); err != nil {
-		b.note(r, "zoned class-pool run: %v", err)
-	}
-}
-
-// failoverRun kills each leader and times its standby.
-func (b *bench) failoverRun(ctx context.Context, r *Report) {
-	if !b.cfg.Failover {
-		return
-	}
-	b.logf("Failover: killing each leader, standbys waiting")
-	f, err := b.failover(ctx)
-	if err != nil {
-		b.note(r, "failover phase failed: %v", err)
-	}
-	r.Failover = f
-}
-
-// scaleRun measures start-up and memory with many objects present.
-func (b *bench) scaleRun(ctx context.Context, r *Report) {
-	if b.cfg.Scale == 0 {
-		return
-	}
-	b.logf("Scale: %d annotated pods, claims and PVs, %d plain pods", b.cfg.Scale, b.cfg.ScalePlain)
-	s, err := b.scale(ctx, b.cfg.Scale, b.cfg.ScalePlain)
-	if err != nil {
-		b.note(r, "scale phase failed: %v", err)
-	}
-	r.Scale = s
 }
 
 func first(errs []error, n int) []error {

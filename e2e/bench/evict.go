@@ -31,18 +31,6 @@ type Eviction struct {
 
 const evictClass = "bench-evict"
 
-func (b *bench) evictRun(ctx context.Context, r *Report) {
-	if b.cfg.EvictCycles == 0 {
-		return
-	}
-	b.logf("Eviction: %d claims that take the free member of a pool of one, then %d that fit no member and evict it", b.cfg.EvictCycles, b.cfg.EvictCycles)
-	e, err := b.eviction(ctx, b.cfg.EvictCycles)
-	if err != nil {
-		b.note(r, "eviction run: %v", err)
-	}
-	r.Eviction = e
-}
-
 func (b *bench) eviction(ctx context.Context, cycles int) (*Eviction, error) {
 	e := &Eviction{Cycles: cycles}
 	free := map[string]string{keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}

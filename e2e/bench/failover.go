@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/keys"
@@ -71,15 +70,8 @@ func (b *bench) failover(ctx context.Context) (*Failover, error) {
 	}
 
 	f := &Failover{LeaseDuration: defaultLeaseDuration.String()}
-	var newUID types.UID
-	if err := b.rec.wait(ctx, func() bool {
-		c := b.rec.latestLocked(b.ns, podName)
-		if c == nil || c.bound.IsZero() {
-			return false
-		}
-		newUID = c.uid
-		return true
-	}); err != nil {
+	newUID, err := b.waitBound(ctx, podName)
+	if err != nil {
 		return f, fmt.Errorf("waiting for the standby podwatcher and provisioner: %w", err)
 	}
 	rec := b.rec.snapshot(newUID)

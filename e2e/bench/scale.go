@@ -45,25 +45,14 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 		return s, err
 	}
 
-	start := time.Now()
-	var plains, pods, pairs atomic.Int64
+	// What was created is reported, whichever step stops the phase.
+	var made scaleMade
 	defer func() {
-		s.PlainPods, s.Pods, s.Claims, s.Volumes = int(plains.Load()), int(pods.Load()), int(pairs.Load()), int(pairs.Load())
+		s.PlainPods, s.Pods, s.Claims, s.Volumes = int(made.plain.Load()), int(made.pods.Load()), int(made.pairs.Load()), int(made.pairs.Load())
 	}()
 	if plain > 0 {
-		if err := parallel(ctx, plain, func(ctx context.Context, i int) error {
-			name := fmt.Sprintf("p-%d", i)
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "plain"}},
-				Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyAlways,
-					Containers: []corev1.Container{{Name: "build", Image: "busybox"}}},
-			}
-			if _, err := b.client.CoreV1().Pods(scaleNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			plains.Add(1)
-			return nil
-		}); err != nil {
+		start := time.Now()
+		if err := b.scalePlainPods(ctx, plain, &made.plain); err != nil {
 			return s, fmt.Errorf("creating plain pods: %w", err)
 		}
 		b.logf("Scale: %d plain pods created in %.0f s", plain, time.Since(start).Seconds())
@@ -72,9 +61,65 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 		}
 	}
 
-	start = time.Now()
-	uids := make([]types.UID, n)
+	start := time.Now()
+	uids, err := b.scaleAnnotatedPods(ctx, n, &made.pods)
+	if err != nil {
+		return s, fmt.Errorf("creating pods: %w", err)
+	}
 	if err := parallel(ctx, n, func(ctx context.Context, i int) error {
+		if err := b.scalePair(ctx, i, uids[i]); err != nil {
+			return err
+		}
+		made.pairs.Add(1)
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("creating claims and volumes: %w", err)
+	}
+	s.CreateSeconds = time.Since(start).Seconds()
+	b.logf("Scale: created in %.0f s; waiting until every claim is seen Bound", s.CreateSeconds)
+	s.Bound = b.scaleWaitBound(ctx, n)
+
+	b.logf("Scale: starting the controllers with %d annotated pods, claims and volumes and %d plain pods present", n, plain)
+	stats, reqs, err := b.scaleMeasure(ctx, "annotated")
+	s.Controllers = stats
+	if err != nil {
+		return s, err
+	}
+	s.Requests = CostRows(reqs, 0)
+	for _, limit := range b.cfg.ScaleLimits {
+		s.AtLimits = append(s.AtLimits, b.scaleAtLimit(ctx, limit))
+	}
+	return s, nil
+}
+
+// scaleMade counts the scale phase's objects as they are created: plain
+// pods, annotated pods, and claims each with its volume.
+type scaleMade struct {
+	plain, pods, pairs atomic.Int64
+}
+
+// scalePlainPods creates plain pods, counted in made.
+func (b *bench) scalePlainPods(ctx context.Context, plain int, made *atomic.Int64) error {
+	return parallel(ctx, plain, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("p-%d", i)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "plain"}},
+			Spec: corev1.PodSpec{NodeName: "node-1", RestartPolicy: corev1.RestartPolicyAlways,
+				Containers: []corev1.Container{{Name: "build", Image: "busybox"}}},
+		}
+		if _, err := b.client.CoreV1().Pods(scaleNS).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		made.Add(1)
+		return nil
+	})
+}
+
+// scaleAnnotatedPods creates n annotated pods, counted in made, and
+// returns their UIDs, for their claims' owner references.
+func (b *bench) scaleAnnotatedPods(ctx context.Context, n int, made *atomic.Int64) ([]types.UID, error) {
+	uids := make([]types.UID, n)
+	err := parallel(ctx, n, func(ctx context.Context, i int) error {
 		name := fmt.Sprintf("s-%d", i)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
@@ -88,99 +133,97 @@ func (b *bench) scale(ctx context.Context, n, plain int) (*Scale, error) {
 			return err
 		}
 		uids[i] = p.UID
-		pods.Add(1)
+		made.Add(1)
 		return nil
+	})
+	return uids, err
+}
+
+// scalePair creates the claim of annotated pod i, owned by the pod of
+// podUID, and its volume, made bound, as the PV controller leaves a claim
+// and its volume: binding tens of thousands one by one takes it many
+// minutes.
+func (b *bench) scalePair(ctx context.Context, i int, podUID types.UID) error {
+	name := fmt.Sprintf("s-%d", i)
+	pvName := fmt.Sprintf("scale-%d", i)
+	claim := objects.NewClaim(scaleNS, name, b.class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
+		c.Labels = map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(podUID)}
+		c.Annotations = map[string]string{volumehelpers.AnnBindCompleted: "yes", volumehelpers.AnnBoundByController: "yes"}
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: podUID}}
+		c.Spec.VolumeName = pvName
+	})
+	c, err := b.client.CoreV1().PersistentVolumeClaims(scaleNS).Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	pv := objects.NewVolume(pvName, b.class, "1Gi", filepath.Join(b.base, pvName), func(pv *corev1.PersistentVolume) {
+		pv.Labels = map[string]string{keys.VolumeManagedBy: controllerID}
+		pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName, volumehelpers.AnnBoundByController: "yes"}
+		pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID}
+	})
+	created, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	return b.scaleStatusBound(ctx, created, c)
+}
+
+// scaleStatusBound writes the Bound phase into the status of the volume,
+// then of its claim. The PV controller may write either first (a phase of
+// its own): on a conflict, the status is written again on a fresh copy.
+func (b *bench) scaleStatusBound(ctx context.Context, pv *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) error {
+	pvs := b.client.CoreV1().PersistentVolumes()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pv.Status.Phase = corev1.VolumeBound
+		_, err := pvs.UpdateStatus(ctx, pv, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := pvs.Get(ctx, pv.Name, metav1.GetOptions{}); gerr == nil {
+				pv = fresh
+			}
+		}
+		return err
 	}); err != nil {
-		return s, fmt.Errorf("creating pods: %w", err)
+		return err
 	}
-	if err := parallel(ctx, n, func(ctx context.Context, i int) error {
-		name := fmt.Sprintf("s-%d", i)
-		pvName := fmt.Sprintf("scale-%d", i)
-		// Made bound, as the PV controller leaves a claim and its volume:
-		// binding tens of thousands one by one takes it many minutes.
-		claim := objects.NewClaim(scaleNS, name, b.class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
-			c.Labels = map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(uids[i])}
-			c.Annotations = map[string]string{volumehelpers.AnnBindCompleted: "yes", volumehelpers.AnnBoundByController: "yes"}
-			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uids[i]}}
-			c.Spec.VolumeName = pvName
-		})
-		c, err := b.client.CoreV1().PersistentVolumeClaims(scaleNS).Create(ctx, claim, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		pv := objects.NewVolume(pvName, b.class, "1Gi", filepath.Join(b.base, pvName), func(pv *corev1.PersistentVolume) {
-			pv.Labels = map[string]string{keys.VolumeManagedBy: controllerID}
-			pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName, volumehelpers.AnnBoundByController: "yes"}
-			pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID}
-		})
-		created, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		// The PV controller may write either first (a phase of its own):
-		// on a conflict, the status is written again on a fresh copy.
-		pvs := b.client.CoreV1().PersistentVolumes()
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			created.Status.Phase = corev1.VolumeBound
-			_, err := pvs.UpdateStatus(ctx, created, metav1.UpdateOptions{})
-			if apierrors.IsConflict(err) {
-				if fresh, gerr := pvs.Get(ctx, created.Name, metav1.GetOptions{}); gerr == nil {
-					created = fresh
-				}
-			}
-			return err
-		}); err != nil {
-			return err
-		}
-		claims := b.client.CoreV1().PersistentVolumeClaims(scaleNS)
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: created.Spec.AccessModes, Capacity: created.Spec.Capacity}
-			_, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
-			if apierrors.IsConflict(err) {
-				if fresh, gerr := claims.Get(ctx, c.Name, metav1.GetOptions{}); gerr == nil {
-					c = fresh
-				}
-			}
-			if err == nil {
-				pairs.Add(1)
-			}
-			return err
-		})
-	}); err != nil {
-		return s, fmt.Errorf("creating claims and volumes: %w", err)
-	}
-	s.CreateSeconds = time.Since(start).Seconds()
-	b.logf("Scale: created in %.0f s; waiting until every claim is seen Bound", s.CreateSeconds)
-	bound := func() int {
-		n := 0
-		for _, recs := range b.rec.byName {
-			if len(recs) > 0 && recs[0].namespace == scaleNS && !recs[len(recs)-1].bound.IsZero() {
-				n++
+	claims := b.client.CoreV1().PersistentVolumeClaims(scaleNS)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pv.Spec.AccessModes, Capacity: pv.Spec.Capacity}
+		_, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := claims.Get(ctx, c.Name, metav1.GetOptions{}); gerr == nil {
+				c = fresh
 			}
 		}
-		return n
-	}
+		return err
+	})
+}
+
+// scaleWaitBound waits up to 5 minutes until the recorder has seen the n
+// claims of the scale phase Bound, and returns how many it has; fewer is
+// logged, and the phase goes on.
+func (b *bench) scaleWaitBound(ctx context.Context, n int) int {
 	bindCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	err = b.rec.wait(bindCtx, func() bool { return bound() >= n })
+	err := b.rec.wait(bindCtx, func() bool { return b.scaleBoundLocked() >= n })
 	cancel()
 	b.rec.mu.Lock()
-	s.Bound = bound()
+	bound := b.scaleBoundLocked()
 	b.rec.mu.Unlock()
 	if err != nil {
-		b.logf("Scale: only %d of %d claims bound after 5 minutes; going on", s.Bound, n)
+		b.logf("Scale: only %d of %d claims bound after 5 minutes; going on", bound, n)
 	}
+	return bound
+}
 
-	b.logf("Scale: starting the controllers with %d annotated pods, claims and volumes and %d plain pods present", n, plain)
-	stats, reqs, err := b.scaleMeasure(ctx, "annotated")
-	s.Controllers = stats
-	if err != nil {
-		return s, err
+// scaleBoundLocked counts the scale phase's claims the recorder has seen
+// Bound; the recorder's lock is held.
+func (b *bench) scaleBoundLocked() int {
+	n := 0
+	for _, recs := range b.rec.byName {
+		if len(recs) > 0 && recs[0].namespace == scaleNS && !recs[len(recs)-1].bound.IsZero() {
+			n++
+		}
 	}
-	s.Requests = CostRows(reqs, 0)
-	for _, limit := range b.cfg.ScaleLimits {
-		s.AtLimits = append(s.AtLimits, b.scaleAtLimit(ctx, limit))
-	}
-	return s, nil
+	return n
 }
 
 // scaleAtLimit measures the controllers as scaleMeasure does, each under

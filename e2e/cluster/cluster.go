@@ -87,18 +87,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("cluster: Options.Dir is required")
 	}
-	if len(opts.Nodes) == 0 {
-		opts.Nodes = []string{"node-1"}
-	}
-	if opts.ClaimBinderSyncPeriod == 0 {
-		opts.ClaimBinderSyncPeriod = 5 * time.Second
-	}
-	if opts.ControllerManagerQPS == 0 {
-		opts.ControllerManagerQPS = 200
-	}
-	if opts.Log == nil {
-		opts.Log = io.Discard
-	}
+	opts.defaults()
 	binDir, err := EnsureBinaries(ctx, opts.Log)
 	if err != nil {
 		return nil, err
@@ -107,6 +96,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A cluster's logs and data are its own: none of a previous one's.
 	for _, sub := range []string{"logs", "etcd"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
@@ -123,57 +113,95 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	start := time.Now()
-	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
+	if err := c.configure(); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{"etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok"} {
-		if c.ports[name], err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.writeKubeconfigs(); err != nil {
+	if err := c.startComponents(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.writeSchedulerConfig(); err != nil {
+	if err := c.populate(ctx); err != nil {
 		return nil, err
-	}
-	c.procs = c.components()
-
-	for _, p := range c.procs {
-		if err := p.start(!opts.Detach); err != nil {
-			return nil, err
-		}
-		if err := c.waitHealthy(ctx, p); err != nil {
-			return nil, err
-		}
-		if p.name == KubeAPIServer {
-			if err := c.connect(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := writePIDs(dir, c.procs); err != nil {
-		return nil, err
-	}
-	if err := c.waitDefaultServiceAccount(ctx); err != nil {
-		return nil, err
-	}
-	if !opts.WithoutCRDs {
-		if err := c.installCRDs(ctx); err != nil {
-			return nil, err
-		}
-	}
-	var taints []corev1.Taint
-	if opts.Peer {
-		taints = append(taints, corev1.Taint{Key: FakeNodeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-	}
-	for _, n := range opts.Nodes {
-		if err := c.CreateNode(ctx, n, nil, taints...); err != nil {
-			return nil, err
-		}
 	}
 	fmt.Fprintf(opts.Log, "Local control plane up in %s (API server https://127.0.0.1:%d)\n", time.Since(start).Round(10*time.Millisecond), c.ports["apiserver"])
 	return c, nil
+}
+
+// defaults fills what is unset.
+func (o *Options) defaults() {
+	if len(o.Nodes) == 0 {
+		o.Nodes = []string{"node-1"}
+	}
+	if o.ClaimBinderSyncPeriod == 0 {
+		o.ClaimBinderSyncPeriod = 5 * time.Second
+	}
+	if o.ControllerManagerQPS == 0 {
+		o.ControllerManagerQPS = 200
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+}
+
+// configure issues the certificates, picks the components' ports and
+// writes their kubeconfigs and the scheduler's configuration.
+func (c *Cluster) configure() error {
+	var err error
+	if c.pki, err = newPKI(filepath.Join(c.Dir, "pki")); err != nil {
+		return err
+	}
+	for _, name := range []string{"etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok"} {
+		if c.ports[name], err = freePort(); err != nil {
+			return err
+		}
+	}
+	if err := c.writeKubeconfigs(); err != nil {
+		return err
+	}
+	return c.writeSchedulerConfig()
+}
+
+// startComponents starts each component in turn, once the one before it is
+// healthy, connects to the API server as soon as it is, and records the
+// processes' IDs for cluster down.
+func (c *Cluster) startComponents(ctx context.Context) error {
+	c.procs = c.components()
+	for _, p := range c.procs {
+		if err := p.start(!c.opts.Detach); err != nil {
+			return err
+		}
+		if err := c.waitHealthy(ctx, p); err != nil {
+			return err
+		}
+		if p.name == KubeAPIServer {
+			if err := c.connect(); err != nil {
+				return err
+			}
+		}
+	}
+	return writePIDs(c.Dir, c.procs)
+}
+
+// populate waits for the default ServiceAccount, installs the CRDs unless
+// told not to, and creates the fake nodes, tainted in a Peer cluster.
+func (c *Cluster) populate(ctx context.Context) error {
+	if err := c.waitDefaultServiceAccount(ctx); err != nil {
+		return err
+	}
+	if !c.opts.WithoutCRDs {
+		if err := c.installCRDs(ctx); err != nil {
+			return err
+		}
+	}
+	var taints []corev1.Taint
+	if c.opts.Peer {
+		taints = append(taints, corev1.Taint{Key: FakeNodeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	}
+	for _, n := range c.opts.Nodes {
+		if err := c.CreateNode(ctx, n, nil, taints...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stop stops the real nodes, then every component, in reverse start order.

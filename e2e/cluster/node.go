@@ -107,51 +107,79 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 		}
 	}()
 	start := time.Now()
-	if err := n.record(); err != nil {
+	if err := n.prepare(ctx); err != nil {
 		return nil, err
+	}
+	env := []string{"PATH=" + binDir + ":" + os.Getenv("PATH")}
+	if err := n.startContainerd(ctx, env); err != nil {
+		return nil, err
+	}
+	if err := n.startKubelet(ctx, env); err != nil {
+		return nil, err
+	}
+	c.nodes = append(c.nodes, n)
+	fmt.Fprintf(c.opts.Log, "Real node %s Ready in %s (kubelet %s, containerd %s, address %s)\n", name, time.Since(start).Round(10*time.Millisecond), KubernetesVersion, ContainerdVersion, ip)
+	return n, nil
+}
+
+// prepare writes the node's machine-wide record (the kernel settings as
+// they are before the kubelet runs), makes its cgroup, and writes its
+// images, credentials and configuration.
+func (n *Node) prepare(ctx context.Context) error {
+	if err := n.record(); err != nil {
+		return err
 	}
 	if err := makeCgroupRoot(n.cgroupRoot()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.buildImages(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.writeCredentials(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := n.writeConfigs(binDir); err != nil {
-		return nil, err
-	}
+	return n.writeConfigs(n.binDir)
+}
 
-	env := []string{"PATH=" + binDir + ":" + os.Getenv("PATH")}
-	containerd := &process{name: Containerd, path: filepath.Join(binDir, Containerd), args: []string{"--config", n.path("containerd.toml")}, log: n.logPath(Containerd), env: env}
+// startContainerd starts the node's containerd, with env, and imports the
+// node's images into it once it answers.
+func (n *Node) startContainerd(ctx context.Context, env []string) error {
+	containerd := &process{name: Containerd, path: filepath.Join(n.binDir, Containerd), args: []string{"--config", n.path("containerd.toml")}, log: n.logPath(Containerd), env: env}
 	if err := n.startProcess(containerd); err != nil {
-		return nil, err
+		return err
 	}
-	if err := n.waitContainerd(ctx, binDir, containerd); err != nil {
-		return nil, err
+	if err := n.waitContainerd(ctx, n.binDir, containerd); err != nil {
+		return err
 	}
 	for _, img := range nodeImages {
-		if err := n.ctr(ctx, binDir, "images", "import", n.path("images", img.file)); err != nil {
-			return nil, fmt.Errorf("importing %s: %w", img.ref, err)
+		if err := n.ctr(ctx, n.binDir, "images", "import", n.path("images", img.file)); err != nil {
+			return fmt.Errorf("importing %s: %w", img.ref, err)
 		}
 	}
 	// As a user loads it: ctr images import of make image's archive.
-	if err := n.ctr(ctx, binDir, "images", "import", n.path("images", reclaimableArchive)); err != nil {
-		return nil, fmt.Errorf("importing %s: %w", ReclaimableImage, err)
+	if err := n.ctr(ctx, n.binDir, "images", "import", n.path("images", reclaimableArchive)); err != nil {
+		return fmt.Errorf("importing %s: %w", ReclaimableImage, err)
 	}
+	return nil
+}
+
+// startKubelet starts the node's kubelet, with env, and waits until the
+// node is Ready. The kubelet registers the node tainted RealNodeTaint,
+// unless the cluster is a Peer one.
+func (n *Node) startKubelet(ctx context.Context, env []string) error {
+	c := n.cluster
 	if err := sharedMount(n.path("kubelet")); err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.serveKubernetesService(c.Config.Host); err != nil {
-		return nil, err
+		return err
 	}
-	kubelet := &process{name: Kubelet, path: filepath.Join(binDir, Kubelet), log: n.logPath(Kubelet), env: env, args: []string{
+	kubelet := &process{name: Kubelet, path: filepath.Join(n.binDir, Kubelet), log: n.logPath(Kubelet), env: env, args: []string{
 		"--config=" + n.path("kubelet.yaml"),
 		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
 		"--root-dir=" + n.path("kubelet"),
-		"--hostname-override=" + name,
-		"--node-ip=" + ip,
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
 		"--node-labels=" + RealNodeLabel + "=true," + corev1.LabelTopologyZone + "=" + RealNodeZone,
 		"--v=2",
 	}}
@@ -159,19 +187,17 @@ func (c *Cluster) StartNode(ctx context.Context, name string) (_ *Node, err erro
 		kubelet.args = append(kubelet.args, "--register-with-taints="+RealNodeTaint+"=true:NoSchedule")
 	}
 	if err := n.startProcess(kubelet); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.waitNodeReady(ctx, name, func() error {
+	if err := c.waitNodeReady(ctx, n.Name, func() error {
 		if kubelet.exited() {
 			return errors.New("the kubelet exited")
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, kubelet.tail())
+		return fmt.Errorf("%w\n%s", err, kubelet.tail())
 	}
-	c.nodes = append(c.nodes, n)
-	fmt.Fprintf(c.opts.Log, "Real node %s Ready in %s (kubelet %s, containerd %s, address %s)\n", name, time.Since(start).Round(10*time.Millisecond), KubernetesVersion, ContainerdVersion, ip)
-	return n, nil
+	return nil
 }
 
 // Stop stops the kubelet, every pod container and containerd, and removes

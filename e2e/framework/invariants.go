@@ -520,64 +520,94 @@ func (inv *Invariants) Violations(ctx context.Context) int {
 	return n + len(inv.endState(ctx))
 }
 
+// endState lists, sorted, what breaks an end-state invariant now: of each
+// volume of the scope's classes, of volumes and claims taken together, of
+// the pools' status, and of the claims' owners.
 func (inv *Invariants) endState(ctx context.Context) []string {
-	var out []string
 	pvList, err := Client().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return []string{"listing volumes: " + err.Error()}
 	}
-	claims := map[types.UID]*corev1.PersistentVolumeClaim{}
-	for _, ns := range inv.scope.Namespaces {
-		list, err := Client().CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return []string{"listing claims: " + err.Error()}
-		}
-		for i := range list.Items {
-			claims[list.Items[i].UID] = &list.Items[i]
-		}
+	claims, err := inv.claimsByUID(ctx)
+	if err != nil {
+		return []string{"listing claims: " + err.Error()}
 	}
-
+	var out []string
 	byClaim := map[types.UID][]string{}
 	for i := range pvList.Items {
 		pv := &pvList.Items[i]
 		if !inv.inClass(pv.Spec.StorageClassName) {
 			continue
 		}
-		ref := pv.Spec.ClaimRef
 		if bound(pv) {
-			byClaim[ref.UID] = append(byClaim[ref.UID], pv.Name)
+			byClaim[pv.Spec.ClaimRef.UID] = append(byClaim[pv.Spec.ClaimRef.UID], pv.Name)
 		}
-		// 5: associated (by label or class) and Released for good. A volume
-		// whose claimRef is already cleared is on its way to Available.
-		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
-			if ref == nil {
-				out = append(out, fmt.Sprintf("invariant 5: volume %s is Released without a claimRef and not yet Available", pv.Name))
-			} else if _, exists := claims[ref.UID]; !exists {
-				out = append(out, fmt.Sprintf("invariant 5: volume %s is still Released (claim %s/%s gone)", pv.Name, ref.Namespace, ref.Name))
-			}
+		out = append(out, inv.volumeEndState(pv, claims)...)
+	}
+	out = append(out, onePerOne(byClaim, claims)...)
+	out = append(out, inv.poolStatus(ctx, pvList.Items)...)
+	out = append(out, claimsOutlivingOwners(ctx, inv.scope.ControllerID, claims)...)
+	sort.Strings(out)
+	return out
+}
+
+// claimsByUID lists the claims of the scope's namespaces by UID.
+func (inv *Invariants) claimsByUID(ctx context.Context) (map[types.UID]*corev1.PersistentVolumeClaim, error) {
+	claims := map[types.UID]*corev1.PersistentVolumeClaim{}
+	for _, ns := range inv.scope.Namespaces {
+		list, err := Client().CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
 		}
-		if why := stuck(pv, inv.stuckAfter(), time.Now()); why != "" {
-			out = append(out, why)
+		for i := range list.Items {
+			claims[list.Items[i].UID] = &list.Items[i]
 		}
-		// 6: a bound pair fits.
-		if claim, ok := claims[refUID(ref)]; ok && claim.Spec.VolumeName == pv.Name {
-			if why := misfit(claim, pv); why != "" {
-				out = append(out, fmt.Sprintf("invariant 6: claim %s/%s is bound to volume %s that does not fit: %s", claim.Namespace, claim.Name, pv.Name, why))
-			}
+	}
+	return claims, nil
+}
+
+// volumeEndState lists what of pv, a volume of the scope's classes, breaks
+// invariants 5, 12, 6 and 3 at rest; claims are the scope's by UID.
+func (inv *Invariants) volumeEndState(pv *corev1.PersistentVolume, claims map[types.UID]*corev1.PersistentVolumeClaim) []string {
+	var out []string
+	ref := pv.Spec.ClaimRef
+	// 5: associated (by label or class) and Released for good. A volume
+	// whose claimRef is already cleared is on its way to Available.
+	if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+		if ref == nil {
+			out = append(out, fmt.Sprintf("invariant 5: volume %s is Released without a claimRef and not yet Available", pv.Name))
+		} else if _, exists := claims[ref.UID]; !exists {
+			out = append(out, fmt.Sprintf("invariant 5: volume %s is still Released (claim %s/%s gone)", pv.Name, ref.Namespace, ref.Name))
 		}
-		// 3: data of a Retain volume survives.
-		if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
-			inv.mu.Lock()
-			files := inv.markers[pv.Name]
-			inv.mu.Unlock()
-			for _, f := range files {
-				if _, err := os.Stat(f); err != nil {
-					out = append(out, fmt.Sprintf("invariant 3: data of Retain volume %s lost: %v", pv.Name, err))
-				}
+	}
+	if why := stuck(pv, inv.stuckAfter(), time.Now()); why != "" {
+		out = append(out, why)
+	}
+	// 6: a bound pair fits.
+	if claim, ok := claims[refUID(ref)]; ok && claim.Spec.VolumeName == pv.Name {
+		if why := misfit(claim, pv); why != "" {
+			out = append(out, fmt.Sprintf("invariant 6: claim %s/%s is bound to volume %s that does not fit: %s", claim.Namespace, claim.Name, pv.Name, why))
+		}
+	}
+	// 3: data of a Retain volume survives.
+	if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+		inv.mu.Lock()
+		files := inv.markers[pv.Name]
+		inv.mu.Unlock()
+		for _, f := range files {
+			if _, err := os.Stat(f); err != nil {
+				out = append(out, fmt.Sprintf("invariant 3: data of Retain volume %s lost: %v", pv.Name, err))
 			}
 		}
 	}
-	// 1: at rest, one volume per claim, one claim per volume.
+	return out
+}
+
+// onePerOne (1): at rest, one volume per claim, one claim per volume.
+// byClaim are the names of the bound volumes of each claim UID; claims are
+// the scope's by UID.
+func onePerOne(byClaim map[types.UID][]string, claims map[types.UID]*corev1.PersistentVolumeClaim) []string {
+	var out []string
 	for uid, names := range byClaim {
 		if len(names) > 1 {
 			sort.Strings(names)
@@ -596,10 +626,15 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 			out = append(out, fmt.Sprintf("invariant 1: volume %s is named by claims %s", v, strings.Join(names, ", ")))
 		}
 	}
-	out = append(out, inv.poolStatus(ctx, pvList.Items)...)
-	// 4: no claim of ours outlives its owner.
+	return out
+}
+
+// claimsOutlivingOwners (4): no claim of controllerID's outlives its
+// owner; claims are the scope's by UID.
+func claimsOutlivingOwners(ctx context.Context, controllerID string, claims map[types.UID]*corev1.PersistentVolumeClaim) []string {
+	var out []string
 	for _, c := range claims {
-		if c.Labels[keys.ClaimManagedBy] != inv.scope.ControllerID || c.DeletionTimestamp != nil {
+		if c.Labels[keys.ClaimManagedBy] != controllerID || c.DeletionTimestamp != nil {
 			continue
 		}
 		for _, ref := range c.OwnerReferences {
@@ -609,7 +644,6 @@ func (inv *Invariants) endState(ctx context.Context) []string {
 			}
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 

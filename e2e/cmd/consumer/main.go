@@ -48,129 +48,177 @@ func main() {
 	}
 }
 
+// commands are the consumer's commands, each with the number of arguments
+// it takes.
+var commands = map[string]struct {
+	args int
+	run  func(args []string) error
+}{
+	"write":  {2, write},
+	"append": {2, appendText},
+	"add":    {2, func(args []string) error { return add(args[0], args[1]) }},
+	"await":  {3, await},
+	"read":   {1, read},
+	"expect": {2, expect},
+	"sleep":  {1, sleep},
+	"keep":   {2, keep},
+	"fill":   {1, func(args []string) error { return fill(args[0]) }},
+	"crash":  {1, crash},
+	"bulk":   {2, bulk},
+}
+
 func run(args []string) error {
 	if len(args) == 0 {
 		return errors.New("usage: consumer write|append|add|await|read|expect|sleep|keep|fill|crash|bulk ARGS")
 	}
 	cmd, args := args[0], args[1:]
-	need := map[string]int{"write": 2, "append": 2, "add": 2, "await": 3, "read": 1, "expect": 2, "sleep": 1, "keep": 2, "fill": 1, "crash": 1, "bulk": 2}[cmd]
-	if need == 0 {
+	c, ok := commands[cmd]
+	if !ok {
 		return fmt.Errorf("unknown command %q", cmd)
 	}
-	if len(args) != need {
-		return fmt.Errorf("%s takes %d arguments, got %d", cmd, need, len(args))
+	if len(args) != c.args {
+		return fmt.Errorf("%s takes %d arguments, got %d", cmd, c.args, len(args))
 	}
-	switch cmd {
-	case "write":
+	return c.run(args)
+}
+
+// write creates FILE, not there before, holding TEXT.
+func write(args []string) error {
+	if err := writeTo(args[0], os.O_CREATE|os.O_EXCL, args[1]); err != nil {
+		return err
+	}
+	report("wrote %s: %s", args[0], strconv.Quote(args[1]))
+	return nil
+}
+
+// appendText prints FILE, which must exist, then appends TEXT to it.
+func appendText(args []string) error {
+	b, err := os.ReadFile(args[0])
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s is not there: the volume came without its data", args[0])
+	} else if err != nil {
+		return err
+	}
+	report("read %s: %s", args[0], strconv.Quote(string(b)))
+	if err := writeTo(args[0], os.O_APPEND, args[1]); err != nil {
+		return err
+	}
+	report("appended %s: %s", args[0], strconv.Quote(args[1]))
+	return nil
+}
+
+// await adds TEXT to FILE once TRIGGER exists, for ten minutes at most.
+func await(args []string) error {
+	report("waiting for %s", args[0])
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if _, err := os.Stat(args[0]); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear in ten minutes", args[0])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return add(args[1], args[2])
+}
+
+// read prints FILE.
+func read(args []string) error {
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	report("read %s: %s", args[0], strconv.Quote(string(b)))
+	return nil
+}
+
+// expect fails unless FILE holds exactly TEXT.
+func expect(args []string) error {
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	if string(b) != args[1] {
+		return fmt.Errorf("%s holds %q, want %q", args[0], b, args[1])
+	}
+	report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
+	return nil
+}
+
+// keep checks FILE holds TEXT, or creates it holding TEXT, then runs until
+// SIGTERM.
+func keep(args []string) error {
+	b, err := os.ReadFile(args[0])
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if err := writeTo(args[0], os.O_CREATE|os.O_EXCL, args[1]); err != nil {
 			return err
 		}
 		report("wrote %s: %s", args[0], strconv.Quote(args[1]))
-	case "append":
-		b, err := os.ReadFile(args[0])
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s is not there: the volume came without its data", args[0])
-		} else if err != nil {
-			return err
-		}
-		report("read %s: %s", args[0], strconv.Quote(string(b)))
-		if err := writeTo(args[0], os.O_APPEND, args[1]); err != nil {
-			return err
-		}
-		report("appended %s: %s", args[0], strconv.Quote(args[1]))
-	case "await":
-		report("waiting for %s", args[0])
-		deadline := time.Now().Add(10 * time.Minute)
-		for {
-			if _, err := os.Stat(args[0]); err == nil {
-				break
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s did not appear in ten minutes", args[0])
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		return add(args[1], args[2])
-	case "add":
-		return add(args[0], args[1])
-	case "read":
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return err
-		}
-		report("read %s: %s", args[0], strconv.Quote(string(b)))
-	case "expect":
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return err
-		}
-		if string(b) != args[1] {
-			return fmt.Errorf("%s holds %q, want %q", args[0], b, args[1])
-		}
-		report("read %s as expected: %s", args[0], strconv.Quote(string(b)))
-	case "keep":
-		b, err := os.ReadFile(args[0])
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := writeTo(args[0], os.O_CREATE|os.O_EXCL, args[1]); err != nil {
-				return err
-			}
-			report("wrote %s: %s", args[0], strconv.Quote(args[1]))
-		case err != nil:
-			return err
-		case string(b) != args[1]:
-			return fmt.Errorf("%s holds %q, not %q: the volume is another's", args[0], b, args[1])
-		default:
-			report("found %s holding its own %s", args[0], strconv.Quote(args[1]))
-		}
-		// PID 1 of a container ignores a signal it has no handler for: the
-		// handler lets the pod end at once when deleted.
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-		<-stop
-		report("stopped")
-	case "fill":
-		return fill(args[0])
-	case "bulk":
-		n, err := strconv.Atoi(args[1])
-		if err != nil || n < 1 || n > 1024 {
-			return fmt.Errorf("bulk takes a size in MiB from 1 to 1024, not %q", args[1])
-		}
-		// Random bytes: no filesystem compresses or dedupes them away.
-		block := make([]byte, 1<<20)
-		f, err := os.OpenFile(args[0], os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o664)
-		if err != nil {
-			return err
-		}
-		for range n {
-			if _, err := rand.Read(block); err != nil {
-				return err
-			}
-			if _, err := f.Write(block); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		report("wrote %d MiB to %s", n, args[0])
-	case "crash":
-		// A consumer that fails half way, its work left in dir.
-		if err := fill(args[0]); err != nil {
-			return err
-		}
-		return errors.New("crashed after filling " + args[0])
-	case "sleep":
-		d, err := time.ParseDuration(args[0])
-		if err != nil {
-			return err
-		}
-		report("sleeping %s", d)
-		time.Sleep(d)
+	case err != nil:
+		return err
+	case string(b) != args[1]:
+		return fmt.Errorf("%s holds %q, not %q: the volume is another's", args[0], b, args[1])
+	default:
+		report("found %s holding its own %s", args[0], strconv.Quote(args[1]))
 	}
+	// PID 1 of a container ignores a signal it has no handler for: the
+	// handler lets the pod end at once when deleted.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+	report("stopped")
+	return nil
+}
+
+// bulk creates FILE holding MIB MiB of random bytes.
+func bulk(args []string) error {
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 1 || n > 1024 {
+		return fmt.Errorf("bulk takes a size in MiB from 1 to 1024, not %q", args[1])
+	}
+	// Random bytes: no filesystem compresses or dedupes them away.
+	block := make([]byte, 1<<20)
+	f, err := os.OpenFile(args[0], os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o664)
+	if err != nil {
+		return err
+	}
+	for range n {
+		if _, err := rand.Read(block); err != nil {
+			return err
+		}
+		if _, err := f.Write(block); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	report("wrote %d MiB to %s", n, args[0])
+	return nil
+}
+
+// crash fills DIR, then fails: a consumer that fails half way, its work
+// left in DIR.
+func crash(args []string) error {
+	if err := fill(args[0]); err != nil {
+		return err
+	}
+	return errors.New("crashed after filling " + args[0])
+}
+
+// sleep waits DURATION, for pods that must stay running.
+func sleep(args []string) error {
+	d, err := time.ParseDuration(args[0])
+	if err != nil {
+		return err
+	}
+	report("sleeping %s", d)
+	time.Sleep(d)
 	return nil
 }
 

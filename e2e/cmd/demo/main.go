@@ -223,28 +223,17 @@ func (d *demo) firstPodWrites(ctx context.Context) (string, error) {
 	}
 	created := time.Now()
 	tl.step("pod build-1 created, asking for claim %s by annotation", claimName)
-	ev, err := waitFor(ctx, claim, "to be created", follow.Exists)
+	volume, bound, err := d.firstClaimBound(ctx, claim, claimName)
 	if err != nil {
 		return "", err
 	}
-	tl.stepAt(ev.At, "claim %s created by the podwatcher", claimName)
-	if ev, err = waitFor(ctx, claim, "to name a volume", func(ev follow.Event[*corev1.PersistentVolumeClaim]) bool {
-		return follow.Exists(ev) && ev.Object.Spec.VolumeName != ""
-	}); err != nil {
-		return "", err
-	}
-	volume := ev.Object.Spec.VolumeName
-	tl.stepAt(ev.At, "volume %s provisioned: a new directory %s", volume, filepath.Join(d.share, volume))
-	if ev, err = waitFor(ctx, claim, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
-		return "", err
-	}
 	if d.node != nil {
-		tl.stepAt(ev.At, "claim Bound")
+		tl.stepAt(bound, "claim Bound")
 		if err := podRan(ctx, tl, client, pod1, created, "wrote /cache/cache.txt: "+strconv.Quote(d.content)); err != nil {
 			return "", err
 		}
 	} else {
-		tl.stepAt(ev.At, "claim Bound, pod scheduled on the fake node")
+		tl.stepAt(bound, "claim Bound, pod scheduled on the fake node")
 		// No kubelet mounts anything on the fake node: the consumer's
 		// write goes straight into the volume's directory.
 		if err := os.WriteFile(filepath.Join(d.share, volume, "cache.txt"), []byte(d.content), 0o644); err != nil {
@@ -252,30 +241,62 @@ func (d *demo) firstPodWrites(ctx context.Context) (string, error) {
 		}
 		tl.step("build-1 writes cache.txt into the volume")
 	}
-
-	pv, err := follow.Volume(ctx, client, volume, "")
-	if err != nil {
+	if err := d.firstVolumeBack(ctx, claim, claimName, volume); err != nil {
 		return "", err
+	}
+	return volume, nil
+}
+
+// firstClaimBound follows build-1's claim from its creation by the
+// podwatcher to Bound, through the new volume the provisioner makes for
+// it. It returns the volume's name and when the claim was Bound.
+func (d *demo) firstClaimBound(ctx context.Context, claim *follow.Follower[*corev1.PersistentVolumeClaim], claimName string) (string, time.Time, error) {
+	ev, err := waitFor(ctx, claim, "to be created", follow.Exists)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	d.tl.stepAt(ev.At, "claim %s created by the podwatcher", claimName)
+	if ev, err = waitFor(ctx, claim, "to name a volume", func(ev follow.Event[*corev1.PersistentVolumeClaim]) bool {
+		return follow.Exists(ev) && ev.Object.Spec.VolumeName != ""
+	}); err != nil {
+		return "", time.Time{}, err
+	}
+	volume := ev.Object.Spec.VolumeName
+	d.tl.stepAt(ev.At, "volume %s provisioned: a new directory %s", volume, filepath.Join(d.share, volume))
+	if ev, err = waitFor(ctx, claim, "to be Bound", follow.ClaimPhase(corev1.ClaimBound)); err != nil {
+		return "", time.Time{}, err
+	}
+	return volume, ev.At, nil
+}
+
+// firstVolumeBack deletes build-1 and follows its claim, deleted by the
+// garbage collector, and its volume, Released then Available again.
+func (d *demo) firstVolumeBack(ctx context.Context, claim *follow.Follower[*corev1.PersistentVolumeClaim], claimName, volume string) error {
+	tl := d.tl
+	pv, err := follow.Volume(ctx, d.client, volume, "")
+	if err != nil {
+		return err
 	}
 	defer pv.Stop()
-	if err := client.CoreV1().Pods(ns).Delete(ctx, "build-1", metav1.DeleteOptions{}); err != nil {
-		return "", err
+	if err := d.client.CoreV1().Pods(d.ns).Delete(ctx, "build-1", metav1.DeleteOptions{}); err != nil {
+		return err
 	}
 	tl.step("pod build-1 deleted")
-	if ev, err = waitFor(ctx, claim, "to be deleted", follow.Deleted); err != nil {
-		return "", err
+	ev, err := waitFor(ctx, claim, "to be deleted", follow.Deleted)
+	if err != nil {
+		return err
 	}
 	tl.stepAt(ev.At, "claim %s deleted by the garbage collector (the pod owned it)", claimName)
 	pvEv, err := waitFor(ctx, pv, "to be Released", follow.VolumePhase(corev1.VolumeReleased))
 	if err != nil {
-		return "", err
+		return err
 	}
 	tl.stepAt(pvEv.At, "volume %s Released (reclaimPolicy Retain: data kept)", volume)
 	if pvEv, err = waitFor(ctx, pv, "to be Available", follow.VolumePhase(corev1.VolumeAvailable)); err != nil {
-		return "", err
+		return err
 	}
 	tl.stepAt(pvEv.At, "volume %s Available again: the releaser returned it to the pool", volume)
-	return volume, nil
+	return nil
 }
 
 // secondPodReads runs build-2 (another user on the real node), whose claim
