@@ -39,7 +39,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
@@ -324,63 +323,6 @@ func (c *Controller) wanting() []struct {
 		kind string
 		refs *controller.Refs[cache.ObjectName]
 	}{{kindPod, c.podsWanting}, {kindJob, c.jobsWanting}}
-}
-
-// sweepRoom is how many keys a sweep lets wait in the queue at once.
-const sweepRoom = 256
-
-// sweep queues every gated pod (first: a user waits for it), every owner
-// that asks for claims (to catch claims missing for any reason) and every
-// managed claim (to catch owners gone unseen): at start, the objects of the
-// initial lists, which the handlers leave to it. It queues them as the
-// queue has room (sweepRoom), so that the queue's bookkeeping stays the
-// size of the room, not of the caches.
-func (c *Controller) sweep(ctx context.Context) {
-	var owners, claims int
-	add := func(k key) bool {
-		if !c.queue.WaitForRoom(ctx, sweepRoom) {
-			return false
-		}
-		c.queue.Add(k)
-		return true
-	}
-	gated, _ := c.podIndexer.ByIndex(gatedIndex, "")
-	for _, o := range gated {
-		if pod, ok := controller.AsPodRecord(o); ok {
-			if !add(key{kindPod, pod.Namespace, pod.Name}) {
-				return
-			}
-			owners++
-		}
-	}
-	for _, kind := range []string{kindPod, kindJob} {
-		for _, k := range c.ownerIndexer(kind).ListKeys() {
-			obj, exists, _ := c.ownerIndexer(kind).GetByKey(k)
-			if !exists || !ownerConcerned(kind, obj) || kind == kindPod && isGated(obj) {
-				continue
-			}
-			meta := obj.(metav1.Object)
-			if !add(key{kind, meta.GetNamespace(), meta.GetName()}) {
-				return
-			}
-			owners++
-		}
-	}
-	for _, k := range c.claimIndexer.ListKeys() {
-		ns, name, _ := cache.SplitMetaNamespaceKey(k)
-		if !add(key{kindClaim, ns, name}) {
-			return
-		}
-		claims++
-	}
-	klog.FromContext(ctx).V(4).Info("Sweep queued claims and owners", "claims", claims, "owners", owners)
-}
-
-func (c *Controller) ownerIndexer(kind string) cache.Indexer {
-	if kind == kindJob {
-		return c.jobIndexer
-	}
-	return c.podIndexer
 }
 
 // isGated tells whether a cached pod holds the claims gate.
