@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +19,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
-	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
 // directoryMember is a free member of the directory backend whose
@@ -122,100 +121,74 @@ func TestCheckEvict(t *testing.T) {
 	}
 }
 
-// The evictor completes each step a stopped provisioner left: it deletes
-// a fenced member still free, takes down the fence of one a claim had
-// meanwhile, and removes the storage of a deleted one, then its finalizer.
-func TestEvictorCompletesEvictions(t *testing.T) {
+// RemoveStorage, the evictor's last step but one, removes the storage of an
+// evicted member through the backend that made it: a directory member's
+// directory goes; a local member whose node is gone cannot be reached, and
+// says which node and which directory, which the evictor tells an
+// administrator of.
+func TestRemoveStorageGoesThroughTheBackend(t *testing.T) {
 	now := metav1.Now()
-	fence := func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Evicting] = keys.EvictIdle
-		pv.Finalizers = []string{"kubernetes.io/pv-protection", keys.EvictFinalizer}
-	}
-	for _, tt := range []struct {
-		name string
-		mods []func(*corev1.PersistentVolume)
-		// want: what is left of the volume object: "gone", "fenced" or "unfenced".
-		want    string
-		dirGone bool
-	}{
-		{"fenced and free: deleted", []func(*corev1.PersistentVolume){fence}, "gone", false},
-		{"fenced, a claim had it: unfenced", []func(*corev1.PersistentVolume){fence, bound("ns", "job", "u1")}, "unfenced", false},
-		{"fenced, then pre-bound by an administrator: unfenced", []func(*corev1.PersistentVolume){fence, func(pv *corev1.PersistentVolume) {
-			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "wanted"}
-		}}, "unfenced", false},
-		{"deleted: storage, then finalizer", []func(*corev1.PersistentVolume){fence, func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &now }}, "no finalizer", true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, nil)
-			f.add(directoryMember(t, f.root, "pv-1", tt.mods...))
-			e := evictorFor(f)
-			if err := e.Sync(context.Background(), "pv-1"); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
-			switch tt.want {
-			case "gone":
-				if !apierrors.IsNotFound(err) {
-					t.Errorf("volume: %v, want it deleted", err)
-				}
-			case "unfenced":
-				if err != nil || pools.Evicting(got) || slices.Contains(got.Finalizers, keys.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
-					t.Errorf("volume %+v (%v): want its fence, and only it, gone", got, err)
-				}
-			case "no finalizer":
-				if err != nil || slices.Contains(got.Finalizers, keys.EvictFinalizer) {
-					t.Errorf("volume %+v (%v): want its finalizer gone", got, err)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(f.root, "pv-1")); os.IsNotExist(err) != tt.dirGone {
-				t.Errorf("directory: %v, want gone %v", err, tt.dirGone)
-			}
-		})
-	}
-}
-
-// A local member being evicted whose node is gone is let go: its directory
-// cannot be reached, the pool asked for its data to go, and retrying would
-// keep the volume Terminating for good. The finalizer goes, and a Warning
-// says where the directory stays should the node come back; it does not
-// ask for a deletion already under way.
-func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
-	now := metav1.Now()
-	typ := corev1.HostPathDirectory
 	f := newFixture(t, nil)
-	f.add(volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Backend] = "local"
-		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-1"
+	deleted := func(pv *corev1.PersistentVolume) {
 		pv.Annotations[keys.Evicting] = keys.EvictIdle
-		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-1", Type: &typ}
 		pv.Finalizers = []string{keys.EvictFinalizer}
 		pv.DeletionTimestamp = &now
-	}))
-	e := evictorFor(f)
-	if err := e.Sync(context.Background(), "pv-1"); err != nil {
-		t.Fatalf("sync: %v, want the member let go", err)
 	}
-	got, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
-	if err == nil && slices.Contains(got.Finalizers, keys.EvictFinalizer) {
-		t.Errorf("finalizers %v: want %s gone", got.Finalizers, keys.EvictFinalizer)
+	if err := f.p.RemoveStorage(context.Background(), directoryMember(t, f.root, "pv-1", deleted)); err != nil {
+		t.Errorf("RemoveStorage of a directory member = %v", err)
 	}
-	events := f.events()
-	want := "Warning EvictedFromGoneNode Node n1 is gone: the directory /var/lib/caches/pv-1 stays on its disk; remove it should the node come back"
-	if !slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, want) }) {
-		t.Errorf("events %q, want one starting %q", events, want)
+	if _, err := os.Stat(filepath.Join(f.root, "pv-1")); !os.IsNotExist(err) {
+		t.Errorf("directory of the directory member: %v, want it gone", err)
 	}
-	for _, e := range events {
-		if strings.Contains(e, "delete the volume") {
-			t.Errorf("event %q asks for a deletion already under way", e)
-		}
+
+	typ := corev1.HostPathDirectory
+	local := volume("pv-2", "1Gi", deleted, func(pv *corev1.PersistentVolume) {
+		pv.Annotations[keys.Backend] = "local"
+		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-2"
+		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-2", Type: &typ}
+	})
+	var gone *lifecycle.NodeGoneError
+	if err := f.p.RemoveStorage(context.Background(), local); !errors.As(err, &gone) || gone.Node != "n1" || gone.Dir != "/var/lib/caches/pv-2" {
+		t.Errorf("RemoveStorage of a local member whose node is gone = %v, want a NodeGoneError naming node n1 and /var/lib/caches/pv-2", err)
 	}
 }
 
-// preBound makes pv pre-bound by an administrator to the claim ns/name, to
-// come: a claimRef by name only.
-func preBound(ns, name string) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) {
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
+// A member the measurer is asked about is measured when its backend
+// measures its members: the directory backend does.
+func TestMeasuresAsTheBackendSays(t *testing.T) {
+	f := newFixture(t, nil)
+	if member := directoryMember(t, f.root, "pv-1"); !f.p.Measures(member) {
+		t.Error("Measures of a directory member = false, want true")
+	}
+	if member := volume("pv-2", "1Gi"); f.p.Measures(member) {
+		t.Error("Measures of a volume that names no backend = true, want false")
+	}
+}
+
+// A free member of a class pool is evicted by handing it back to its
+// driver (provisioner/classpool), not fenced and deleted as other members
+// are: the driver deletes only what is not being deleted.
+func TestEvictHandsAClassMemberBackToItsDriver(t *testing.T) {
+	member := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
+			keys.ProvisionedBy: testProvisioner, keys.Backend: "class", keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "pool",
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "vol-1"}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+	f := newClassFixture(t, nil, []*corev1.PersistentVolume{member})
+	if evicted, err := f.p.Evict(context.Background(), member, keys.EvictForClaim); err != nil || !evicted {
+		t.Fatalf("Evict = %v, %v", evicted, err)
+	}
+	pv := f.server(member.Name)
+	if pv.Annotations[keys.ProvisionedBy] != testDriver || pv.Annotations[keys.Evicting] != keys.EvictForClaim {
+		t.Errorf("evicted = annotations %v; want it handed back to the driver", pv.Annotations)
+	}
+	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+		t.Errorf("evicted member fenced for deletion: %v %v", pv.DeletionTimestamp, pv.Finalizers)
 	}
 }
 

@@ -120,7 +120,7 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 	pv.Status.Phase = corev1.VolumeAvailable
 	returned("ns/c", t0())(pv)
 	f.add(pv)
-	m := measurerFor(f, nil)
+	m := measurerFor(f)
 	if err := m.Sync(context.Background(), pv.Name); err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"errors"
-	"maps"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,30 +9,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
-	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
-	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
+// fixture is a provisioner on a provisionertest.Cluster: the fake API
+// server and the caches it reads, which the test feeds.
 type fixture struct {
+	cluster  *provisionertest.Cluster
 	t        *testing.T
 	p        *provisioner
 	client   *fake.Clientset
@@ -54,35 +49,19 @@ type fixture struct {
 // The fake API server enforces resourceVersion preconditions on PV updates.
 func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.PersistentVolumeClaim) *fixture {
 	t.Helper()
+	store := newVolumeStore()
+	c := provisionertest.NewClusterOn(t, store, pvs, claims...)
 	f := &fixture{
-		t:        t,
-		volumes:  newVolumeStore(),
-		claims:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		backing:  cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-		recorder: record.NewFakeRecorder(1000),
-		root:     t.TempDir(),
+		cluster: c, t: t, client: c.Client, volumes: store, claims: c.Claims, backing: c.BackingClaims, recorder: c.Recorder,
+		root: t.TempDir(),
 	}
-	var objs []runtime.Object
-	for _, pv := range pvs {
-		objs = append(objs, pv.DeepCopy())
-		if err := f.volumes.Add(pv); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range claims {
-		objs = append(objs, c.DeepCopy())
-		if err := f.claims.Add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.client = fake.NewClientset(objs...)
-	controllertest.ResourceVersionPreconditions(f.client, corev1.SchemeGroupVersion.WithResource("persistentvolumes"))
 	f.reg = prometheus.NewRegistry()
 	m, err := newMetrics(f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.p = newProvisioner(testProvisioner, f.client, f.volumes, corelisters.NewPersistentVolumeClaimLister(f.claims), f.recorder, m, Config{DirectoryRoot: f.root, LifecycleNamespace: "lifecycle", LifecycleImage: "reclaimable:test", LifecycleTimeout: time.Minute})
+	f.p.pools = c.Pools
 	f.p.issued = f.volumes.issued
 	f.volumes.then = f.p.observeTaken
 	if err := f.p.lifecycle.Start(t.Context()); err != nil {
@@ -97,13 +76,6 @@ func newFixture(t *testing.T, pvs []*corev1.PersistentVolume, claims ...*corev1.
 	return f
 }
 
-// volumeIndexers are the indexes indexVolumes adds to the volume informer.
-func volumeIndexers() cache.Indexers {
-	out := cache.Indexers{pools.VolumesByClass: pools.VolumeClass}
-	maps.Copy(out, classpool.Indexers())
-	return out
-}
-
 // volumeStore is the volume informer's cache with what the provisioner's
 // handlers keep beside it, fed as the informer would.
 type volumeStore struct {
@@ -114,7 +86,7 @@ type volumeStore struct {
 }
 
 func newVolumeStore() *volumeStore {
-	return &volumeStore{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, volumeIndexers()), issued: controller.NewRefs(volumeClaimUID)}
+	return &volumeStore{Indexer: provisionertest.VolumeCache(), issued: controller.NewRefs(volumeClaimUID)}
 }
 
 func (s *volumeStore) Add(obj any) error { return s.Update(obj) }
@@ -160,26 +132,11 @@ func (f *fixture) useClock(clk clock.PassiveClock) {
 // add puts pv into the cache and the API server, and returns it.
 func (f *fixture) add(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	f.t.Helper()
-	if err := f.volumes.Add(pv); err != nil {
-		f.t.Fatal(err)
-	}
-	if err := f.client.Tracker().Add(pv.DeepCopy()); err != nil {
-		f.t.Fatal(err)
-	}
-	return pv
+	return f.cluster.Add(pv)
 }
 
 func (f *fixture) directoryClass(extra map[string]string) *storagev1.StorageClass {
-	params := map[string]string{"backend": "directory", "baseDir": f.root, "source": "hostPath", "hostPath": "/mnt/pool"}
-	for k, v := range extra {
-		params[k] = v
-	}
-	return &storagev1.StorageClass{
-		ObjectMeta:    metav1.ObjectMeta{Name: "pool"},
-		Provisioner:   testProvisioner,
-		Parameters:    params,
-		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain),
-	}
+	return provisionertest.DirectoryClass(f.root, extra)
 }
 
 func (f *fixture) provision(class *storagev1.StorageClass, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
@@ -191,46 +148,13 @@ func (f *fixture) provision(class *storagev1.StorageClass, claim *corev1.Persist
 // server returns the PV as the API server has it.
 func (f *fixture) server(name string) *corev1.PersistentVolume {
 	f.t.Helper()
-	pv, err := f.client.CoreV1().PersistentVolumes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return pv
+	return f.cluster.Server(name)
 }
 
 // events drains the recorded events.
-func (f *fixture) events() []string {
-	return controllertest.Events(f.recorder)
-}
+func (f *fixture) events() []string { return f.cluster.Events() }
 
-func (f *fixture) writes() int {
-	n := 0
-	for _, a := range f.client.Actions() {
-		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
-			n++
-		}
-	}
-	return n
-}
-
-func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
-
-func wantIssued(t *testing.T, err error, pv string) {
-	t.Helper()
-	var ignored *lib.IgnoredError
-	if !errors.As(err, &ignored) || !strings.Contains(ignored.Reason, pv) {
-		t.Fatalf("Provision = %v, want the library told that %s was issued", err, pv)
-	}
-}
-
-func hasEvent(events []string, prefix string) bool {
-	for _, e := range events {
-		if strings.HasPrefix(e, prefix) {
-			return true
-		}
-	}
-	return false
-}
+func (f *fixture) writes() int { return f.cluster.Writes() }
 
 // reservedFor makes pv reserved by the releaser for the claim ns/name
 // until until, as it leaves a volume of a class with reserveFor.
@@ -261,24 +185,10 @@ func evictorFor(f *fixture) *evict.Evictor {
 	})
 }
 
-// measuring is f's provisioner with its walk of a member replaced.
-type measuring struct {
-	*provisioner
-	walk func(*corev1.PersistentVolume, time.Time) (int64, bool, error)
-}
-
-func (m measuring) Measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
-	return m.walk(pv, deadline)
-}
-
-// measurerFor is the measurer of f's provisioner, walking members with walk
-// (nil: through their backend), with a queue that nothing runs.
-func measurerFor(f *fixture, walk func(*corev1.PersistentVolume, time.Time) (int64, bool, error)) *evict.Measurer {
-	var p evict.Provisioner = f.p
-	if walk != nil {
-		p = measuring{provisioner: f.p, walk: walk}
-	}
-	return evict.NewMeasurer(p, evict.MeasurerConfig{Provisioner: testProvisioner, Volumes: f.volumes, Pools: f.p.pools, Timeout: time.Minute})
+// measurerFor is the measurer of f's provisioner, walking members through
+// their backend, with a queue that nothing runs.
+func measurerFor(f *fixture) *evict.Measurer {
+	return evict.NewMeasurer(f.p, evict.MeasurerConfig{Provisioner: testProvisioner, Volumes: f.volumes, Pools: f.p.pools, Timeout: time.Minute})
 }
 
 // newBackends builds every registered backend by the name a class gives it,

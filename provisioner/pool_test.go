@@ -7,87 +7,41 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
+	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
-const testProvisioner = "vendor/reclaimable"
+// The builders the provisioner's tests share with those of the packages
+// beside it (provisionertest), by their short names here.
+const testProvisioner = provisionertest.Provisioner
 
-// volume builds a pool member of class "pool" with the given capacity.
-func volume(name, size string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            name,
-			ResourceVersion: "1",
-			Annotations:     map[string]string{keys.ProvisionedBy: testProvisioner},
-		},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              "pool",
-		},
-		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
-	}
-	for _, m := range mods {
-		m(pv)
-	}
-	return pv
-}
+var (
+	volume     = provisionertest.Volume
+	released   = provisionertest.Released
+	returned   = provisionertest.Returned
+	keyed      = provisionertest.Keyed
+	bound      = provisionertest.Bound
+	claimFor   = provisionertest.ClaimFor
+	t0         = provisionertest.T0
+	hasEvent   = provisionertest.HasEvent
+	wantIssued = provisionertest.WantIssued
+)
 
-// released makes pv Released from the claim ns/name with the given UID, at t.
-func released(ns, name, uid string, t time.Time) func(*corev1.PersistentVolume) {
+// heldFor makes pv a member held for namespace ns: last issued there, and
+// Available again with the releaser's claimRef.
+func heldFor(ns string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: types.UID(uid)}
-		pv.Status.Phase = corev1.VolumeReleased
-		pv.Status.LastPhaseTransitionTime = &metav1.Time{Time: t}
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
+		pv.Annotations[keys.HeldForNamespace] = ns
+		pv.Status.Phase = corev1.VolumeAvailable
 	}
-}
-
-// returned makes pv Available again after the releaser returned it from the
-// claim ns/name at t.
-func returned(last string, t time.Time) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.LastClaim] = last
-		pv.Annotations[keys.ReleasedAt] = t.UTC().Format(time.RFC3339)
-	}
-}
-
-// keyed records on pv the cache key it was last issued under.
-func keyed(key string) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastKey] = key }
-}
-
-func bound(ns, name, uid string) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) {
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name, UID: types.UID(uid)}
-		pv.Status.Phase = corev1.VolumeBound
-	}
-}
-
-func claimFor(ns, name, size string, mods ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
-	c := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: ptr.To("pool"),
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
-			},
-		},
-	}
-	for _, m := range mods {
-		m(c)
-	}
-	return c
 }
 
 func TestIsMember(t *testing.T) {

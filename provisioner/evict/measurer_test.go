@@ -1,4 +1,4 @@
-package provisioner
+package evict_test
 
 import (
 	"context"
@@ -6,19 +6,30 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/evict"
+	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
+
+// measurerOn is the measurer of the provisioner a provisionertest.Flow
+// plays on c, walking members with walk, with a queue that nothing runs.
+func measurerOn(c *provisionertest.Cluster, walk func(*corev1.PersistentVolume, time.Time) (int64, bool, error)) *evict.Measurer {
+	return evict.NewMeasurer(&provisionertest.Flow{Client: c.Client, Walk: walk},
+		evict.MeasurerConfig{Provisioner: provisionertest.Provisioner, Volumes: c.Volumes, Pools: c.Pools, Timeout: time.Minute})
+}
 
 // The measurer measures a member back in the pool once per return, and
 // takes a measure of the same return from the pool's status instead.
 func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
-	f := newFixture(t, nil)
-	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0())))
+	c := provisionertest.NewCluster(t, nil)
+	pv := c.Add(member("pv-1", returned("ns/old", t0())))
 	at := pv.Annotations[keys.ReleasedAt]
 	walks := 0
-	m := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil })
+	m := measurerOn(c, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil })
 	for range 2 {
 		if err := m.Sync(context.Background(), "pv-1"); err != nil {
 			t.Fatal(err)
@@ -35,13 +46,12 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 	}
 
 	// After a restart: the pool's status has the measure.
-	pool := aheadPool()
-	pool.Spec.MinAvailable = nil
-	pool.Status.Usage = []v1alpha1.MemberUsage{{Volume: "pv-1", Bytes: 7, Returned: at}}
-	if err := f.p.pools.Add(pool); err != nil {
+	pool := &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: "warm"}, Spec: v1alpha1.VolumePoolSpec{StorageClassName: "pool", MaxVolumes: ptr.To[int32](3)},
+		Status: v1alpha1.VolumePoolStatus{Usage: []v1alpha1.MemberUsage{{Volume: "pv-1", Bytes: 7, Returned: at}}}}
+	if err := c.Pools.Add(pool); err != nil {
 		t.Fatal(err)
 	}
-	m2 := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+	m2 := measurerOn(c, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 		t.Error("measured again")
 		return 0, false, nil
 	})
@@ -56,11 +66,11 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 // Another installation's volumes are not measured: their share may not be
 // mounted here.
 func TestMeasurerLeavesOtherInstallationsVolumes(t *testing.T) {
-	f := newFixture(t, nil)
-	pv := f.add(directoryMember(t, f.root, "pv-1", returned("ns/old", t0()), func(pv *corev1.PersistentVolume) {
+	c := provisionertest.NewCluster(t, nil)
+	pv := c.Add(member("pv-1", returned("ns/old", t0()), func(pv *corev1.PersistentVolume) {
 		pv.Annotations[keys.ProvisionedBy] = "other/provisioner"
 	}))
-	m := measurerFor(f, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
+	m := measurerOn(c, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 		t.Error("measured")
 		return 0, false, nil
 	})
