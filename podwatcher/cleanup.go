@@ -18,7 +18,7 @@ import (
 
 // syncClaim deletes a managed claim whose owner is gone, unless the
 // garbage collector is about to.
-func (c *Controller) syncClaim(ctx context.Context, k key) error {
+func (c *Controller) syncClaim(ctx context.Context, k ref) error {
 	logger := klog.FromContext(ctx)
 	claim, err := c.claims.PersistentVolumeClaims(k.Namespace).Get(k.Name)
 	if apierrors.IsNotFound(err) {

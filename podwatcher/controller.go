@@ -63,12 +63,12 @@ const (
 	jobWait = 2 * time.Second
 )
 
-// key is a workqueue key: an owner (Pod or Job) or a claim.
-type key struct {
+// ref is what the queue holds: an owner (Pod or Job) or a claim.
+type ref struct {
 	Kind, Namespace, Name string
 }
 
-func (k key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
+func (k ref) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
 // Controller is the podwatcher.
 type Controller struct {
@@ -94,9 +94,9 @@ type Controller struct {
 	podsWanting *controller.Refs[cache.ObjectName]
 	jobsWanting *controller.Refs[cache.ObjectName]
 
-	// queue syncs owners and claims by key; its sweep, at start and every
+	// queue syncs owners and claims by ref; its sweep, at start and every
 	// CleanupInterval, queues them a few at a time (sweep).
-	queue *controller.Loop[metav1.Object, key]
+	queue *controller.Loop[metav1.Object, ref]
 	clock clock.Clock
 
 	// What the podwatcher remembers between syncs (memory.go).
@@ -162,7 +162,7 @@ func newController(client kubernetes.Interface, controllerID string, cfg Config,
 		return nil, err
 	}
 	c.useClock(clock.RealClock{})
-	c.queue = &controller.Loop[metav1.Object, key]{
+	c.queue = &controller.Loop[metav1.Object, ref]{
 		Name: "podwatcher", Sync: c.sync, Workers: cfg.Workers,
 		Sweep: cfg.CleanupInterval, Sweeper: c.sweep, SweepFirst: true,
 	}
@@ -193,14 +193,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// --- watches: they only remember facts and map events to keys ---
+// --- watches: they only remember facts and map events to refs ---
 
-// ownerChanged maps the events of owners of kind to the keys they queue:
+// ownerChanged maps the events of owners of kind to the refs they queue:
 // an owner that asks for claims or waits at the gate, and the claims of
 // one deleted. The objects of the initial lists are left to the sweep Run
 // starts with, which queues them a few at a time (sweep).
-func (c *Controller) ownerChanged(kind string) func(controller.Event[metav1.Object]) []key {
-	return func(e controller.Event[metav1.Object]) []key {
+func (c *Controller) ownerChanged(kind string) func(controller.Event[metav1.Object]) []ref {
+	return func(e controller.Event[metav1.Object]) []ref {
 		switch {
 		case e.Type == controller.Deleted:
 			return c.ownerDeleted(e.Obj, !e.Missed)
@@ -209,7 +209,7 @@ func (c *Controller) ownerChanged(kind string) func(controller.Event[metav1.Obje
 			!ownerConcerned(kind, e.Obj):
 			return nil
 		}
-		return []key{{kind, e.Obj.GetNamespace(), e.Obj.GetName()}}
+		return []ref{{kind, e.Obj.GetNamespace(), e.Obj.GetName()}}
 	}
 }
 
@@ -260,25 +260,25 @@ func ownerConcerned(kind string, obj any) bool {
 // ownerDeleted forgets what was remembered of an owner, and queues its
 // claims. A watch DELETE is definite; a tombstone only says the cache
 // missed the object, and is confirmed with a GET like the sweep.
-func (c *Controller) ownerDeleted(owner metav1.Object, definite bool) []key {
+func (c *Controller) ownerDeleted(owner metav1.Object, definite bool) []ref {
 	uid := owner.GetUID()
 	c.owners.forget(uid)
 	if definite {
 		c.gone.mark(uid)
 	}
-	var queued []key
+	var queued []ref
 	for _, claim := range c.claimedBy.Get(string(uid)) {
-		queued = append(queued, key{kindClaim, claim.Namespace, claim.Name})
+		queued = append(queued, ref{kindClaim, claim.Namespace, claim.Name})
 	}
 	return queued
 }
 
-// claimChanged maps the events of managed claims to the keys they queue.
-func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeClaim]) []key {
+// claimChanged maps the events of managed claims to the refs they queue.
+func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeClaim]) []ref {
 	claim := e.Obj
 	name := claim.Namespace + "/" + claim.Name
 	c.expect.observed(name)
-	self := []key{{kindClaim, claim.Namespace, claim.Name}}
+	self := []ref{{kindClaim, claim.Namespace, claim.Name}}
 	switch e.Type {
 	case controller.Added:
 		// Examine every claim once as it enters the cache: after a start
@@ -303,12 +303,12 @@ func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeCla
 	return c.ownersWanting(cache.ObjectName{Namespace: claim.Namespace, Name: claim.Name})
 }
 
-// ownersWanting is the keys of the owners that ask for a claim of name.
-func (c *Controller) ownersWanting(claim cache.ObjectName) []key {
-	var queued []key
+// ownersWanting is the refs of the owners that ask for a claim of name.
+func (c *Controller) ownersWanting(claim cache.ObjectName) []ref {
+	var queued []ref
 	for _, owners := range c.wanting() {
 		for _, o := range owners.refs.Get(claim) {
-			queued = append(queued, key{owners.kind, o.Namespace, o.Name})
+			queued = append(queued, ref{owners.kind, o.Namespace, o.Name})
 		}
 	}
 	return queued

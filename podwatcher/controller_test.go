@@ -100,10 +100,10 @@ func (f *fixture) cache(o runtime.Object) {
 	}
 }
 
-// The events of the watches, delivered as they are: the keys they map to
+// The events of the watches, delivered as they are: the refs they map to
 // are queued.
-func (f *fixture) deliver(keys []key) {
-	for _, k := range keys {
+func (f *fixture) deliver(refs []ref) {
+	for _, k := range refs {
 		f.c.queue.Add(k)
 	}
 }
@@ -134,7 +134,7 @@ func (f *fixture) claimDeleted(claim *corev1.PersistentVolumeClaim) {
 	f.deliver(f.c.claimChanged(controller.Event[*corev1.PersistentVolumeClaim]{Type: controller.Deleted, Obj: claim}))
 }
 
-func (f *fixture) sync(k key) error {
+func (f *fixture) sync(k ref) error {
 	return f.c.sync(context.Background(), k)
 }
 
@@ -191,13 +191,13 @@ func managedClaim(name string, ownerKind string, ownerName string, ownerUID type
 	}}
 }
 
-func podKey(name string) key { return key{kindPod, "ns", name} }
+func podRef(name string) ref { return ref{kindPod, "ns", name} }
 
 func TestPodGetsClaimOnce(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", ask("cache", "true", validYAML))
 	f := newFixture(t, []runtime.Object{pod})
 
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	created := f.client.Actions()
@@ -213,7 +213,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 	}
 
 	// Pod status updates before the informer shows the claim: no second create.
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions()
@@ -221,7 +221,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 	// Once the informer shows it, the cache answers.
 	f.cache(claim)
 	f.claimAdded(claim, true)
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions()
@@ -234,7 +234,7 @@ func TestExpectationExpires(t *testing.T) {
 	now := time.Now()
 	clk := testingclock.NewFakeClock(now)
 	f.c.useClock(clk)
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims")
@@ -243,7 +243,7 @@ func TestExpectationExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.SetTime(now.Add(expectationTTL + time.Second))
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims")
@@ -267,7 +267,7 @@ func TestOwnersThatNeedNoClaim(t *testing.T) {
 		Status:     batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
 	}
 	f := newFixture(t, []runtime.Object{deleting, succeeded, failed, off, plain, hasClaim, otherOwnersClaim, finishedJob})
-	for _, k := range []key{podKey("deleting"), podKey("succeeded"), podKey("failed"), podKey("off"), podKey("plain"), podKey("has-claim"), podKey("missing"), {kindJob, "ns", "done"}} {
+	for _, k := range []ref{podRef("deleting"), podRef("succeeded"), podRef("failed"), podRef("off"), podRef("plain"), podRef("has-claim"), podRef("missing"), {kindJob, "ns", "done"}} {
 		if err := f.sync(k); err != nil {
 			t.Errorf("%s: %v", k, err)
 		}
@@ -281,14 +281,14 @@ func TestForeignClaimIsLeftAlone(t *testing.T) {
 	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-cache", UID: "foreign"}}
 	f := newFixture(t, []runtime.Object{pod}, foreign)
 
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims", "get persistentvolumeclaims")
 	f.expectEvents("Normal ClaimExists")
 
 	// Further pod updates neither retry the create nor repeat the event.
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions()
@@ -299,7 +299,7 @@ func TestRejectionReportedOnce(t *testing.T) {
 	pod := annotatedPod("p", "uid-p", ask("cache", "yes", validYAML))
 	f := newFixture(t, []runtime.Object{pod})
 	for range 3 {
-		if err := f.sync(podKey("p")); err != nil {
+		if err := f.sync(podRef("p")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -314,7 +314,7 @@ func TestRejectionReportedOnce(t *testing.T) {
 	pod2 := pod.DeepCopy()
 	pod2.Annotations = ask("cache", "true", "kind: Pod\n")
 	f.cache(pod2)
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectEvents("Warning " + ReasonNotAClaim)
@@ -332,7 +332,7 @@ func TestAPIServerRefusalIsNotRetriedUntilTemplateChanges(t *testing.T) {
 			field.ErrorList{field.Required(field.NewPath("spec", "resources", "requests", "storage"), "")})
 	})
 	for range 2 {
-		if err := f.sync(podKey("p")); err != nil {
+		if err := f.sync(podRef("p")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,7 +342,7 @@ func TestAPIServerRefusalIsNotRetriedUntilTemplateChanges(t *testing.T) {
 	changed := pod.DeepCopy()
 	changed.Annotations = ask("cache", "true", validJSON)
 	f.cache(changed)
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims")
@@ -358,11 +358,11 @@ func TestTransientCreateErrorIsRetried(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := f.sync(podKey("p")); err == nil {
+	if err := f.sync(podRef("p")); err == nil {
 		t.Fatal("a failed create must fail the sync, so that it is retried")
 	}
 	fail = false
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims", "create persistentvolumeclaims")
@@ -385,14 +385,14 @@ func TestJobPodsShareTheJobsClaim(t *testing.T) {
 	orphanPod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "other", UID: "uid-other", Controller: &yes}}
 
 	f := newFixture(t, []runtime.Object{job, pod, orphanPod})
-	for _, k := range []key{podKey("build-x"), podKey("other-x")} {
+	for _, k := range []ref{podRef("build-x"), podRef("other-x")} {
 		if err := f.sync(k); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.expectActions()
 
-	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
+	if err := f.sync(ref{kindJob, "ns", "build"}); err != nil {
 		t.Fatal(err)
 	}
 	created := f.client.Actions()
@@ -489,7 +489,7 @@ func TestCleanup(t *testing.T) {
 			if tt.seenDeleted {
 				f.ownerDeleted(pod)
 			}
-			if err := f.sync(key{kindClaim, "ns", "c"}); err != nil {
+			if err := f.sync(ref{kindClaim, "ns", "c"}); err != nil {
 				t.Fatal(err)
 			}
 			actions := f.client.Actions()
@@ -548,7 +548,7 @@ func TestGarbageCollectorIsGivenTheGrace(t *testing.T) {
 				f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 			}
 			f.cache(claim)
-			k := key{kindClaim, "ns", "c"}
+			k := ref{kindClaim, "ns", "c"}
 
 			if err := f.sync(k); err != nil {
 				t.Fatal(err)
@@ -598,7 +598,7 @@ func TestTerminatingClaimIsNotDeletedAfterTheGrace(t *testing.T) {
 	clk := testingclock.NewFakeClock(now)
 	f.c.useClock(clk)
 	f.ownerDeleted(annotatedPod("p", "uid-p", nil))
-	k := key{kindClaim, "ns", "c"}
+	k := ref{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +627,7 @@ func TestOwnerReferenceRemovedQueuesClaim(t *testing.T) {
 	// queue shows only what the updates queued.
 	f.ownerDeleted(annotatedPod("p", "uid-p", nil))
 	f.cache(claim)
-	k := key{kindClaim, "ns", "c"}
+	k := ref{kindClaim, "ns", "c"}
 	if err := f.sync(k); err != nil {
 		t.Fatal(err)
 	}
@@ -695,7 +695,7 @@ func TestDeleteConflictIsRetried(t *testing.T) {
 	f.client.PrependReactor("delete", "persistentvolumeclaims", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, "c", nil)
 	})
-	if err := f.sync(key{kindClaim, "ns", "c"}); err == nil {
+	if err := f.sync(ref{kindClaim, "ns", "c"}); err == nil {
 		t.Fatal("a delete refused by its preconditions must be retried")
 	}
 	f.expectEvents()

@@ -15,7 +15,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 )
 
-func (c *Controller) sync(ctx context.Context, k key) error {
+func (c *Controller) sync(ctx context.Context, k ref) error {
 	logger := klog.FromContext(ctx).WithValues("kind", k.Kind, "namespace", k.Namespace, "name", k.Name)
 	ctx = klog.NewContext(ctx, logger)
 	switch k.Kind {
@@ -29,7 +29,7 @@ func (c *Controller) sync(ctx context.Context, k key) error {
 	return nil
 }
 
-func (c *Controller) syncPod(ctx context.Context, k key) error {
+func (c *Controller) syncPod(ctx context.Context, k ref) error {
 	pod, err := c.pods.Pods(k.Namespace).Get(k.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -76,7 +76,7 @@ func (c *Controller) syncPod(ctx context.Context, k key) error {
 	return errors.Join(err, c.syncGate(ctx, pod, append(requests, jobRequests...), jobRejected || len(rejections) > 0))
 }
 
-func (c *Controller) syncJob(ctx context.Context, k key) error {
+func (c *Controller) syncJob(ctx context.Context, k ref) error {
 	job, err := c.jobs.Jobs(k.Namespace).Get(k.Name)
 	if apierrors.IsNotFound(err) {
 		return nil

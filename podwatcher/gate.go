@@ -227,17 +227,17 @@ func (c *Controller) removeGate(ctx context.Context, pod *corev1.Pod) error {
 	return fmt.Errorf("removing the claims gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 }
 
-// gatedOn is the keys of the gated pods that mount claim
+// gatedOn is the refs of the gated pods that mount claim
 // "<namespace>/<name>".
-func (c *Controller) gatedOn(claim string) []key {
+func (c *Controller) gatedOn(claim string) []ref {
 	objs, err := c.podIndexer.ByIndex(gatedOnIndex, claim)
 	if err != nil {
 		return nil
 	}
-	var queued []key
+	var queued []ref
 	for _, o := range objs {
 		if pod, ok := controller.AsPodRecord(o); ok {
-			queued = append(queued, key{kindPod, pod.Namespace, pod.Name})
+			queued = append(queued, ref{kindPod, pod.Namespace, pod.Name})
 		}
 	}
 	return queued

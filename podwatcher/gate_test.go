@@ -72,7 +72,7 @@ func (f *fixture) gatePatch() string {
 func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
 	pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), "example.com/other", keys.ClaimsGate)
 	f := newFixture(t, []runtime.Object{pod})
-	if err := f.sync(podKey("p")); err != nil {
+	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"op":"test","path":"/spec/schedulingGates/1/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/1"}]`
@@ -101,18 +101,18 @@ func TestGateKeptOrLeftAlone(t *testing.T) {
 	nothing := gated(annotatedPod("nothing", "uid-nothing", nil), keys.ClaimsGate)
 	f := newFixture(t, []runtime.Object{bad, plain, nothing})
 
-	if err := f.sync(podKey("bad")); err != nil {
+	if err := f.sync(podRef("bad")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions()
 	f.expectEvents("Warning " + ReasonInvalidEnabled)
 
-	if err := f.sync(podKey("plain")); err != nil {
+	if err := f.sync(podRef("plain")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims")
 
-	if err := f.sync(podKey("nothing")); err != nil {
+	if err := f.sync(podRef("nothing")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("patch pods")
@@ -137,19 +137,19 @@ func TestJobPodGateWaitsForTheJobsClaim(t *testing.T) {
 	job, pod := jobWithGatedPod()
 	f := newFixture(t, []runtime.Object{job, pod})
 
-	if err := f.sync(podKey("build-x")); err != nil {
+	if err := f.sync(podRef("build-x")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("get persistentvolumeclaims")
 
-	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
+	if err := f.sync(ref{kindJob, "ns", "build"}); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("create persistentvolumeclaims")
 	if n := f.c.queue.Len(); n != 1 {
 		t.Fatalf("queued after the Job's claim was created: %d keys, want its gated pod", n)
 	}
-	if err := f.sync(podKey("build-x")); err != nil {
+	if err := f.sync(podRef("build-x")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectActions("patch pods")
@@ -169,7 +169,7 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	if n, oldest := f.c.gatedPods(); n != 1 || oldest != 10*time.Second {
 		t.Errorf("gatedPods = %d, %s; want 1, 10s", n, oldest)
 	}
-	if err := f.sync(podKey("build-x")); err != nil {
+	if err := f.sync(podRef("build-x")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectEvents() // a claim may take a few seconds
@@ -177,7 +177,7 @@ func TestGateHeldLongIsReported(t *testing.T) {
 	// Each sweep finds it held longer: one Warning all the same, counted once.
 	for _, at := range []time.Duration{2 * time.Minute, 2*time.Minute + 17*time.Second, 9 * time.Minute} {
 		clk.SetTime(created.Add(at))
-		if err := f.sync(podKey("build-x")); err != nil {
+		if err := f.sync(podRef("build-x")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,11 +186,11 @@ func TestGateHeldLongIsReported(t *testing.T) {
 		t.Errorf("rejections_total{reason=%s} = %v, want 1", ReasonWaitingForClaims, got)
 	}
 
-	if err := f.sync(key{kindJob, "ns", "build"}); err != nil {
+	if err := f.sync(ref{kindJob, "ns", "build"}); err != nil {
 		t.Fatal(err)
 	}
 	f.expectEvents("Normal ClaimCreated")
-	if err := f.sync(podKey("build-x")); err != nil {
+	if err := f.sync(podRef("build-x")); err != nil {
 		t.Fatal(err)
 	}
 	f.expectEvents("Warning " + ReasonGateHeldLong)
@@ -210,7 +210,7 @@ func TestGateRemovedOnlyUnderItsName(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), tt.gates...)
 			f := newFixture(t, []runtime.Object{pod})
-			if err := f.sync(podKey("p")); err != nil {
+			if err := f.sync(podRef("p")); err != nil {
 				t.Fatal(err)
 			}
 			if got := f.gatePatch(); got != tt.want {

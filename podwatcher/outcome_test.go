@@ -79,7 +79,7 @@ func TestOutcomeIsRecordedOnTheOwnersClaims(t *testing.T) {
 		recorded, recordedClaim,
 		running, managedClaim("running-cache", kindPod, "running", "uid-running"),
 	})
-	for _, k := range []key{podKey("built"), {kindJob, "ns", "j"}, podKey("recorded"), podKey("running")} {
+	for _, k := range []ref{podRef("built"), {kindJob, "ns", "j"}, podRef("recorded"), podRef("running")} {
 		if err := f.sync(k); err != nil {
 			t.Fatalf("%s: %v", k, err)
 		}
@@ -108,7 +108,7 @@ func TestOutcomeConflictIsRetried(t *testing.T) {
 		sent = string(a.(k8stesting.PatchAction).GetPatch())
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "persistentvolumeclaims"}, "built-cache", nil)
 	})
-	if err := f.sync(podKey("built")); err == nil {
+	if err := f.sync(podRef("built")); err == nil {
 		t.Error("sync succeeded, want an error to retry")
 	}
 	if want := `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"Succeeded"},"resourceVersion":"7"}}`; sent != want {

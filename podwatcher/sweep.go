@@ -25,7 +25,7 @@ const sweepRoom = 256
 // size of the room, not of the caches.
 func (c *Controller) sweep(ctx context.Context) {
 	var owners, claims int
-	add := func(k key) bool {
+	add := func(k ref) bool {
 		if !c.queue.WaitForRoom(ctx, sweepRoom) {
 			return false
 		}
@@ -35,7 +35,7 @@ func (c *Controller) sweep(ctx context.Context) {
 	gated, _ := c.podIndexer.ByIndex(gatedIndex, "")
 	for _, o := range gated {
 		if pod, ok := controller.AsPodRecord(o); ok {
-			if !add(key{kindPod, pod.Namespace, pod.Name}) {
+			if !add(ref{kindPod, pod.Namespace, pod.Name}) {
 				return
 			}
 			owners++
@@ -48,7 +48,7 @@ func (c *Controller) sweep(ctx context.Context) {
 				continue
 			}
 			meta := obj.(metav1.Object)
-			if !add(key{kind, meta.GetNamespace(), meta.GetName()}) {
+			if !add(ref{kind, meta.GetNamespace(), meta.GetName()}) {
 				return
 			}
 			owners++
@@ -56,7 +56,7 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 	for _, k := range c.claimIndexer.ListKeys() {
 		ns, name, _ := cache.SplitMetaNamespaceKey(k)
-		if !add(key{kindClaim, ns, name}) {
+		if !add(ref{kindClaim, ns, name}) {
 			return
 		}
 		claims++

@@ -48,9 +48,9 @@ func TestSweepQueuesGatedFirstWithinRoom(t *testing.T) {
 	}
 	f := newFixture(t, objs)
 	var mu sync.Mutex
-	var order []key
+	var order []ref
 	most := 0
-	f.c.queue.Sync = func(_ context.Context, k key) error {
+	f.c.queue.Sync = func(_ context.Context, k ref) error {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, k)
@@ -88,7 +88,7 @@ func TestSweepQueuesGatedFirstWithinRoom(t *testing.T) {
 	<-swept
 	mu.Lock()
 	defer mu.Unlock()
-	if order[0] != podKey("held") || order[1] != podKey("asks") {
+	if order[0] != podRef("held") || order[1] != podRef("asks") {
 		t.Errorf("first keys synced %v, want the gated pod, then the pod asking for a claim", order[:2])
 	}
 	for _, k := range order[2:] {

@@ -165,7 +165,7 @@ func newController(client versioned.Interface, poolInformer cache.SharedIndexInf
 	c.queue = &controller.Loop[*v1alpha1.VolumePool, string]{
 		Name: "poolmanager", Sync: c.sync, Delay: interval, Workers: 1,
 		Sweep: resyncPeriod, List: controller.ListOf[*v1alpha1.VolumePool](poolInformer.GetIndexer()),
-		Key: controller.NameKey[*v1alpha1.VolumePool],
+		Ref: controller.NameRef[*v1alpha1.VolumePool],
 	}
 	c.ahead = &controller.Loop[*v1alpha1.VolumePool, string]{Name: "poolmanager-ahead", Sync: c.syncAhead, Workers: 1}
 	// A pool is looked at on a change of any pool of its class (a second

@@ -35,7 +35,7 @@ type earlyHandOff struct {
 func newEarlyHandOff(p *provisioner, classes storagelisters.StorageClassLister, workers int) *earlyHandOff {
 	e := &earlyHandOff{p: p, classes: classes}
 	e.loop = &controller.Loop[*corev1.PersistentVolumeClaim, types.NamespacedName]{
-		Name: "provisioner-early", Key: claimName, Wants: mayBeEarly, Sync: e.sync, Workers: workers,
+		Name: "provisioner-early", Ref: claimName, Wants: mayBeEarly, Sync: e.sync, Workers: workers,
 	}
 	return e
 }

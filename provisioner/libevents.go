@@ -13,7 +13,7 @@ import (
 // under a reason that says what to do (PoolExhausted, InvalidStorageClass-
 // Parameters, ...), so each failed attempt would leave two Warnings with the
 // same message. It also records a Provisioning notice before every attempt:
-// a write to the API server for each claim that says nothing the outcome's
+// a write to the API server for each claim that says nothing the result's
 // event (IssuedFromPool, ProvisioningSucceeded, or the failure's) does not.
 // The library takes no recorder of ours: it records through the client it
 // is given, and libClient is that client with those events left out.

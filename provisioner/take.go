@@ -18,12 +18,12 @@ import (
 // This file holds how a free pool member is taken for a claim: one
 // conditional write, safe against other claims and the PV controller.
 
-// outcome is what became of an attempt to take a pool member.
-type outcome int
+// takeResult is what became of an attempt to take a pool member.
+type takeResult int
 
 const (
 	// lost: the member is not free for the claim (any more); try the next.
-	lost outcome = iota
+	lost takeResult = iota
 	// taken: the member now points at the claim.
 	taken
 	// boundMeanwhile: the PV controller bound the claim to the member first,
@@ -35,7 +35,7 @@ const (
 // and reports it (taken), or the one the PV controller bound the claim to
 // first (boundMeanwhile); lost when every one went elsewhere meanwhile. A
 // member issued is recorded in the metrics and an IssuedFromPool event.
-func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, key, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, outcome, error) {
+func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, key, class string, namespaced bool, cands []*corev1.PersistentVolume, fits func(*corev1.PersistentVolume) bool) (string, takeResult, error) {
 	stale := p.takes.Members()
 	for _, pv := range cands {
 		if stale[pv.Name] || !p.takes.Try(pv.Name) {
@@ -71,7 +71,7 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 // take points pv at claim, if pv is still free and fits (fits re-checks a
 // fresher copy). Two claims never win the same member: the update carries
 // the resourceVersion the member had when it was judged free.
-func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, namespaced bool, fits func(*corev1.PersistentVolume) bool) (outcome, error) {
+func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, namespaced bool, fits func(*corev1.PersistentVolume) bool) (takeResult, error) {
 	logger := klog.FromContext(ctx)
 	for retried := false; ; retried = true {
 		if gone, err := p.ClaimGone(ctx, pv); err != nil || !gone {

@@ -136,7 +136,7 @@ func newController(client kubernetes.Interface, p policy, cfg Config,
 	}
 	c.useClock(clock.RealClock{})
 	c.queue = &controller.Loop[*corev1.PersistentVolume, string]{
-		Name: "releaser", Key: controller.NameKey[*corev1.PersistentVolume],
+		Name: "releaser", Ref: controller.NameRef[*corev1.PersistentVolume],
 		Wants: func(_, pv *corev1.PersistentVolume) bool { return c.wants(pv) },
 		Gone:  c.volumeDeleted, Sync: c.sync, Workers: cfg.Workers,
 		Sweep: cfg.ReleaseInterval, Sweeper: c.sweep,

@@ -82,10 +82,10 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 	c.useClock(testingclock.NewFakePassiveClock(testNow))
 	c.conflictRecheck = 0
 	// The queue only records keys, so that a test can see what was queued.
-	c.queue.Sync = func(_ context.Context, key string) error {
+	c.queue.Sync = func(_ context.Context, name string) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.keys = append(f.keys, key)
+		f.keys = append(f.keys, name)
 		return nil
 	}
 	f.c = c

@@ -74,21 +74,22 @@ func Handle[T any](informer cache.SharedIndexInformer, on func(Event[T])) error 
 // Loop follows objects of shared informers through a queue: the handlers,
 // the queue and the sweep that every loop writes alike, so that a loop is
 // its decisions and its Sync alone. Its own objects, T, are followed by
-// Watch as Key and Wants say; the objects of other informers whose changes
+// Watch as Ref and Wants say; the objects of other informers whose changes
 // concern them by WatchMapped.
-type Loop[T any, K comparable] struct {
+type Loop[T any, R comparable] struct {
 	// Name names the queue in logs and metrics.
 	Name string
-	// Key is what the queue holds for an object; false for none.
-	Key func(T) (K, bool)
+	// Ref is what the queue holds for an object, the reference its Sync
+	// looks it up by; false for none.
+	Ref func(T) (R, bool)
 	// Wants says whether an addition (old is the zero T) or a change
 	// queues the object; nil queues every one.
 	Wants func(old, cur T) bool
 	// Gone, if not nil, hears of each object deleted.
 	Gone func(T)
-	// Sync takes the object of a key one step further.
-	Sync func(ctx context.Context, key K) error
-	// Delay, if not 0, is how long a key queued by a watch or a sweep
+	// Sync takes the object of a ref one step further.
+	Sync func(ctx context.Context, ref R) error
+	// Delay, if not 0, is how long a ref queued by a watch or a sweep
 	// waits: every change within it costs one sync.
 	Delay time.Duration
 	// Sweep, if not 0, is how often every object List returns that Wants
@@ -96,7 +97,7 @@ type Loop[T any, K comparable] struct {
 	// failed, a restart, or an event the watch missed.
 	Sweep time.Duration
 	List  func() []T
-	// Sweeper, if not nil, is the sweep instead, for a loop whose keys
+	// Sweeper, if not nil, is the sweep instead, for a loop whose refs
 	// are of more than one kind of object; it queues with Add.
 	Sweeper func(ctx context.Context)
 	// SweepFirst sweeps as Run starts, for a loop whose watches leave the
@@ -105,20 +106,20 @@ type Loop[T any, K comparable] struct {
 	// Workers sync in parallel, at least one.
 	Workers int
 
-	queue *keyQueue[K]
+	queue *refQueue[R]
 }
 
-func (l *Loop[T, K]) q() *keyQueue[K] {
+func (l *Loop[T, R]) q() *refQueue[R] {
 	if l.queue == nil {
 		// Sync is looked up at each call, so that a test may replace it.
-		l.queue = newQueue(l.Name, func(ctx context.Context, key K) error { return l.Sync(ctx, key) })
+		l.queue = newQueue(l.Name, func(ctx context.Context, ref R) error { return l.Sync(ctx, ref) })
 	}
 	return l.queue
 }
 
 // Watch queues the objects of informer as Wants says, and tells Gone of
 // those deleted. Call it once, before Run.
-func (l *Loop[T, K]) Watch(informer cache.SharedIndexInformer) error {
+func (l *Loop[T, R]) Watch(informer cache.SharedIndexInformer) error {
 	l.q()
 	return Handle(informer, func(e Event[T]) {
 		switch e.Type {
@@ -135,50 +136,50 @@ func (l *Loop[T, K]) Watch(informer cache.SharedIndexInformer) error {
 	})
 }
 
-// WatchMapped queues the keys that keys maps each event of informer's
+// WatchMapped queues the refs that refs maps each event of informer's
 // objects to: the loop's objects that a change of another kind of object
 // concerns (the volumes of a deleted claim, the pools of a class). Call it
 // before Run.
-func WatchMapped[S, T any, K comparable](l *Loop[T, K], informer cache.SharedIndexInformer, keys func(Event[S]) []K) error {
+func WatchMapped[S, T any, R comparable](l *Loop[T, R], informer cache.SharedIndexInformer, refs func(Event[S]) []R) error {
 	l.q()
 	return Handle(informer, func(e Event[S]) {
-		for _, k := range keys(e) {
-			l.add(k)
+		for _, ref := range refs(e) {
+			l.add(ref)
 		}
 	})
 }
 
-func (l *Loop[T, K]) offer(old, cur T) {
+func (l *Loop[T, R]) offer(old, cur T) {
 	if l.Wants != nil && !l.Wants(old, cur) {
 		return
 	}
-	if key, ok := l.Key(cur); ok {
-		l.add(key)
+	if ref, ok := l.Ref(cur); ok {
+		l.add(ref)
 	}
 }
 
-func (l *Loop[T, K]) add(key K) {
+func (l *Loop[T, R]) add(ref R) {
 	if l.Delay > 0 {
-		l.q().AddAfter(key, l.Delay)
+		l.q().AddAfter(ref, l.Delay)
 		return
 	}
-	l.q().Add(key)
+	l.q().Add(ref)
 }
 
-// Add queues key at once; AddAfter after d.
-func (l *Loop[T, K]) Add(key K)                       { l.q().Add(key) }
-func (l *Loop[T, K]) AddAfter(key K, d time.Duration) { l.q().AddAfter(key, d) }
+// Add queues ref at once; AddAfter after d.
+func (l *Loop[T, R]) Add(ref R)                       { l.q().Add(ref) }
+func (l *Loop[T, R]) AddAfter(ref R, d time.Duration) { l.q().AddAfter(ref, d) }
 
-// Len is the number of keys waiting.
-func (l *Loop[T, K]) Len() int { return l.q().Len() }
+// Len is the number of refs waiting.
+func (l *Loop[T, R]) Len() int { return l.q().Len() }
 
-// WaitForRoom blocks until fewer than room keys wait (keyQueue.WaitForRoom).
-func (l *Loop[T, K]) WaitForRoom(ctx context.Context, room int) bool {
+// WaitForRoom blocks until fewer than room refs wait (refQueue.WaitForRoom).
+func (l *Loop[T, R]) WaitForRoom(ctx context.Context, room int) bool {
 	return l.q().WaitForRoom(ctx, room)
 }
 
 // Run syncs until ctx is done, sweeping every Sweep.
-func (l *Loop[T, K]) Run(ctx context.Context) {
+func (l *Loop[T, R]) Run(ctx context.Context) {
 	if l.Sweep > 0 {
 		sweep := l.Sweeper
 		if sweep == nil {
@@ -198,8 +199,8 @@ func (l *Loop[T, K]) Run(ctx context.Context) {
 	l.q().Run(ctx, max(1, l.Workers))
 }
 
-// NameKey keys a cluster-scoped object by its name.
-func NameKey[T metav1.Object](obj T) (string, bool) { return obj.GetName(), true }
+// NameRef refers to a cluster-scoped object by its name.
+func NameRef[T metav1.Object](obj T) (string, bool) { return obj.GetName(), true }
 
 // ListOf lists the objects of indexer that are T, for a Loop's sweep.
 func ListOf[T any](indexer cache.Indexer) func() []T {

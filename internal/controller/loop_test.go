@@ -34,7 +34,7 @@ func TestLoopSyncsWhatItWants(t *testing.T) {
 	synced, gone := map[string]int{}, map[string]bool{}
 	loop := &Loop[*corev1.PersistentVolume, string]{
 		Name:  "test",
-		Key:   func(pv *corev1.PersistentVolume) (string, bool) { return pv.Name, true },
+		Ref:   func(pv *corev1.PersistentVolume) (string, bool) { return pv.Name, true },
 		Wants: func(_, cur *corev1.PersistentVolume) bool { return cur.Labels["wanted"] == "yes" },
 		Gone: func(pv *corev1.PersistentVolume) {
 			mu.Lock()

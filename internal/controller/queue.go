@@ -12,23 +12,23 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// keyQueue is a typed, rate-limited workqueue with the worker loop of
-// kubernetes/sample-controller: a key is taken with Get, handed to sync, and
-// always marked Done; a failed sync is retried with per-key exponential
+// refQueue is a typed, rate-limited workqueue with the worker loop of
+// kubernetes/sample-controller: a ref is taken with Get, handed to sync, and
+// always marked Done; a failed sync is retried with per-ref exponential
 // back-off, a successful one resets the back-off.
 //
-// Event handlers only ever call Add or AddAfter. Keys are deduplicated while
+// Event handlers only ever call Add or AddAfter. Refs are deduplicated while
 // they wait, so a burst of events for one object costs one sync.
-type keyQueue[T comparable] struct {
+type refQueue[T comparable] struct {
 	name  string
 	queue workqueue.TypedRateLimitingInterface[T]
 	sync  func(context.Context, T) error
 }
 
-// newQueue returns a queue whose workers call sync for every key.
-func newQueue[T comparable](name string, sync func(ctx context.Context, key T) error) *keyQueue[T] {
+// newQueue returns a queue whose workers call sync for every ref.
+func newQueue[T comparable](name string, sync func(ctx context.Context, ref T) error) *refQueue[T] {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[T](20*time.Millisecond, 2*time.Minute)
-	return &keyQueue[T]{
+	return &refQueue[T]{
 		name: name,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[T]{
 			Name: name,
@@ -37,26 +37,26 @@ func newQueue[T comparable](name string, sync func(ctx context.Context, key T) e
 	}
 }
 
-// Add queues key for a sync as soon as a worker is free.
-func (q *keyQueue[T]) Add(key T) { q.queue.Add(key) }
+// Add queues ref for a sync as soon as a worker is free.
+func (q *refQueue[T]) Add(ref T) { q.queue.Add(ref) }
 
-// AddAfter queues key for a sync after d.
-func (q *keyQueue[T]) AddAfter(key T, d time.Duration) { q.queue.AddAfter(key, d) }
+// AddAfter queues ref for a sync after d.
+func (q *refQueue[T]) AddAfter(ref T, d time.Duration) { q.queue.AddAfter(ref, d) }
 
-// Len is the number of keys waiting.
-func (q *keyQueue[T]) Len() int { return q.queue.Len() }
+// Len is the number of refs waiting.
+func (q *refQueue[T]) Len() int { return q.queue.Len() }
 
 // roomPoll is how often WaitForRoom looks at the queue's length: the
-// client-go queue tells no one when a key leaves it.
+// client-go queue tells no one when a ref leaves it.
 const roomPoll = 10 * time.Millisecond
 
-// WaitForRoom blocks until fewer than room keys wait, and reports false if
+// WaitForRoom blocks until fewer than room refs wait, and reports false if
 // ctx ends or the queue shuts down first. A sweep that queues every object
 // of a large cache at once grows the queue's maps (its dirty set, its
 // metrics' add times) to the size of the cache, and Go never shrinks a map:
 // with 20,000 pods and claims, some 10 MB kept for good. A sweep that waits
-// for room before each key keeps them as small as room.
-func (q *keyQueue[T]) WaitForRoom(ctx context.Context, room int) bool {
+// for room before each ref keeps them as small as room.
+func (q *refQueue[T]) WaitForRoom(ctx context.Context, room int) bool {
 	if q.queue.Len() < room {
 		return true
 	}
@@ -79,7 +79,7 @@ func (q *keyQueue[T]) WaitForRoom(ctx context.Context, room int) bool {
 
 // Run starts workers and blocks until ctx is done, then shuts the queue down
 // and waits for the syncs in flight to finish.
-func (q *keyQueue[T]) Run(ctx context.Context, workers int) {
+func (q *refQueue[T]) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx).WithValues("queue", q.name)
 	ctx = klog.NewContext(ctx, logger)
@@ -98,39 +98,39 @@ func (q *keyQueue[T]) Run(ctx context.Context, workers int) {
 	}
 }
 
-func (q *keyQueue[T]) work(ctx context.Context) {
+func (q *refQueue[T]) work(ctx context.Context) {
 	for q.next(ctx) {
 	}
 }
 
-func (q *keyQueue[T]) next(ctx context.Context) bool {
-	key, shutdown := q.queue.Get()
+func (q *refQueue[T]) next(ctx context.Context) bool {
+	ref, shutdown := q.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer q.queue.Done(key)
+	defer q.queue.Done(ref)
 
-	if err := q.sync(ctx, key); err != nil {
+	if err := q.sync(ctx, ref); err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
 		if w := (waiting{}); errors.As(err, &w) {
-			klog.FromContext(ctx).V(4).Info("Waiting, will look again", "key", key, "reason", w.reason, "retries", q.queue.NumRequeues(key))
-			q.queue.AddRateLimited(key)
+			klog.FromContext(ctx).V(4).Info("Waiting, will look again", "ref", ref, "reason", w.reason, "retries", q.queue.NumRequeues(ref))
+			q.queue.AddRateLimited(ref)
 			return true
 		}
-		klog.FromContext(ctx).Error(err, "Sync failed, will retry", "key", key, "retries", q.queue.NumRequeues(key))
-		q.queue.AddRateLimited(key)
+		klog.FromContext(ctx).Error(err, "Sync failed, will retry", "ref", ref, "retries", q.queue.NumRequeues(ref))
+		q.queue.AddRateLimited(ref)
 		return true
 	}
-	q.queue.Forget(key)
+	q.queue.Forget(ref)
 	return true
 }
 
 // Wait is what a sync returns when its object waits for something that no
 // event it is queued for will announce (a claim it does not watch being
-// bound, a finalizer another controller holds): the key comes back after
-// the queue's per-key back-off, which grows while the wait lasts, instead
+// bound, a finalizer another controller holds): the ref comes back after
+// the queue's per-ref back-off, which grows while the wait lasts, instead
 // of at a fixed period. It is not logged as a failure.
 func Wait(format string, args ...any) error { return waiting{reason: fmt.Sprintf(format, args...)} }
 

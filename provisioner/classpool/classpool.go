@@ -97,7 +97,7 @@ type Pools struct {
 func New(cfg Config, p Provisioner) *Pools {
 	b := &Pools{cfg: cfg, p: p}
 	q := &controller.Loop[*corev1.PersistentVolumeClaim, types.UID]{
-		Name: "provisioner-backing", Key: backingFor, Sync: b.Sync, Workers: 1,
+		Name: "provisioner-backing", Ref: backingFor, Sync: b.Sync, Workers: 1,
 		Sweep: sweepInterval,
 	}
 	// Any change of a backing claim, its deletion included, is looked at

@@ -98,7 +98,7 @@ func NewEvictor(p Provisioner, cfg Config) *Evictor {
 	// A sweep now and then finds a step that failed or that a restart
 	// interrupted.
 	e.loop = &controller.Loop[*corev1.PersistentVolume, string]{
-		Name: "evictor", Key: controller.NameKey[*corev1.PersistentVolume],
+		Name: "evictor", Ref: controller.NameRef[*corev1.PersistentVolume],
 		Wants: func(_, pv *corev1.PersistentVolume) bool { return e.Wants(pv) },
 		Sync:  e.Sync, Sweep: time.Minute, List: controller.ListOf[*corev1.PersistentVolume](cfg.Volumes), Workers: cfg.Workers,
 	}

@@ -60,7 +60,7 @@ type Measurer struct {
 func NewMeasurer(p Provisioner, cfg MeasurerConfig) *Measurer {
 	m := &Measurer{p: p, cfg: cfg, usage: map[string]v1alpha1.MemberUsage{}, measured: func(string) {}}
 	m.loop = &controller.Loop[*corev1.PersistentVolume, string]{
-		Name: "measurer", Key: controller.NameKey[*corev1.PersistentVolume],
+		Name: "measurer", Ref: controller.NameRef[*corev1.PersistentVolume],
 		Wants: func(_, pv *corev1.PersistentVolume) bool { return m.wants(pv) },
 		Gone:  m.forget, Sync: m.Sync, Workers: 1,
 	}

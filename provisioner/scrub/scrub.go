@@ -101,7 +101,7 @@ func New(p Provisioner, cfg Config) *Scrubber {
 	// back-off. A sweep now and then finds a step that failed or that a
 	// restart interrupted.
 	s.loop = &controller.Loop[*corev1.PersistentVolume, string]{
-		Name: "scrubber", Key: controller.NameKey[*corev1.PersistentVolume],
+		Name: "scrubber", Ref: controller.NameRef[*corev1.PersistentVolume],
 		Wants: func(old, cur *corev1.PersistentVolume) bool {
 			return pools.Scrubbing(cur) && (old == nil || scrubStep(old) != scrubStep(cur))
 		},

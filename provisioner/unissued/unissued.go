@@ -67,7 +67,7 @@ func New(cfg Config) *Keeper {
 	// pool that changes its reuseScope changes no member, which the sweep
 	// finds.
 	k.loop = &controller.Loop[*corev1.PersistentVolume, string]{
-		Name: "unissued", Key: controller.NameKey[*corev1.PersistentVolume],
+		Name: "unissued", Ref: controller.NameRef[*corev1.PersistentVolume],
 		Wants: func(_, cur *corev1.PersistentVolume) bool { return Loose(cur, cfg.Provisioner) },
 		Sync:  k.Sync, Sweep: time.Minute, List: controller.ListOf[*corev1.PersistentVolume](cfg.Volumes), Workers: cfg.Workers,
 	}
