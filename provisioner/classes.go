@@ -13,6 +13,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // What the flow does for pools of the class backend (provisioner/backend),
@@ -50,14 +51,14 @@ func (f classFlow) Requeue(claim *corev1.PersistentVolumeClaim) { f.p.requeue(cl
 
 func (f classFlow) Issued(claim *corev1.PersistentVolumeClaim, class, pv string) {
 	f.p.takes.Expect(claim.UID, claim.Namespace, pv)
-	f.p.metrics.issues.WithLabelValues(class, string(issueNewVolume), string(keyFresh)).Inc()
+	f.p.metrics.issues.WithLabelValues(class, string(match.IssueNewVolume), string(match.KeyFresh)).Inc()
 }
 
 // growThrough gives claim a new volume of backingClass, the backing class
 // of its pool, one step of the class pool's hand-over per call: the
 // changes of the backing claim and of the volume bring the claim back to
 // the library's queue.
-func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) growThrough(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, backingClass *storagev1.StorageClass, selector labels.Selector, state match.State, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if claim.Spec.VolumeAttributesClassName != nil {
 		return p.refuse(claim, reasonUnsupportedAttributes, errors.New("a claim of a pool class cannot ask for a VolumeAttributesClass: its volume may come from the pool, made for another claim"))

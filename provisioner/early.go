@@ -12,6 +12,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // The early hand-off. The library provisions a claim once the PV controller
@@ -75,7 +76,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 	if err != nil {
 		return nil // the library's way reads it again, and reports it
 	}
-	rules := rulesOf(params)
+	rules := match.RulesOf(params)
 	cands := earlyCandidates(e.p.members(class.Name, params.Pool), claim, cacheKey, rules)
 	if params.MaxVolumesPerNamespace > 0 {
 		// Only members the namespace has already, which change no share:
@@ -86,7 +87,7 @@ func (e *earlyHandOff) sync(ctx context.Context, key types.NamespacedName) error
 		return nil
 	}
 	pv, result, err := e.p.issueFromPool(ctx, claim, cacheKey, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
-		return misfit(live, claim, nil, nil) == "" && (!rules.keyRequired || keyFits(live, cacheKey))
+		return match.Misfit(live, claim, nil, nil) == "" && (!rules.KeyRequired || match.KeyFits(live, cacheKey))
 	})
 	if err != nil || result != taken {
 		klog.FromContext(ctx).V(4).Info("Early hand-off left the claim to the library", "claim", klog.KObj(claim), "err", err)
@@ -122,9 +123,9 @@ func (e *earlyHandOff) classOf(claim *corev1.PersistentVolumeClaim) (*storagev1.
 // (the library's way waits for it) or while a member fits that the PV
 // controller binds by itself, one with no claimRef: taking another then would
 // give the claim two.
-func earlyCandidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, rules poolRules) []*corev1.PersistentVolume {
-	cands, state := candidates(members, claim, key, rules, nil, nil)
-	if state.returning != nil {
+func earlyCandidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim, key string, rules match.Rules) []*corev1.PersistentVolume {
+	cands, state := match.Candidates(members, claim, key, rules, nil, nil)
+	if state.Returning != nil {
 		return nil
 	}
 	for _, pv := range cands {

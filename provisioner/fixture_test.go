@@ -27,6 +27,33 @@ import (
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
+// The builders the provisioner's tests share with those of the packages
+// beside it (provisionertest), by their short names here.
+const testProvisioner = provisionertest.Provisioner
+
+var (
+	volume      = provisionertest.Volume
+	released    = provisionertest.Released
+	returned    = provisionertest.Returned
+	keyed       = provisionertest.Keyed
+	reservedFor = provisionertest.ReservedFor
+	bound       = provisionertest.Bound
+	claimFor    = provisionertest.ClaimFor
+	t0          = provisionertest.T0
+	hasEvent    = provisionertest.HasEvent
+	wantIssued  = provisionertest.WantIssued
+)
+
+// heldFor makes pv a member held for namespace ns: last issued there, and
+// Available again with the releaser's claimRef.
+func heldFor(ns string) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
+		pv.Annotations[keys.HeldForNamespace] = ns
+		pv.Status.Phase = corev1.VolumeAvailable
+	}
+}
+
 // fixture is a provisioner on a provisionertest.Cluster: the fake API
 // server and the caches it reads, which the test feeds.
 type fixture struct {
@@ -155,15 +182,6 @@ func (f *fixture) server(name string) *corev1.PersistentVolume {
 func (f *fixture) events() []string { return f.cluster.Events() }
 
 func (f *fixture) writes() int { return f.cluster.Writes() }
-
-// reservedFor makes pv reserved by the releaser for the claim ns/name
-// until until, as it leaves a volume of a class with reserveFor.
-func reservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) {
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
-		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
-	}
-}
 
 // startedEvents is a cache of the lifecycle pods on client, running until
 // the test ends.

@@ -17,6 +17,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // This file holds how a pool grows: the checks every new volume passes, the
@@ -45,7 +46,7 @@ func decided(pv *corev1.PersistentVolume, state lib.ProvisioningState, err error
 
 // grow makes a new volume for claim, of cache key key, through the class's
 // backend, within the class's growth limits.
-func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, maker backend.Maker, selector labels.Selector, state match.State, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim, class := opts.PVC, opts.StorageClass
 	if reason, err := maker.Refuse(claim); err != nil {
 		return p.refuse(claim, reason, err)
@@ -66,7 +67,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		return nil, lib.ProvisioningFinished, err
 	}
 	pv := backend.VolumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
-		keys.LastClaim, claimKey(claim),
+		keys.LastClaim, match.ClaimName(claim),
 		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
 		// the pool.
@@ -75,7 +76,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 	setLastKey(pv.Annotations, key)
 	pv.Labels = p.ownLabels(g.labels)
 	p.metrics.created.WithLabelValues(class.Name).Inc()
-	p.metrics.issues.WithLabelValues(class.Name, string(issueNewVolume), string(keyFresh)).Inc()
+	p.metrics.issues.WithLabelValues(class.Name, string(match.IssueNewVolume), string(match.KeyFresh)).Inc()
 	p.countFirstConsumer(class.Name, opts.SelectedNode, state, false)
 	klog.FromContext(ctx).V(2).Info("Created a volume", "pv", pv.Name, "backend", params.Backend, "volumes", g.count+1)
 	return pv, lib.ProvisioningFinished, nil
@@ -84,7 +85,7 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 // admit runs the checks every new volume of a class passes, whatever makes
 // it, and holds its place (under opts.PVName) within the class's growth
 // limits; or returns what Provision says instead.
-func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, selector labels.Selector, state poolState) (growth, *verdict) {
+func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, params *backend.Params, selector labels.Selector, state match.State) (growth, *verdict) {
 	claim, class := opts.PVC, opts.StorageClass
 	// A size beyond what a byte count holds is no real request (and would
 	// overflow the consumers' arithmetic); a class may set a lower bound.
@@ -95,7 +96,7 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 	if max := params.MaxCapacity; max != nil && request.Cmp(*max) > 0 {
 		return growth{}, decided(p.refuse(claim, reasonUnsupportedCapacity, fmt.Errorf("the claim requests %s; new volumes of class %s hold at most %s (parameter %s)", request.String(), class.Name, max.String(), backend.MaxCapacity)))
 	}
-	volumeLabels, err := labelsFor(selector)
+	volumeLabels, err := match.LabelsFor(selector)
 	if err != nil {
 		return growth{}, decided(p.refuse(claim, reasonUnsupportedSelector, err))
 	}
@@ -111,14 +112,14 @@ func (p *provisioner) admit(ctx context.Context, opts lib.ProvisionOptions, para
 		node = opts.SelectedNode.Name
 	}
 	count, onNode, ok := p.reserve(class.Name, opts.PVName, node, params.MaxVolumes, params.MaxVolumesPerNode)
-	if state.atShare > 0 && (ok || params.MaxVolumes > 0 && count >= params.MaxVolumes) {
+	if state.AtShare > 0 && (ok || params.MaxVolumes > 0 && count >= params.MaxVolumes) {
 		// The namespace is at its maximum: the new volume may only take
 		// the place of a member of its share, which makes room in the
 		// pool as well.
 		if ok {
 			p.pending.Unreserve(opts.PVName)
 		}
-		return growth{}, decided(p.evictWithinShare(ctx, claim, class, params, state.atShare, state))
+		return growth{}, decided(p.evictWithinShare(ctx, claim, class, params, state.AtShare, state))
 	}
 	switch {
 	case !ok && params.MaxVolumes > 0 && count >= params.MaxVolumes:

@@ -45,31 +45,6 @@ func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeC
 	return pools.CacheKey(name, pod.Labels, pod.Annotations), nil
 }
 
-// lastKey is the cache key pv was last issued under, and whether it was
-// issued at all since it was made or emptied: a volume never issued (or
-// scrubbed since) holds nobody's data and fits every key.
-func lastKey(pv *corev1.PersistentVolume) (string, bool) {
-	if lastClaim(pv) == "" {
-		return "", false
-	}
-	return pv.Annotations[keys.LastKey], true
-}
-
-// keyFits reports whether pv may go to a claim of key under keyPolicy
-// Require: it was last issued under that key (none, for a claim without
-// one), or never.
-func keyFits(pv *corev1.PersistentVolume, key string) bool {
-	last, used := lastKey(pv)
-	return !used || last == key
-}
-
-// sameKey reports whether pv was last issued under key, a key of a claim
-// ("" none: a claim without a key prefers no member for it).
-func sameKey(pv *corev1.PersistentVolume, key string) bool {
-	last, used := lastKey(pv)
-	return key != "" && used && last == key
-}
-
 // setLastKey records on a volume being issued the key of its claim.
 func setLastKey(annotations map[string]string, key string) {
 	if key == "" {

@@ -9,61 +9,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
-
-func TestIssuedNow(t *testing.T) {
-	take := func(ns, name, uid string) func(*corev1.PersistentVolume) {
-		return func(pv *corev1.PersistentVolume) {
-			bound(ns, name, uid)(pv)
-			pv.Annotations[keys.LastClaim] = ns + "/" + name // what a take writes
-		}
-	}
-	for _, tt := range []struct {
-		name     string
-		old, cur *corev1.PersistentVolume
-		want     issueKind
-		issued   bool
-	}{
-		{"reserved, its name came back", volume("a", "1Gi", reservedFor("ns", "job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueSameClaim, true},
-		{"released to the pool, same name again", volume("a", "1Gi", returned("ns/job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueSameClaim, true},
-		{"reserved, taken by another name", volume("a", "1Gi", reservedFor("ns", "job", t0())), volume("a", "1Gi", take("ns", "other", "u2")), issueOtherMember, true},
-		{"never used", volume("a", "1Gi"), volume("a", "1Gi", take("ns", "job", "u2")), issueOtherMember, true},
-		{"the same namespace's name elsewhere", volume("a", "1Gi", returned("other/job", t0())), volume("a", "1Gi", take("ns", "job", "u2")), issueOtherMember, true},
-		{"already bound: a status update", volume("a", "1Gi", bound("ns", "job", "u2")), volume("a", "1Gi", bound("ns", "job", "u2")), "", false},
-		{"released, not issued", volume("a", "1Gi", bound("ns", "job", "u2")), volume("a", "1Gi", released("ns", "job", "u2", t0())), "", false},
-		{"freed", volume("a", "1Gi", returned("ns/job", t0())), volume("a", "1Gi"), "", false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := issuedNow(tt.old, tt.cur)
-			if got != tt.want || ok != tt.issued {
-				t.Errorf("issuedNow = %q, %v; want %q, %v", got, ok, tt.want, tt.issued)
-			}
-		})
-	}
-}
-
-func TestKeyResultOf(t *testing.T) {
-	issuedTo := func(key string) *corev1.PersistentVolume {
-		return volume("a", "1Gi", bound("ns", "job", "u2"), func(pv *corev1.PersistentVolume) { setLastKey(pv.Annotations, key) })
-	}
-	for _, tt := range []struct {
-		name string
-		old  *corev1.PersistentVolume
-		key  string
-		want keyResult
-	}{
-		{"its key's member", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=a")), "ci=a", keyOwn},
-		{"another key's member", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=b")), "ci=a", keyOther},
-		{"a member used without a key", volume("a", "1Gi", returned("ns/x", t0())), "ci=a", keyOther},
-		{"a member no claim had", volume("a", "1Gi"), "ci=a", keyFresh},
-		{"a member no claim had, to a claim without a key", volume("a", "1Gi"), "", keyFresh},
-		{"a used member, to a claim without a key", volume("a", "1Gi", returned("ns/x", t0()), keyed("ci=b")), "", keyNone},
-	} {
-		if got := keyResultOf(tt.old, issuedTo(tt.key)); got != tt.want {
-			t.Errorf("%s: keyResultOf = %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
 
 // The gauge counts the pool's members by state from the cache, and an
 // update that gives a member to a claim counts its kind, whoever wrote it.
@@ -91,7 +38,7 @@ func TestPoolMetrics(t *testing.T) {
 	old := volume("reserved", "1Gi", reservedFor("ns", "job", t0()))
 	cur := volume("reserved", "1Gi", bound("ns", "job", "u9"))
 	f.p.onVolume(old, cur)
-	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(issueSameClaim), "key", string(keyNone)); got != 1 {
+	if got := controllertest.Metric(t, reg, "reclaimable_provisioner_issues_total", "class", "pool", "kind", string(match.IssueSameClaim), "key", string(match.KeyNone)); got != 1 {
 		t.Errorf("issues_total{kind=same-claim,key=none} = %v, want 1", got)
 	}
 }
@@ -101,8 +48,8 @@ func TestPoolMetrics(t *testing.T) {
 func TestCountFirstConsumer(t *testing.T) {
 	f := newFixture(t, nil)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	outOfReach := poolState{unfit: map[string]int{"node": 1}}
-	otherwise := poolState{unfit: map[string]int{"capacity": 1}}
+	outOfReach := match.State{Unfit: map[string]int{"node": 1}}
+	otherwise := match.State{Unfit: map[string]int{"capacity": 1}}
 	f.p.countFirstConsumer("pool", node, otherwise, true)
 	f.p.countFirstConsumer("pool", node, outOfReach, true)
 	f.p.countFirstConsumer("pool", node, otherwise, false)

@@ -27,6 +27,7 @@ import (
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
 
@@ -224,7 +225,7 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 		return p.refuse(claim, reasonUnsupportedDataSource, errors.New("a claim of this class cannot be populated from a data source; its volume comes from a pool or is created empty"))
 	}
 	allowed := params.SelectorKeys.Clone().Insert(params.Pool.SelectorKeys()...)
-	selector, err := claimSelector(claim, allowed)
+	selector, err := match.ClaimSelector(claim, allowed)
 	if err != nil {
 		return p.refuse(claim, reasonUnsupportedSelector, err)
 	}
@@ -247,15 +248,15 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 	if atMax {
 		// Only a member its namespace has already: no other share changes.
 		cands = withinShare(cands, claim.Namespace)
-		state.crossable, state.atShare = nil, shareNow
+		state.Crossable, state.AtShare = nil, shareNow
 	}
-	if pv := state.returning; pv != nil {
+	if pv := state.Returning; pv != nil {
 		if left := returnWait - p.clock.Since(claim.CreationTimestamp.Time); left > 0 {
 			return p.awaitReturn(claim, pv, left)
 		}
 	}
 	pv, result, err := p.issueFromPool(ctx, claim, key, class.Name, params.Namespaced, cands, func(live *corev1.PersistentVolume) bool {
-		return misfit(live, claim, opts.SelectedNode, selector) == "" && (!params.KeyRequired || keyFits(live, key))
+		return match.Misfit(live, claim, opts.SelectedNode, selector) == "" && (!params.KeyRequired || match.KeyFits(live, key))
 	})
 	switch {
 	case err != nil:
@@ -274,10 +275,10 @@ func (p *provisioner) provision(ctx context.Context, opts lib.ProvisionOptions) 
 // a new volume, through the class's backend or its backing class (placed
 // once its place is held), or a wait at the pool's or its namespace's
 // maximum. class is the claim's class as its pool makes it.
-func (p *provisioner) growOrWait(ctx context.Context, opts lib.ProvisionOptions, class *storagev1.StorageClass, params *backend.Params, selector labels.Selector, state poolState, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) growOrWait(ctx context.Context, opts lib.ProvisionOptions, class *storagev1.StorageClass, params *backend.Params, selector labels.Selector, state match.State, key string, placed func()) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	claim := opts.PVC
-	if state.atShare > 0 && !params.EvictForClaims {
-		return p.namespaceAtMaximum(claim, class, params, state.atShare, state)
+	if state.AtShare > 0 && !params.EvictForClaims {
+		return p.namespaceAtMaximum(claim, class, params, state.AtShare, state)
 	}
 	// With evictForClaims, growth checks the claim as for any new volume
 	// before admit evicts a member of the share for it (evictWithinShare).
@@ -286,10 +287,10 @@ func (p *provisioner) growOrWait(ctx context.Context, opts lib.ProvisionOptions,
 	}
 	maker, advice := params.Pool.Maker()
 	if maker == nil {
-		if state.atShare > 0 {
-			return p.namespaceAtMaximum(claim, class, params, state.atShare, state)
+		if state.AtShare > 0 {
+			return p.namespaceAtMaximum(claim, class, params, state.AtShare, state)
 		}
-		if opts.SelectedNode != nil && state.unfit["node"] > 0 {
+		if opts.SelectedNode != nil && state.Unfit["node"] > 0 {
 			// A free volume exists elsewhere: let the scheduler pick another node.
 			return nil, lib.ProvisioningReschedule, fmt.Errorf("no free volume of the %s pool of class %s is reachable from node %s (%s)", params.Backend, class.Name, opts.SelectedNode.Name, state)
 		}
@@ -325,15 +326,15 @@ func (p *provisioner) startWaiting(class string, claim *corev1.PersistentVolumeC
 
 // lookAtPool returns claim's cache key, the members of class it may take,
 // best first, and the state of the pool.
-func (p *provisioner) lookAtPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, params *backend.Params, node *corev1.Node, selector labels.Selector) (string, []*corev1.PersistentVolume, poolState, error) {
+func (p *provisioner) lookAtPool(ctx context.Context, claim *corev1.PersistentVolumeClaim, class string, params *backend.Params, node *corev1.Node, selector labels.Selector) (string, []*corev1.PersistentVolume, match.State, error) {
 	key, err := p.keyOf(ctx, claim, params.KeyLabel)
 	if err != nil {
-		return "", nil, poolState{}, err
+		return "", nil, match.State{}, err
 	}
 	members := p.members(class, params.Pool)
-	cands, state := candidates(members, claim, key, rulesOf(params), node, selector)
-	if params.Namespaced && params.ScrubAcross && state.otherNamespace > 0 {
-		state.crossable = crossable(members, claim, node, selector)
+	cands, state := match.Candidates(members, claim, key, match.RulesOf(params), node, selector)
+	if params.Namespaced && params.ScrubAcross && state.OtherNamespace > 0 {
+		state.Crossable = match.Crossable(members, claim, node, selector)
 	}
 	return key, cands, state, nil
 }
@@ -343,7 +344,7 @@ func (p *provisioner) members(class string, pool backend.Class) []*corev1.Persis
 	objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 	out := make([]*corev1.PersistentVolume, 0, len(objs))
 	for _, o := range objs {
-		if pv, ok := o.(*corev1.PersistentVolume); ok && isMember(pv, class, pool) {
+		if pv, ok := o.(*corev1.PersistentVolume); ok && match.IsMember(pv, class, pool) {
 			out = append(out, pv)
 		}
 	}
@@ -361,11 +362,6 @@ func volumeClaimUID(obj any) []types.UID {
 	return []types.UID{pv.Spec.ClaimRef.UID}
 }
 
-// claimKey is "<namespace>/<name>", as keys.LastClaim records it.
-func claimKey(claim *corev1.PersistentVolumeClaim) string {
-	return claim.Namespace + "/" + claim.Name
-}
-
 // isPoolVolume reports whether pv may be a member of one of this
 // provisioner's pools (pools.MayBeMember): the metrics need no more.
 func (p *provisioner) isPoolVolume(pv *corev1.PersistentVolume) bool {
@@ -380,7 +376,7 @@ func (p *provisioner) memberStates() map[[3]string]int {
 		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {
 			if pv, ok := o.(*corev1.PersistentVolume); ok && p.isPoolVolume(pv) {
-				state, ns := memberState(pv)
+				state, ns := match.MemberState(pv)
 				out[[3]string{class, state, ns}]++
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // What the flow reports of a claim, on the claim and in the metrics: how a
@@ -30,7 +31,7 @@ const (
 // not counted) by how it was served: a member reachable from node (served),
 // or a new volume, with or without free members that fit the claim but not
 // the node (state.unfit["node"]: in another zone, or on another node).
-func (p *provisioner) countFirstConsumer(class string, node *corev1.Node, state poolState, served bool) {
+func (p *provisioner) countFirstConsumer(class string, node *corev1.Node, state match.State, served bool) {
 	if node == nil {
 		return
 	}
@@ -38,7 +39,7 @@ func (p *provisioner) countFirstConsumer(class string, node *corev1.Node, state 
 	switch {
 	case served:
 		result = placedMember
-	case state.unfit["node"] > 0:
+	case state.Unfit["node"] > 0:
 		result = placedGrewOutReach
 	}
 	p.metrics.firstConsumer.WithLabelValues(class, result).Inc()
@@ -73,10 +74,10 @@ var errExhausted = errors.New("pool exhausted")
 
 // exhausted reports that the pool of class has nothing for claim and cannot
 // grow; the claim stays among those woken when a volume of the class is freed.
-func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, state match.State, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.exhausted.WithLabelValues(class.Name).Inc()
 	reason := reasonPoolExhausted
-	if pv := state.crossable; pv != nil {
+	if pv := state.Crossable; pv != nil {
 		switch err := p.markForScrub(ctx, pv); {
 		case err == nil:
 			p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonScrubbingToShare,
@@ -92,11 +93,11 @@ func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVol
 			return nil, lib.ProvisioningFinished, fmt.Errorf("handing volume %s, held for another namespace, to the scrub for this claim (%s): %w", pv.Name, keys.ScrubAcrossNamespaces, err)
 		}
 	}
-	if state.otherNamespace > 0 {
+	if state.OtherNamespace > 0 {
 		// The one case an administrator may want to change the class for.
 		reason = reasonOtherNamespaces
 		msg = fmt.Sprintf("%s; %d free volumes were last bound in other namespaces and hold their data, and %s %q gives a volume only to claims of the namespace it was last bound in (%s %q would share them across namespaces, data included; %s true on the pool would empty one for this claim)",
-			msg, state.otherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster, keys.ScrubAcrossNamespaces)
+			msg, state.OtherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster, keys.ScrubAcrossNamespaces)
 	}
 	p.recorder.Event(claim, corev1.EventTypeWarning, reason, msg)
 	p.onWaitingChange(class.Name)

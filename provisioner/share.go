@@ -14,6 +14,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // This file holds maxVolumesPerNamespace: the share of a pool one
@@ -42,7 +43,7 @@ type share struct{ class, namespace string }
 // claim of it, released by one, or held or reserved for it. A member no
 // claim has had yet (one made ahead among them) is in no share.
 func countsFor(pv *corev1.PersistentVolume, namespace string) bool {
-	return lastNamespace(pv) == namespace
+	return match.LastNamespace(pv) == namespace
 }
 
 // shareSize counts the members in the share of namespace: those the cache
@@ -106,7 +107,7 @@ func (p *provisioner) lockShare(class string, params *backend.Params, claim *cor
 // share, nor one this provisioner has just issued; on a class whose
 // members cannot be evicted the claim waits at its maximum. Only reached
 // under evictForClaims: without it growOrWait has the claim wait first.
-func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state match.State) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	if how, err := p.backends[params.Backend].Evicts(); err != nil || how == backend.EvictNever {
 		return p.namespaceAtMaximum(claim, class, params, size, state)
 	}
@@ -139,7 +140,7 @@ func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.Persis
 // maxVolumesPerNamespace members of the class and none is free for it.
 // It stays among the claims a volume freed in the class wakes, apart from
 // those a full pool keeps waiting: the pool is not exhausted for them.
-func (p *provisioner) namespaceAtMaximum(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state poolState) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) namespaceAtMaximum(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state match.State) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.namespaceAtMaximum.WithLabelValues(class.Name).Inc()
 	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them is free for the claim (pool: %s); the claim gets one once a claim of the namespace lets go of it, or raise %s",
 		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state, keys.MaxVolumesPerNamespace)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // This file holds how a free pool member is taken for a claim: one
@@ -41,8 +42,8 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 		if stale[pv.Name] || !p.takes.Try(pv.Name) {
 			continue
 		}
-		last := lastClaim(pv)
-		takesReservation := availabilityOf(pv, claim, namespaced) == reservedForOther
+		last := match.LastClaim(pv)
+		takesReservation := match.AvailabilityOf(pv, claim, namespaced) == match.ReservedForOther
 		result, err := p.take(ctx, pv, claim, key, namespaced, fits)
 		p.takes.Done(pv.Name)
 		switch {
@@ -97,7 +98,7 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			delete(updated.Annotations, volumehelpers.AnnBoundByController)
 			updated.Annotations[keys.HeldForNamespace] = claim.Namespace
 		}
-		updated.Annotations[keys.LastClaim] = claimKey(claim)
+		updated.Annotations[keys.LastClaim] = match.ClaimName(claim)
 		setLastKey(updated.Annotations, key)
 		updated.Annotations[keys.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
 		// Issued, the volume is no longer kept for anyone.
@@ -125,26 +126,18 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 		case live.Spec.ClaimRef != nil && live.Spec.ClaimRef.UID == claim.UID:
 			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
 			return boundMeanwhile, nil
-		case retried && keptForName(live, claim) && fits(live):
+		case retried && match.KeptForName(live, claim) && fits(live):
 			// Kept for this claim's very name (a reservation the releaser
 			// wrote meanwhile): the PV controller binds it to the claim on
 			// its own, and another member taken now would be a second.
 			p.takes.Expect(claim.UID, claim.Namespace, pv.Name)
 			return boundMeanwhile, nil
-		case retried || !issuable(availabilityOf(live, claim, namespaced)) || !fits(live):
+		case retried || !match.Issuable(match.AvailabilityOf(live, claim, namespaced)) || !fits(live):
 			logger.V(2).Info("Pool volume taken meanwhile, trying the next", "pv", pv.Name)
 			return lost, nil
 		}
 		pv = live
 	}
-}
-
-// keptForName reports whether pv names claim by namespace and name without
-// a UID: a claim of that name, this one, is what the PV controller binds it
-// to.
-func keptForName(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) bool {
-	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.UID == "" && ref.Namespace == claim.Namespace && ref.Name == claim.Name
 }
 
 // ClaimGone reports whether the claim a Released volume names is gone, which

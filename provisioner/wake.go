@@ -12,6 +12,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
 
@@ -40,7 +41,7 @@ func (p *provisioner) awaitReturn(claim *corev1.PersistentVolumeClaim, pv *corev
 		p.after(left, func() { p.requeue(claim) })
 	}
 	// A release the cache showed before the claim was recorded woke no one.
-	if obj, ok, _ := p.volumes.GetByKey(pv.Name); !ok || availabilityOf(obj.(*corev1.PersistentVolume), claim, false) != returning {
+	if obj, ok, _ := p.volumes.GetByKey(pv.Name); !ok || match.AvailabilityOf(obj.(*corev1.PersistentVolume), claim, false) != match.Returning {
 		p.requeue(claim)
 	}
 	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: volume %s is bound to the earlier claim of this name until the PV controller releases it", errAwaitingReturn, pv.Name)}
@@ -98,8 +99,8 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 		p.wakeReturns(old.Name)
 	}
 	if old != nil && cur != nil && p.isPoolVolume(cur) {
-		if kind, ok := issuedNow(old, cur); ok {
-			p.metrics.issues.WithLabelValues(volumehelpers.GetPersistentVolumeClass(cur), string(kind), string(keyResultOf(old, cur))).Inc()
+		if kind, ok := match.IssuedNow(old, cur); ok {
+			p.metrics.issues.WithLabelValues(volumehelpers.GetPersistentVolumeClass(cur), string(kind), string(match.KeyResultOf(old, cur))).Inc()
 		}
 	}
 	switch {

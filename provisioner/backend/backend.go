@@ -49,7 +49,8 @@ type Backend interface {
 	Measures() bool
 }
 
-// EvictionKind is how a backend's members are evicted (evict.go).
+// EvictionKind is how a backend's members are evicted (the provisioner's
+// evicting.go).
 type EvictionKind int
 
 const (

@@ -1,9 +1,9 @@
 // Package provisionertest holds what the tests of the provisioner and of
-// the packages beside it (classpool, ahead, evict, scrub) share: a fake API
-// server with the informer caches they read, which a test feeds as the
-// informers would (Cluster); a stand-in for the provisioner as those
-// packages ask things of it (Flow, ClassFlow); and the builders of the
-// volumes, claims and classes they work on.
+// the packages beside it (classpool, ahead, evict, scrub, match) share: a
+// fake API server with the informer caches they read, which a test feeds
+// as the informers would (Cluster); a stand-in for the provisioner as
+// those packages ask things of it (Flow, ClassFlow); and the builders of
+// the volumes, claims and classes they work on.
 package provisionertest
 
 import (
@@ -75,6 +75,15 @@ func Returned(last string, t time.Time) func(*corev1.PersistentVolume) {
 // Keyed records on pv the cache key it was last issued under.
 func Keyed(key string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastKey] = key }
+}
+
+// ReservedFor makes pv reserved by the releaser for the claim ns/name
+// until until, as it leaves a volume of a class with reserveFor.
+func ReservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
+	return func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
+		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+	}
 }
 
 // Bound makes pv Bound to the claim ns/name with the given UID.

@@ -17,6 +17,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // Eviction as the provisioner decides it for a claim (evictForClaims) and
@@ -127,7 +128,7 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 // (eviction.Victim) and the claim waits, woken when the member is gone. A
 // member already being evicted for each claim that waits is room enough:
 // a claim retried meanwhile evicts no second one.
-func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, state poolState, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
+func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, state match.State, msg string) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	members := p.members(class.Name, params.Pool)
 	evicting := 0
 	for _, pv := range members {

@@ -17,12 +17,13 @@ import (
 	"github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
+	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
 // The members made ahead as the pool manager has the provisioner make and
-// finish them (pools.go), through the flow: counted against the class's
-// maximum as the provisioner counts its volumes, and issued to claims as
-// any member. provisioner/ahead's own tests take the rest.
+// finish them (poolmanager.go), through the flow: counted against the
+// class's maximum as the provisioner counts its volumes, and issued to
+// claims as any member. provisioner/ahead's own tests take the rest.
 
 // aheadPool is the VolumePool "warm" of class "pool": two members made
 // ahead, of at most three.
@@ -111,8 +112,8 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 	if issued == nil {
 		t.Fatal("no member made ahead was issued to the claim")
 	}
-	if kind, ok := issuedNow(pvs[0], issued); !ok || kind != issueMadeAhead {
-		t.Errorf("issuedNow = %q, %v; want %q", kind, ok, issueMadeAhead)
+	if kind, ok := match.IssuedNow(pvs[0], issued); !ok || kind != match.IssueMadeAhead {
+		t.Errorf("match.IssuedNow = %q, %v; want %q", kind, ok, match.IssueMadeAhead)
 	}
 	if ev := f.events(); !hasEvent(ev, "Normal IssuedFromPool") || !strings.Contains(strings.Join(ev, "\n"), "never used") {
 		t.Errorf("events %v, want IssuedFromPool saying never used", ev)
@@ -140,7 +141,7 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	}
 	pv := f.cached()[0]
 	claim := claimFor("ns", "job", "1Gi")
-	if a := availabilityOf(pv, claim, true); a != inUse || pools.StateOf(pv) != pools.StateOther {
+	if a := match.AvailabilityOf(pv, claim, true); a != match.InUse || pools.StateOf(pv) != pools.StateOther {
 		t.Errorf("half made: availability %v, state %s; want in use, other", a, pools.StateOf(pv))
 	}
 	if err := f.p.ahead().Finish(context.Background(), class); err != nil {
@@ -153,7 +154,7 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.root, "pvc-half")); err != nil {
 		t.Errorf("finished without its directory: %v", err)
 	}
-	if a := availabilityOf(pv, claim, true); a != free {
+	if a := match.AvailabilityOf(pv, claim, true); a != match.Free {
 		t.Errorf("finished: availability %v, want free to a claim of any namespace", a)
 	}
 }
