@@ -16,7 +16,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Hostile claim templates, against the three controllers together: each
@@ -60,7 +60,7 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 		return err
 	}
 	ask := func(volume, template string) map[string]string {
-		return map[string]string{keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template}
+		return map[string]string{wellknown.EnabledKey(volume): "true", wellknown.TemplateKey(volume): template}
 	}
 
 	// Refused by the podwatcher: a Warning on the pod, no claim.
@@ -80,8 +80,8 @@ func TestAdversarialClaimTemplates(t *testing.T) {
 	var volumes []corev1.Volume
 	for i := range 300 {
 		v := fmt.Sprintf("v%d", i)
-		many[keys.EnabledKey(v)] = "true"
-		many[keys.TemplateKey(v)] = `{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`
+		many[wellknown.EnabledKey(v)] = "true"
+		many[wellknown.TemplateKey(v)] = `{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`
 		volumes = append(volumes, objects.ClaimVolume(v, fmt.Sprintf("many-%d", i)))
 	}
 	if err := pod("many-volumes", many, volumes...); err != nil {

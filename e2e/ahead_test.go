@@ -22,8 +22,8 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // newAheadCase is a directory class with its controllers running and a
@@ -32,7 +32,7 @@ import (
 // rather than for its claim's name.
 func newAheadCase(t *testing.T, minAvailable, maxVolumes int32, ns string) *poolCase {
 	t.Helper()
-	r := newPoolCase(t, map[string]string{keys.ReserveFor: "0s"}, ns)
+	r := newPoolCase(t, map[string]string{wellknown.ReserveFor: "0s"}, ns)
 	r.createAheadPool(minAvailable, maxVolumes)
 	return r
 }
@@ -116,7 +116,7 @@ func TestVolumePoolMakeAheadRacesClaimsWithinTheMaximum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := framework.Namespace(t)
-	r := newPoolCase(t, map[string]string{keys.ReserveFor: "0s"}, ns)
+	r := newPoolCase(t, map[string]string{wellknown.ReserveFor: "0s"}, ns)
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -184,7 +184,7 @@ func TestVolumePoolMakeAheadRacesClaimsWithinTheMaximum(t *testing.T) {
 func TestVolumePoolMakeAheadSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
-	r := newPoolCase(t, map[string]string{keys.ReserveFor: "0s"}, ns)
+	r := newPoolCase(t, map[string]string{wellknown.ReserveFor: "0s"}, ns)
 	if err := os.Chmod(r.base, 0o555); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 )
 
@@ -60,7 +60,7 @@ func startClassPool(t *testing.T, policy corev1.PersistentVolumeReclaimPolicy, e
 // members are free to any claim at once, until cleanup.
 func (c *classCase) volumePool(spec v1alpha1.VolumePoolSpec) {
 	c.t.Helper()
-	spec.StorageClassName, spec.ReuseScope, spec.ReserveFor = c.pool, keys.ReuseScopeCluster, &metav1.Duration{}
+	spec.StorageClassName, spec.ReuseScope, spec.ReserveFor = c.pool, wellknown.ReuseScopeCluster, &metav1.Duration{}
 	if _, err := volumePools(c.t).Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: c.pool}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
@@ -89,9 +89,9 @@ func (c *classCase) fromDriver(pv *corev1.PersistentVolume, policy corev1.Persis
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != c.driver.Name || pv.Spec.CSI.VolumeHandle == "" {
 		c.t.Fatalf("volume %s has source %+v, want a volume of driver %s", pv.Name, pv.Spec.PersistentVolumeSource, c.driver.Name)
 	}
-	if pv.Spec.StorageClassName != c.pool || pv.Annotations[keys.ProvisionedBy] != c.name || pv.Spec.PersistentVolumeReclaimPolicy != policy {
+	if pv.Spec.StorageClassName != c.pool || pv.Annotations[wellknown.ProvisionedBy] != c.name || pv.Spec.PersistentVolumeReclaimPolicy != policy {
 		c.t.Fatalf("volume %s: class %s, provisioned-by %q, reclaim policy %s; want a member of %s, %s, %s",
-			pv.Name, pv.Spec.StorageClassName, pv.Annotations[keys.ProvisionedBy], pv.Spec.PersistentVolumeReclaimPolicy, c.pool, c.name, policy)
+			pv.Name, pv.Spec.StorageClassName, pv.Annotations[wellknown.ProvisionedBy], pv.Spec.PersistentVolumeReclaimPolicy, c.pool, c.name, policy)
 	}
 	if slices.Contains(pv.Finalizers, "external-provisioner.volume.kubernetes.io/finalizer") {
 		c.t.Errorf("volume %s keeps the sidecar's finalizer: %v", pv.Name, pv.Finalizers)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // evictAfter removes the members no claim has had for that long, with
@@ -30,9 +30,9 @@ import (
 // with its data.
 func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 	const evictAfter = 5 * time.Second
-	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, nil, func(s *v1alpha1.VolumePoolSpec) {
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseKeep, nil, func(s *v1alpha1.VolumePoolSpec) {
 		s.MaxVolumes, s.MinAvailable = ptr.To[int32](3), ptr.To[int32](1)
-		s.ReuseScope, s.ReserveFor = keys.ReuseScopeCluster, &metav1.Duration{}
+		s.ReuseScope, s.ReserveFor = wellknown.ReuseScopeCluster, &metav1.Duration{}
 		s.EvictAfter = &metav1.Duration{Duration: evictAfter}
 	})
 	client := framework.Client()
@@ -49,7 +49,7 @@ func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			at, err = time.Parse(time.RFC3339, got.Annotations[keys.ReleasedAt])
+			at, err = time.Parse(time.RFC3339, got.Annotations[wellknown.ReleasedAt])
 			return err == nil, nil
 		}, fmt.Sprintf("volume %s to be back in the pool", pv.Name))
 		released[pv.Name] = at
@@ -90,7 +90,7 @@ func TestNodeEvictAfterRemovesIdleMembers(t *testing.T) {
 func TestVolumePoolShrinksToItsMaximumOnlyWhenAllowed(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
-	r := newVolumePoolCase(t, map[string]string{keys.ReserveFor: "0s", keys.ReuseScope: keys.ReuseScopeCluster}, ns)
+	r := newVolumePoolCase(t, map[string]string{wellknown.ReserveFor: "0s", wellknown.ReuseScope: wellknown.ReuseScopeCluster}, ns)
 	ctx := context.Background()
 	client := framework.Client()
 	sizes := map[string]string{"big": "3Gi", "mid": "2Gi", "small": "1Gi", "kept": "1Gi"}
@@ -161,7 +161,7 @@ func TestVolumePoolShrinksToItsMaximumOnlyWhenAllowed(t *testing.T) {
 // across namespaces, with mutate's eviction settings.
 func evictPoolCase(t *testing.T, ns string, mutate func(*v1alpha1.VolumePoolSpec)) *poolCase {
 	t.Helper()
-	r := newVolumePoolCase(t, map[string]string{keys.ReserveFor: "0s", keys.ReuseScope: keys.ReuseScopeCluster}, ns)
+	r := newVolumePoolCase(t, map[string]string{wellknown.ReserveFor: "0s", wellknown.ReuseScope: wellknown.ReuseScopeCluster}, ns)
 	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := volumePools(t).Get(ctx, r.pool, metav1.GetOptions{})
 		if err != nil {
@@ -231,7 +231,7 @@ func releasedAt(t *testing.T, volume string) time.Time {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt])
+	at, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt])
 	if err != nil {
 		t.Fatalf("volume %s: released-at: %v", volume, err)
 	}
@@ -260,7 +260,7 @@ func TestVolumePoolEvictionRacingAClaim(t *testing.T) {
 			if err != nil || pv.Status.Phase != corev1.VolumeAvailable {
 				return false, err
 			}
-			releasedAt, err = time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt])
+			releasedAt, err = time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt])
 			return err == nil, nil
 		}, "the member to be back in the pool")
 		// The member is due for eviction evictAfter after the end of the
@@ -292,9 +292,9 @@ func TestVolumePoolEvictionRacingAClaim(t *testing.T) {
 // recently used goes (80 MiB; the next would leave 40, below the low one
 // of 60 MiB), and only it.
 func TestNodeEvictAboveBytes(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, nil, func(s *v1alpha1.VolumePoolSpec) {
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseKeep, nil, func(s *v1alpha1.VolumePoolSpec) {
 		s.MaxVolumes = ptr.To[int32](3)
-		s.ReuseScope, s.ReserveFor = keys.ReuseScopeCluster, &metav1.Duration{}
+		s.ReuseScope, s.ReserveFor = wellknown.ReuseScopeCluster, &metav1.Duration{}
 		s.EvictAboveBytes, s.EvictDownToBytes = ptr.To(resource.MustParse("100Mi")), ptr.To(resource.MustParse("60Mi"))
 	})
 	client := framework.Client()

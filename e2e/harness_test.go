@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The harness itself: the real PV controller binds a claim to a Retain
@@ -175,19 +175,19 @@ func TestHarnessEachControllerWritesUnderItsOwnName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wroteField(t, "claim", claim.ManagedFields, "reclaimable-podwatcher", keys.ClaimManagedBy)
+	wroteField(t, "claim", claim.ManagedFields, "reclaimable-podwatcher", wellknown.ClaimManagedBy)
 	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", "hostPath")
 	// Made associated with the installation, not associated afterwards.
-	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", keys.VolumeManagedBy)
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-provisioner", wellknown.VolumeManagedBy)
 
 	if err := deleteOwner(ctx, c.ns, "builder", false); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {
 		pv, err = client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
-		return err == nil && pv.Annotations[keys.ReleasedAt] != "", err
+		return err == nil && pv.Annotations[wellknown.ReleasedAt] != "", err
 	}, "the releaser to release volume "+pv.Name)
-	wroteField(t, "volume", pv.ManagedFields, "reclaimable-releaser", keys.ReleasedAt)
+	wroteField(t, "volume", pv.ManagedFields, "reclaimable-releaser", wellknown.ReleasedAt)
 }
 
 // wroteField fails the test unless manager owns the field named key (a

@@ -18,7 +18,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const podwatcherPolicy = "reclaimable-podwatcher-pod-writes"
@@ -61,7 +61,7 @@ func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "held", Labels: map[string]string{"app": "build"}, Annotations: map[string]string{"a": "b"}},
 		Spec: corev1.PodSpec{
 			Containers:      []corev1.Container{{Name: "main", Image: "busybox:1.36"}},
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: keys.ClaimsGate}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: wellknown.ClaimsGate}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -107,7 +107,7 @@ func TestInstallPodwatcherMayOnlyRemoveItsGate(t *testing.T) {
 	}
 
 	// What the podwatcher sends to release a pod.
-	if err := patch(`[{"op":"test","path":"/spec/schedulingGates/1/name","value":"`+keys.ClaimsGate+`"},{"op":"remove","path":"/spec/schedulingGates/1"}]`, false); err != nil {
+	if err := patch(`[{"op":"test","path":"/spec/schedulingGates/1/name","value":"`+wellknown.ClaimsGate+`"},{"op":"remove","path":"/spec/schedulingGates/1"}]`, false); err != nil {
 		t.Fatalf("the podwatcher could not remove its gate: %v", err)
 	}
 	got, err = framework.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -150,7 +150,7 @@ func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
 		return denied(patch(`{"metadata":{"labels":{"x":"y"}}}`, true)), nil
 	}, "the podwatcher's claim policy to be in force")
 
-	outcome := func(v string) string { return `"` + keys.ConsumerOutcome + `":"` + v + `"` }
+	outcome := func(v string) string { return `"` + wellknown.ConsumerOutcome + `":"` + v + `"` }
 	for _, tc := range []struct{ what, patch string }{
 		{"add a label", `{"metadata":{"labels":{"x":"y"}}}`},
 		{"change an annotation", `{"metadata":{"annotations":{"a":"c"}}}`},
@@ -179,7 +179,7 @@ func TestInstallPodwatcherMayOnlyRecordAnOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Annotations[keys.ConsumerOutcome] != keys.OutcomeSucceeded || got.Annotations["a"] != "b" || len(got.Labels) != 1 {
+	if got.Annotations[wellknown.ConsumerOutcome] != wellknown.OutcomeSucceeded || got.Annotations["a"] != "b" || len(got.Labels) != 1 {
 		t.Errorf("the claim after the podwatcher's writes: labels %v, annotations %v", got.Labels, got.Annotations)
 	}
 }
@@ -198,11 +198,11 @@ func TestInstallOnlyThePodwatcherRecordsAnOutcome(t *testing.T) {
 	// A user who may write every claim of the namespace.
 	claims := serviceAccountClient(t, ns, "editor", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
 		Verbs: []string{"get", "create", "update", "patch"}}).CoreV1().PersistentVolumeClaims(ns)
-	outcome := `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"` + keys.OutcomeSucceeded + `"}}}`
+	outcome := `{"metadata":{"annotations":{"` + wellknown.ConsumerOutcome + `":"` + wellknown.OutcomeSucceeded + `"}}}`
 	denied := deniedBy(outcomePolicy)
 	withOutcome := func(c *corev1.PersistentVolumeClaim) {
-		c.Annotations = map[string]string{keys.ConsumerOutcome: keys.OutcomeSucceeded}
-		c.Labels = map[string]string{keys.ClaimManagedBy: "reclaimable"}
+		c.Annotations = map[string]string{wellknown.ConsumerOutcome: wellknown.OutcomeSucceeded}
+		c.Labels = map[string]string{wellknown.ClaimManagedBy: "reclaimable"}
 	}
 	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := claims.Create(ctx, objects.NewClaim(ns, "probe", "none", "1Mi", withOutcome), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -214,7 +214,7 @@ func TestInstallOnlyThePodwatcherRecordsAnOutcome(t *testing.T) {
 	}
 	// Present but empty is present: the podwatcher would record no other.
 	if _, err := claims.Create(ctx, objects.NewClaim(ns, "empty", "none", "1Mi", func(c *corev1.PersistentVolumeClaim) {
-		c.Annotations = map[string]string{keys.ConsumerOutcome: ""}
+		c.Annotations = map[string]string{wellknown.ConsumerOutcome: ""}
 	}), metav1.CreateOptions{}); !denied(err) {
 		t.Errorf("a claim was created with an empty outcome: %v", err)
 	}
@@ -231,8 +231,8 @@ func TestInstallOnlyThePodwatcherRecordsAnOutcome(t *testing.T) {
 		t.Fatalf("the podwatcher could not record an outcome: %v", err)
 	}
 	for _, tc := range []struct{ what, patch string }{
-		{"change", `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"` + keys.OutcomeFailed + `"}}}`},
-		{"remove", `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":null}}}`},
+		{"change", `{"metadata":{"annotations":{"` + wellknown.ConsumerOutcome + `":"` + wellknown.OutcomeFailed + `"}}}`},
+		{"remove", `{"metadata":{"annotations":{"` + wellknown.ConsumerOutcome + `":null}}}`},
 	} {
 		if _, err := claims.Patch(ctx, claim.Name, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{}); !denied(err) {
 			t.Errorf("a user could %s a recorded outcome: %v", tc.what, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The installation as pods: its Deployments' own pods, on the real node,
@@ -136,7 +136,7 @@ func asPods(t *testing.T, share string) {
 	// --directory-root) and as the nodes do (the host path).
 	class := framework.CreateClass(t, objects.NewClass(framework.Name("pods"), podsProvisioner, func(sc *storagev1.StorageClass) {
 		retain, immediate := corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate
-		sc.Annotations = map[string]string{keys.ClassControllerID: podsID}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: podsID}
 		sc.Parameters = map[string]string{"backend": "directory", "baseDir": "/var/lib/reclaimable", "source": "hostPath", "hostPath": share}
 		sc.ReclaimPolicy, sc.VolumeBindingMode = &retain, &immediate
 		sc.AllowedTopologies = realNodeTopology()

@@ -34,8 +34,8 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // renamedSettings are those of the renamed installations: every name that
@@ -415,7 +415,7 @@ func (c *installedCycle) newClass(t *testing.T, prefix, base string, realNode bo
 	return framework.CreateClass(t, objects.NewClass(framework.Name(prefix), c.provisioner, func(sc *storagev1.StorageClass) {
 		retain := corev1.PersistentVolumeReclaimRetain
 		binding := storagev1.VolumeBindingWaitForFirstConsumer
-		sc.Annotations = map[string]string{keys.ClassControllerID: c.id}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: c.id}
 		sc.Parameters = map[string]string{"backend": "directory", "baseDir": base, "source": "hostPath", "hostPath": base, "maxVolumes": "5"}
 		if realNode {
 			// The share is a directory of this machine, which the real
@@ -438,7 +438,7 @@ func (c *installedCycle) keepsNamespacesApartAndScrubs(t *testing.T) {
 	kept := c.newClass(t, "kept", c.shareDir(t, "kept"), true)
 	scrubbed := c.newClass(t, "scrubbed", c.shareDir(t, "scrubbed"), true)
 	createPool(t, v1alpha1.VolumePoolSpec{StorageClassName: kept, MaxVolumes: ptr.To[int32](2)})
-	createPool(t, v1alpha1.VolumePoolSpec{StorageClassName: scrubbed, OnRelease: keys.OnReleaseScrub, MaxVolumes: ptr.To[int32](1)})
+	createPool(t, v1alpha1.VolumePoolSpec{StorageClassName: scrubbed, OnRelease: wellknown.OnReleaseScrub, MaxVolumes: ptr.To[int32](1)})
 	inv := framework.WatchInvariants(t, framework.Scope{ControllerID: c.id, Classes: []string{kept, scrubbed}, Namespaces: []string{a, b},
 		NamespaceScoped: []string{kept, scrubbed}, Scrubbed: []string{scrubbed}})
 
@@ -568,7 +568,7 @@ spec:
 `, c.class)
 	created, err := client.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod, Annotations: map[string]string{
-			keys.EnabledKey(volume): "true", keys.TemplateKey(volume): template,
+			wellknown.EnabledKey(volume): "true", wellknown.TemplateKey(volume): template,
 		}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "build", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: "/cache"}}}},
@@ -576,7 +576,7 @@ spec:
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: cycleClaim},
 			}}},
 			// Released by the podwatcher under the installation's pod policy.
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -591,8 +591,8 @@ spec:
 		}
 		return err == nil && claim.Status.Phase == corev1.ClaimBound && claim.DeletionTimestamp == nil, err
 	}, "the podwatcher's claim to be bound")
-	if got := claim.Labels[keys.ClaimManagedBy]; got != c.id {
-		t.Fatalf("claim label %s = %q, want %s", keys.ClaimManagedBy, got, c.id)
+	if got := claim.Labels[wellknown.ClaimManagedBy]; got != c.id {
+		t.Fatalf("claim label %s = %q, want %s", wellknown.ClaimManagedBy, got, c.id)
 	}
 	framework.Eventually(t, 60*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := client.CoreV1().Pods(c.ns).Get(ctx, created.Name, metav1.GetOptions{})
@@ -605,7 +605,7 @@ spec:
 	t.Cleanup(func() {
 		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
 	})
-	if got := pv.Annotations[keys.ProvisionedBy]; got != c.provisioner {
+	if got := pv.Annotations[wellknown.ProvisionedBy]; got != c.provisioner {
 		t.Fatalf("volume %s provisioned by %q, want %s", pv.Name, got, c.provisioner)
 	}
 	if pv.Spec.HostPath == nil {

@@ -12,8 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // createKeyed creates a claim ns/name of the pool's class, labelled ci=key
@@ -43,7 +43,7 @@ func TestKeyPolicyRequireNeverHandsAnotherKeysMember(t *testing.T) {
 	ns := framework.Namespace(t)
 	// The class says reuseScope cluster; the pool, which Require needs,
 	// says namespace.
-	r := newVolumePoolCase(t, map[string]string{keys.KeyLabel: "ci", keys.KeyPolicy: keys.KeyPolicyRequire, keys.ReuseScope: keys.ReuseScopeNamespace}, ns)
+	r := newVolumePoolCase(t, map[string]string{wellknown.KeyLabel: "ci", wellknown.KeyPolicy: wellknown.KeyPolicyRequire, wellknown.ReuseScope: wellknown.ReuseScopeNamespace}, ns)
 
 	r.createKeyed(ns, "cache", "a", nil)
 	filled := r.boundTo(ns, "cache")
@@ -53,8 +53,8 @@ func TestKeyPolicyRequireNeverHandsAnotherKeysMember(t *testing.T) {
 	r.heldFor(filled, ns)
 	if pv, err := framework.Client().CoreV1().PersistentVolumes().Get(context.Background(), filled, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
-	} else if got := pv.Annotations[keys.LastKey]; got != "ci=a" || pools.Reserved(pv) || pv.Spec.ClaimRef.Name != keys.HeldClaim(filled) {
-		t.Errorf("volume %s: last key %q, reserved %v, claimRef %s; want ci=a, not reserved, held by %s", filled, got, pools.Reserved(pv), pv.Spec.ClaimRef.Name, keys.HeldClaim(filled))
+	} else if got := pv.Annotations[wellknown.LastKey]; got != "ci=a" || pools.Reserved(pv) || pv.Spec.ClaimRef.Name != wellknown.HeldClaim(filled) {
+		t.Errorf("volume %s: last key %q, reserved %v, claimRef %s; want ci=a, not reserved, held by %s", filled, got, pools.Reserved(pv), pv.Spec.ClaimRef.Name, wellknown.HeldClaim(filled))
 	}
 
 	// The same name, another key.

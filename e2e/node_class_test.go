@@ -18,7 +18,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A class pool on the real node, in front of the tests' CSI driver as the
@@ -46,11 +46,11 @@ func newNodeClassCase(t *testing.T, onRelease string, binding storagev1.VolumeBi
 	backing := framework.CreateClass(t, objects.NewClass(framework.Name("csi"), c.driver.Name, func(sc *storagev1.StorageClass) {
 		sc.ReclaimPolicy, sc.VolumeBindingMode = ptr.To(corev1.PersistentVolumeReclaimDelete), &binding
 	}))
-	params := map[string]string{"backend": "class", "backingClass": backing, keys.OnRelease: onRelease}
+	params := map[string]string{"backend": "class", "backingClass": backing, wellknown.OnRelease: onRelease}
 	maps.Copy(params, parameters)
 	c.pool = createClass(t, "pool", id, provisioner, corev1.PersistentVolumeReclaimRetain, binding, params)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.pool}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.pool},
-		Scrubbed: classIf(onRelease == keys.OnReleaseScrub, c.pool)})
+		Scrubbed: classIf(onRelease == wellknown.OnReleaseScrub, c.pool)})
 	c.controllers = framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--backing-claim-namespace="+c.ns, "--lifecycle-namespace="+helpers, "--lifecycle-image="+cluster.ReclaimableImage,
 		"--cleanup-interval=5s", "--release-interval=5s")
@@ -66,7 +66,7 @@ func (c *nodeClassCase) dataDir(volume *corev1.PersistentVolume) string {
 // The next pod of the workload reads, through the driver's mount, what the
 // first one wrote, and the driver made one volume for both.
 func TestNodeClassPoolCarriesDataThroughTheDriversMount(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingImmediate, nil)
+	c := newNodeClassCase(t, wellknown.OnReleaseKeep, storagev1.VolumeBindingImmediate, nil)
 	const claim = "build-cache"
 	first := "written by uid 1000\n"
 	log := runToCompletion(t, c.ns, nodePod("writer", claim, c.pool, 1000, "write", "/cache/log", first))
@@ -107,7 +107,7 @@ func TestNodeClassPoolCarriesDataThroughTheDriversMount(t *testing.T) {
 // Under onRelease Scrub, the scrub pod empties a class member through the
 // driver's mount before the next claim has it.
 func TestNodeClassPoolScrubsThroughTheDriversMount(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseScrub, storagev1.VolumeBindingImmediate, nil)
+	c := newNodeClassCase(t, wellknown.OnReleaseScrub, storagev1.VolumeBindingImmediate, nil)
 	const claim = "cache"
 	runToCompletion(t, c.ns, nodePod("builder", claim, c.pool, 1000, "fill", "/cache"))
 	volume := boundVolume(t, c.ns, claim)
@@ -122,7 +122,7 @@ func TestNodeClassPoolScrubsThroughTheDriversMount(t *testing.T) {
 // chose for the pod, the driver makes the volume there, and the pod runs
 // on it.
 func TestNodeClassPoolWaitsForTheFirstConsumer(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
+	c := newNodeClassCase(t, wellknown.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
 	const claim = "cache"
 	runToCompletion(t, c.ns, nodePod("first", claim, c.pool, 1000, "write", "/cache/log", "first\n"))
 	volume := boundVolume(t, c.ns, claim)

@@ -23,7 +23,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // newNodeCase is a cycleCase for a test on the real node, in parallel
@@ -372,7 +372,7 @@ func TestNodeDirectoryDeleteRemovesWhatAConsumerLeft(t *testing.T) {
 	base := framework.ControllerDir(t, "pool")
 	policy, binding := corev1.PersistentVolumeReclaimDelete, storagev1.VolumeBindingImmediate
 	class := framework.CreateClass(t, objects.NewClass(framework.Name("deployed"), provisioner, func(sc *storagev1.StorageClass) {
-		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: id}
 		sc.ReclaimPolicy, sc.VolumeBindingMode = &policy, &binding
 		sc.Parameters = map[string]string{"backend": "directory", "source": "hostPath", "baseDir": base, "hostPath": base}
 		// The share is a directory of this machine, which the real node

@@ -32,7 +32,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file, built with the tag peer (make peer), runs Kubernetes' own
@@ -194,7 +194,7 @@ func (c *installedCycle) peerClass(t *testing.T, name string, params map[string]
 		params["baseDir"], params["hostPath"] = base, base
 	}
 	framework.CreateClass(t, objects.NewClass(name, c.provisioner, func(sc *storagev1.StorageClass) {
-		sc.Annotations = map[string]string{keys.ClassControllerID: c.id}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: c.id}
 		sc.Parameters = params
 		sc.ReclaimPolicy = ptr.To(corev1.PersistentVolumeReclaimDelete)
 		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)

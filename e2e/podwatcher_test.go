@@ -19,7 +19,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The podwatcher tests run their controller with --namespace, so that each
@@ -97,9 +97,9 @@ spec:
 }
 
 func pwAnnotations(volume, enabled, template string) map[string]string {
-	a := map[string]string{keys.EnabledKey(volume): enabled}
+	a := map[string]string{wellknown.EnabledKey(volume): enabled}
 	if template != "" {
-		a[keys.TemplateKey(volume)] = template
+		a[wellknown.TemplateKey(volume)] = template
 	}
 	return a
 }
@@ -205,7 +205,7 @@ func (e *pwTest) waitEvent(name, reason string) corev1.Event {
 
 // managedClaims lists the claims this test's controller manages.
 func (e *pwTest) managedClaims(ctx context.Context) ([]corev1.PersistentVolumeClaim, error) {
-	list, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: keys.ClaimManagedBy + "=" + e.id})
+	list, err := e.client.CoreV1().PersistentVolumeClaims(e.ns).List(ctx, metav1.ListOptions{LabelSelector: wellknown.ClaimManagedBy + "=" + e.id})
 	if err != nil {
 		return nil, err
 	}
@@ -242,10 +242,10 @@ func TestPodwatcherPodClaimLifecycle(t *testing.T) {
 	pod := e.pod("builder", "builder-cache", pwAnnotations("cache", "true", e.template()))
 	claim := e.waitClaim("builder-cache")
 
-	if got := claim.Labels[keys.ClaimManagedBy]; got != e.id {
+	if got := claim.Labels[wellknown.ClaimManagedBy]; got != e.id {
 		t.Errorf("managed-by = %q, want %q", got, e.id)
 	}
-	if got := claim.Labels[keys.ClaimedBy]; got != string(pod.UID) {
+	if got := claim.Labels[wellknown.ClaimedBy]; got != string(pod.UID) {
 		t.Errorf("claimed-by = %q, want the pod's UID %q", got, pod.UID)
 	}
 	if claim.Labels["from-template"] != "yes" {
@@ -393,7 +393,7 @@ func TestPodwatcherRecreatesClaimDeletedWhileWanted(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && c.UID != first.UID && c.Labels[keys.ClaimedBy] == string(pod.UID), err
+		return err == nil && c.UID != first.UID && c.Labels[wellknown.ClaimedBy] == string(pod.UID), err
 	}, "the claim to be created again")
 }
 
@@ -418,7 +418,7 @@ func TestPodwatcherJobClaim(t *testing.T) {
 	claim := e.waitClaim("build-cache")
 	ref := claim.OwnerReferences
 	if len(ref) != 1 || ref[0].APIVersion != "batch/v1" || ref[0].Kind != "Job" || ref[0].Name != job.Name || ref[0].UID != job.UID ||
-		claim.Labels[keys.ClaimedBy] != string(job.UID) {
+		claim.Labels[wellknown.ClaimedBy] != string(job.UID) {
 		t.Fatalf("claim %s: ownerReferences %+v, labels %v; want the Job's", claim.Name, ref, claim.Labels)
 	}
 
@@ -608,8 +608,8 @@ func TestPodwatcherLeavesForeignClaimAlone(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		_, managed := c.Labels[keys.ClaimManagedBy]
-		_, claimed := c.Labels[keys.ClaimedBy]
+		_, managed := c.Labels[wellknown.ClaimManagedBy]
+		_, claimed := c.Labels[wellknown.ClaimedBy]
 		return c.UID == foreign.UID && c.DeletionTimestamp == nil && !managed && !claimed && len(c.OwnerReferences) == 0, nil
 	}, "the foreign claim stays as it was")
 	inv.Check(t, pwTimeout)
@@ -690,10 +690,10 @@ func TestPodwatcherRestartsWhilePodsComeAndGo(t *testing.T) {
 		}
 		claimFor := map[string]bool{}
 		for _, c := range claims {
-			if !podUIDs[c.Labels[keys.ClaimedBy]] {
+			if !podUIDs[c.Labels[wellknown.ClaimedBy]] {
 				return problem("claim %s of a gone pod remains", c.Name) // a leak, unless still being cleaned up
 			}
-			claimFor[c.Labels[keys.ClaimedBy]] = true
+			claimFor[c.Labels[wellknown.ClaimedBy]] = true
 		}
 		for _, pod := range pods.Items {
 			if pod.DeletionTimestamp == nil && !claimFor[string(pod.UID)] {
@@ -712,7 +712,7 @@ func TestPodwatcherRestartsWhilePodsComeAndGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		c, err := e.getClaim(e.ctx, name+"-cache")
-		if err != nil || c.Labels[keys.ClaimedBy] != string(pod.UID) {
+		if err != nil || c.Labels[wellknown.ClaimedBy] != string(pod.UID) {
 			t.Errorf("pod %s: claim %v, err %v", name, c, err)
 		}
 	}

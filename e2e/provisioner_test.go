@@ -23,7 +23,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The provisioner's tests run it with the directory backend on a temporary
@@ -157,8 +157,8 @@ func (e *provisionerEnv) releaseByHand(name string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, keys.LastClaim, pv.Spec.ClaimRef.Namespace+"/"+pv.Spec.ClaimRef.Name)
-	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, keys.ReleasedAt, time.Now().UTC().Format(time.RFC3339))
+	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, wellknown.LastClaim, pv.Spec.ClaimRef.Namespace+"/"+pv.Spec.ClaimRef.Name)
+	metav1.SetMetaDataAnnotation(&pv.ObjectMeta, wellknown.ReleasedAt, time.Now().UTC().Format(time.RFC3339))
 	pv.Spec.ClaimRef = nil
 	if _, err := client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
@@ -235,7 +235,7 @@ func TestProvisionerReusesRetainedVolume(t *testing.T) {
 
 	first := e.claim("first", class, "1Gi")
 	pv := e.bound(first)
-	if pv.Name != "pvc-"+string(first.UID) || pv.Annotations[keys.ProvisionedBy] != e.name || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+	if pv.Name != "pvc-"+string(first.UID) || pv.Annotations[wellknown.ProvisionedBy] != e.name || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		t.Fatalf("new volume: name %s, annotations %v, policy %s", pv.Name, pv.Annotations, pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 	if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != "/mnt/reclaimable/"+pv.Name {
@@ -264,8 +264,8 @@ func TestProvisionerReusesRetainedVolume(t *testing.T) {
 	if got.Name != pv.Name {
 		t.Fatalf("third claim got %s, want the Released pool volume %s", got.Name, pv.Name)
 	}
-	if got.Annotations[keys.LastClaim] != e.ns+"/third" {
-		t.Errorf("last claim = %q", got.Annotations[keys.LastClaim])
+	if got.Annotations[wellknown.LastClaim] != e.ns+"/third" {
+		t.Errorf("last claim = %q", got.Annotations[wellknown.LastClaim])
 	}
 	if data := e.read(pv, "cache"); data != "warmer" {
 		t.Errorf("data = %q, want it kept", data)
@@ -471,7 +471,7 @@ func (e *provisionerEnv) staticVolume(class, size, node string) string {
 	e.t.Helper()
 	name := framework.Name("static")
 	framework.CreateVolume(e.t, objects.NewVolume(name, class, size, "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
-		pv.Labels = map[string]string{keys.Domain + "/pool": class}
+		pv.Labels = map[string]string{wellknown.Domain + "/pool": class}
 		// A claim that no longer exists: the PV controller marks it Released.
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: "gone-" + name, UID: uuid.NewUUID()}
 		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -547,7 +547,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	e.watch(class)
 	name := framework.Name("static")
 	_, err := framework.Client().CoreV1().PersistentVolumes().Create(context.Background(), &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{keys.Domain + "/pool": class}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.Domain + "/pool": class}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              class,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
@@ -565,7 +565,7 @@ func TestProvisionerStaticPoolWithoutFreeVolume(t *testing.T) {
 	}
 	waiting := e.claim("waiting", class, "1Gi")
 	msg := e.event("waiting", "PoolExhausted")
-	if !strings.Contains(msg, "static pool") || !strings.Contains(msg, "1 volumes, 1 in use") || !strings.Contains(msg, keys.Domain+"/pool="+class) {
+	if !strings.Contains(msg, "static pool") || !strings.Contains(msg, "1 volumes, 1 in use") || !strings.Contains(msg, wellknown.Domain+"/pool="+class) {
 		t.Errorf("PoolExhausted message %q does not say what to do", msg)
 	}
 

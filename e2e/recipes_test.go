@@ -36,7 +36,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // ciRecipe is one CI system's recipe as the test runs it.
@@ -105,7 +105,7 @@ func (c *installedCycle) runRecipe(t *testing.T, recipe ciRecipe) {
 	r := c.applyRecipe(t, recipe.system)
 	a, b := framework.Namespace(t), framework.Namespace(t)
 	scope := framework.Scope{ControllerID: c.id, Classes: []string{r.class}, Namespaces: []string{a, b}, NamespaceScoped: []string{r.class}}
-	if r.pool.Spec.KeyPolicy == keys.KeyPolicyRequire {
+	if r.pool.Spec.KeyPolicy == wellknown.KeyPolicyRequire {
 		scope.KeyRequired = map[string]string{r.class: r.pool.Spec.KeyLabel}
 	}
 	inv := framework.WatchInvariants(t, scope)
@@ -114,7 +114,7 @@ func (c *installedCycle) runRecipe(t *testing.T, recipe ciRecipe) {
 		t.Helper()
 		claim, end := recipe.start(r, t, ns, args)
 		pv := boundVolume(t, ns, claim)
-		if got := pv.Annotations[keys.LastKey]; got != recipe.key {
+		if got := pv.Annotations[wellknown.LastKey]; got != recipe.key {
 			t.Errorf("volume %s of claim %s/%s was issued under key %q, want %q", pv.Name, ns, claim, got, recipe.key)
 		}
 		end()
@@ -152,13 +152,13 @@ func (c *installedCycle) applyRecipe(t *testing.T, system string) *recipeRun {
 	if !ok {
 		t.Fatalf("%s.yaml's second object is a %T, want a VolumePool", system, objs[1])
 	}
-	if class.Provisioner != "vendor/reclaimable" || class.Annotations[keys.ClassControllerID] != "reclaimable" || pool.Spec.StorageClassName != class.Name {
+	if class.Provisioner != "vendor/reclaimable" || class.Annotations[wellknown.ClassControllerID] != "reclaimable" || pool.Spec.StorageClassName != class.Name {
 		t.Fatalf("%s.yaml: class %s of %s (controller ID %q), pool of %s: want the default installation's class and its pool",
-			system, class.Name, class.Provisioner, class.Annotations[keys.ClassControllerID], pool.Spec.StorageClassName)
+			system, class.Name, class.Provisioner, class.Annotations[wellknown.ClassControllerID], pool.Spec.StorageClassName)
 	}
 	share := c.shareDir(t, system)
 	class.Name, class.Provisioner = framework.Name(system), c.provisioner
-	class.Annotations[keys.ClassControllerID] = c.id
+	class.Annotations[wellknown.ClassControllerID] = c.id
 	class.Parameters["baseDir"], class.Parameters["hostPath"] = share, share
 	class.AllowedTopologies = realNodeTopology()
 	framework.CreateClass(t, class)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // releaserInterval is the releaser's sweep period in these tests: short, so
@@ -65,7 +65,7 @@ func (r *releaserCase) class(controllerID string) string {
 	r.t.Helper()
 	return framework.CreateClass(r.t, objects.NewClass(framework.Name("rel-class"), "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
 		if controllerID != "" {
-			sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
+			sc.Annotations = map[string]string{wellknown.ClassControllerID: controllerID}
 		}
 	}))
 }
@@ -77,7 +77,7 @@ func (r *releaserCase) volume(class, managedBy string) *corev1.PersistentVolume 
 	name := framework.Name("rel-pv")
 	return framework.CreateVolume(r.t, objects.NewVolume(name, class, "1Gi", "/tmp/"+name, func(pv *corev1.PersistentVolume) {
 		if managedBy != "" {
-			pv.Labels = map[string]string{keys.VolumeManagedBy: managedBy}
+			pv.Labels = map[string]string{wellknown.VolumeManagedBy: managedBy}
 		}
 	}))
 }
@@ -89,7 +89,7 @@ func (r *releaserCase) claim(name, class, volume, managedBy string) *corev1.Pers
 	return framework.CreateClaim(r.t, objects.NewClaim(r.ns, name, class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.VolumeName = volume
 		if managedBy != "" {
-			c.Labels = map[string]string{keys.ClaimManagedBy: managedBy}
+			c.Labels = map[string]string{wellknown.ClaimManagedBy: managedBy}
 		}
 	}))
 }
@@ -134,14 +134,14 @@ func (r *releaserCase) waitVolume(name string, timeout time.Duration, what strin
 func (r *releaserCase) waitAssociated(name string) {
 	r.t.Helper()
 	r.waitVolume(name, 30*time.Second, "associated with "+r.id, func(pv *corev1.PersistentVolume) bool {
-		return pv.Labels[keys.VolumeManagedBy] == r.id
+		return pv.Labels[wellknown.VolumeManagedBy] == r.id
 	})
 }
 
 // associatedAs reports whether pv's association is what a case expects:
 // this case's controller ID when associated, no label at all otherwise.
 func (r *releaserCase) associatedAs(pv *corev1.PersistentVolume, associated bool) bool {
-	id, labelled := pv.Labels[keys.VolumeManagedBy]
+	id, labelled := pv.Labels[wellknown.VolumeManagedBy]
 	if associated {
 		return id == r.id
 	}
@@ -155,7 +155,7 @@ func (r *releaserCase) associatedAs(pv *corev1.PersistentVolume, associated bool
 func (r *releaserCase) returnedToPool(claim *corev1.PersistentVolumeClaim, associated bool) func(*corev1.PersistentVolume) bool {
 	return func(pv *corev1.PersistentVolume) bool {
 		return pv.Status.Phase == corev1.VolumeAvailable && pv.Spec.ClaimRef == nil && r.associatedAs(pv, associated) &&
-			pv.Annotations[keys.LastClaim] == claim.Namespace+"/"+claim.Name && pv.Annotations[keys.ReleasedAt] != ""
+			pv.Annotations[wellknown.LastClaim] == claim.Namespace+"/"+claim.Name && pv.Annotations[wellknown.ReleasedAt] != ""
 	}
 }
 
@@ -167,11 +167,11 @@ func (r *releaserCase) checkReleased(name string, from *corev1.PersistentVolumeC
 	if !r.associatedAs(pv, associated) || pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
 		r.t.Errorf("volume %s: phase %s, claimRef %v, labels %v; want Available, no claimRef, associated with %s: %v", name, pv.Status.Phase, pv.Spec.ClaimRef, pv.Labels, r.id, associated)
 	}
-	if got, want := pv.Annotations[keys.LastClaim], from.Namespace+"/"+from.Name; got != want {
-		r.t.Errorf("volume %s: %s = %q, want %q", name, keys.LastClaim, got, want)
+	if got, want := pv.Annotations[wellknown.LastClaim], from.Namespace+"/"+from.Name; got != want {
+		r.t.Errorf("volume %s: %s = %q, want %q", name, wellknown.LastClaim, got, want)
 	}
-	if at, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err != nil || time.Since(at) > 5*time.Minute {
-		r.t.Errorf("volume %s: %s = %q, want the RFC 3339 time of the release", name, keys.ReleasedAt, pv.Annotations[keys.ReleasedAt])
+	if at, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt]); err != nil || time.Since(at) > 5*time.Minute {
+		r.t.Errorf("volume %s: %s = %q, want the RFC 3339 time of the release", name, wellknown.ReleasedAt, pv.Annotations[wellknown.ReleasedAt])
 	}
 	r.waitEvent(name, "Released", string(from.UID))
 }
@@ -339,7 +339,7 @@ func TestReleaserReleasesOrphansOfAnnotatedClassAfterStart(t *testing.T) {
 			return pv.Status.Phase == corev1.VolumeReleased
 		})
 	}
-	if pv := r.get(unseen.Name); pv.Labels[keys.VolumeManagedBy] != "" {
+	if pv := r.get(unseen.Name); pv.Labels[wellknown.VolumeManagedBy] != "" {
 		t.Fatalf("volume %s associated while no releaser ran: %v", unseen.Name, pv.Labels)
 	}
 

@@ -21,7 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // poolCase is a class of the directory backend with extra parameters,
@@ -39,7 +39,7 @@ type poolCase struct {
 
 func newReserveCase(t *testing.T, reserveFor string, namespaces ...string) *poolCase {
 	t.Helper()
-	return newPoolCase(t, map[string]string{keys.ReserveFor: reserveFor}, namespaces...)
+	return newPoolCase(t, map[string]string{wellknown.ReserveFor: reserveFor}, namespaces...)
 }
 
 func newPoolCase(t *testing.T, extra map[string]string, namespaces ...string) *poolCase {
@@ -78,14 +78,14 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 	if !onPool {
 		maps.Copy(params, extra)
 	} else {
-		if _, ok := extra[keys.ReserveFor]; ok {
-			params[keys.ReserveFor] = "0"
+		if _, ok := extra[wellknown.ReserveFor]; ok {
+			params[wellknown.ReserveFor] = "0"
 		}
-		switch extra[keys.ReuseScope] {
-		case keys.ReuseScopeCluster:
-			params[keys.ReuseScope] = keys.ReuseScopeNamespace
-		case keys.ReuseScopeNamespace:
-			params[keys.ReuseScope] = keys.ReuseScopeCluster
+		switch extra[wellknown.ReuseScope] {
+		case wellknown.ReuseScopeCluster:
+			params[wellknown.ReuseScope] = wellknown.ReuseScopeNamespace
+		case wellknown.ReuseScopeNamespace:
+			params[wellknown.ReuseScope] = wellknown.ReuseScopeCluster
 		}
 	}
 	var class string
@@ -110,13 +110,13 @@ func newPoolCaseWith(t *testing.T, extra map[string]string, onPool bool, namespa
 	})
 	r := &poolCase{t: t, class: class, pool: pool, id: id, provisionerName: prov, base: base}
 	scope := framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: namespaces}
-	if extra[keys.ReuseScope] != keys.ReuseScopeCluster {
+	if extra[wellknown.ReuseScope] != wellknown.ReuseScopeCluster {
 		scope.NamespaceScoped = scope.Classes
 	}
-	if extra[keys.KeyPolicy] == keys.KeyPolicyRequire {
-		scope.KeyRequired = map[string]string{class: extra[keys.KeyLabel]}
+	if extra[wellknown.KeyPolicy] == wellknown.KeyPolicyRequire {
+		scope.KeyRequired = map[string]string{class: extra[wellknown.KeyLabel]}
 	}
-	if s, ok := extra[keys.MaxVolumesPerNamespace]; ok {
+	if s, ok := extra[wellknown.MaxVolumesPerNamespace]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			t.Fatal(err)
@@ -241,7 +241,7 @@ func waitReserved(t *testing.T, volume, ns, name string) {
 			return false, err
 		}
 		ref := pv.Spec.ClaimRef
-		return ref != nil && ref.UID == "" && ref.Namespace == ns && ref.Name == name && pv.Annotations[keys.ReservedUntil] != "", nil
+		return ref != nil && ref.UID == "" && ref.Namespace == ns && ref.Name == name && pv.Annotations[wellknown.ReservedUntil] != "", nil
 	}, fmt.Sprintf("volume %s to be reserved for %s/%s", volume, ns, name))
 }
 
@@ -309,7 +309,7 @@ func TestReserveForKeepsNamespacesApart(t *testing.T) {
 func TestVolumePoolReserveForKeepsNamespacesApart(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	reservationsKeepNamespacesApart(t, newVolumePoolCase(t, map[string]string{keys.ReserveFor: "10m"}, a, b), a, b)
+	reservationsKeepNamespacesApart(t, newVolumePoolCase(t, map[string]string{wellknown.ReserveFor: "10m"}, a, b), a, b)
 }
 
 func reservationsKeepNamespacesApart(t *testing.T, r *poolCase, a, b string) {
@@ -350,7 +350,7 @@ func TestReserveForEndingWhileTheClaimComes(t *testing.T) {
 		// The test's input is the moment of the create, not a wait for
 		// anything: from 200 ms before the reservation's end to 100 ms
 		// after, a step later each round.
-		if s := pv.Annotations[keys.ReservedUntil]; s != "" {
+		if s := pv.Annotations[wellknown.ReservedUntil]; s != "" {
 			if until, err := time.Parse(time.RFC3339, s); err == nil {
 				<-time.After(time.Until(until.Add(time.Duration(i-2) * 100 * time.Millisecond)))
 			}
@@ -368,16 +368,16 @@ const evictForClaims = "evictForClaims"
 
 func createVolumePool(t *testing.T, class string, settings map[string]string) string {
 	t.Helper()
-	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[keys.ReuseScope],
-		KeyLabel: settings[keys.KeyLabel], KeyPolicy: settings[keys.KeyPolicy]}
-	if s, ok := settings[keys.ReserveFor]; ok {
+	spec := v1alpha1.VolumePoolSpec{StorageClassName: class, ReuseScope: settings[wellknown.ReuseScope],
+		KeyLabel: settings[wellknown.KeyLabel], KeyPolicy: settings[wellknown.KeyPolicy]}
+	if s, ok := settings[wellknown.ReserveFor]; ok {
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		spec.ReserveFor = &metav1.Duration{Duration: d}
 	}
-	if s, ok := settings[keys.MaxVolumesPerNamespace]; ok {
+	if s, ok := settings[wellknown.MaxVolumesPerNamespace]; ok {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			t.Fatal(err)

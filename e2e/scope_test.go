@@ -15,8 +15,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // fill writes a file into volume's directory, as a consumer would, and
@@ -171,14 +171,14 @@ func TestReuseScopeNamespaceHoldsWhileControllersAreDown(t *testing.T) {
 func TestReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	clusterScopeShares(t, newPoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, a, b), a, b)
+	clusterScopeShares(t, newPoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeCluster}, a, b), a, b)
 }
 
 // The same with reuseScope on the class's VolumePool.
 func TestVolumePoolReuseScopeClusterSharesAcrossNamespaces(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	clusterScopeShares(t, newVolumePoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, a, b), a, b)
+	clusterScopeShares(t, newVolumePoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeCluster}, a, b), a, b)
 }
 
 func clusterScopeShares(t *testing.T, r *poolCase, a, b string) {

@@ -26,8 +26,8 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // scrubCase is a class of one volume at most, on the real node, whose
@@ -53,7 +53,7 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 	base := framework.ControllerDir(t, "pool")
 	policy, binding := corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate
 	c.class = framework.CreateClass(t, objects.NewClass(framework.Name("scrub"), provisioner, func(sc *storagev1.StorageClass) {
-		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: id}
 		sc.ReclaimPolicy, sc.VolumeBindingMode = &policy, &binding
 		sc.Parameters = map[string]string{"backend": "directory", "source": "hostPath", "baseDir": base, "hostPath": base}
 		for k, v := range params {
@@ -64,7 +64,7 @@ func newDirectoryScrubCase(t *testing.T, onRelease string, params map[string]str
 	}))
 	c.pool = c.createPool(t, onRelease, pool...)
 	c.inv = framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{c.class}, Namespaces: []string{c.ns}, NamespaceScoped: []string{c.class},
-		Scrubbed: classIf(onRelease == keys.OnReleaseScrub, c.class), ScrubbedUnlessSucceeded: classIf(onRelease == keys.OnReleaseScrubUnlessSucceeded, c.class)})
+		Scrubbed: classIf(onRelease == wellknown.OnReleaseScrub, c.class), ScrubbedUnlessSucceeded: classIf(onRelease == wellknown.OnReleaseScrubUnlessSucceeded, c.class)})
 	c.controllers = framework.StartController(t, "all", "--controller-id="+id, "--provisioner-name="+provisioner, "--namespace="+c.ns,
 		"--directory-root="+filepath.Dir(base), "--lifecycle-namespace="+c.helpers, "--lifecycle-image="+cluster.ReclaimableImage,
 		"--cleanup-interval=5s", "--release-interval=5s", "--pool-status-interval=1s")
@@ -126,7 +126,7 @@ func (c *scrubCase) runJob(t *testing.T, claim, outcome string, args ...string) 
 	}
 	framework.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pvc, err := client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, claim, metav1.GetOptions{})
-		return err == nil && pvc.Annotations[keys.ConsumerOutcome] == outcome, nil
+		return err == nil && pvc.Annotations[wellknown.ConsumerOutcome] == outcome, nil
 	}, fmt.Sprintf("the Job to end and its claim to say %s", outcome))
 	volume := boundVolume(t, c.ns, claim)
 	consumersTree(t, volume.Spec.HostPath.Path)
@@ -191,8 +191,8 @@ func TestNodeScrubEmptiesAVolumeBeforeTheNextClaim(t *testing.T) {
 		onRelease string
 		want      []string
 	}{
-		{keys.OnReleaseScrub, []string{"mine"}},
-		{keys.OnReleaseKeep, []string{".hidden", "mine", "objects", "readonly", "top.txt"}},
+		{wellknown.OnReleaseScrub, []string{"mine"}},
+		{wellknown.OnReleaseKeep, []string{".hidden", "mine", "objects", "readonly", "top.txt"}},
 	} {
 		t.Run(tt.onRelease, func(t *testing.T) {
 			c := newDirectoryScrubCase(t, tt.onRelease, nil)
@@ -205,7 +205,7 @@ func TestNodeScrubEmptiesAVolumeBeforeTheNextClaim(t *testing.T) {
 			if !slices.Equal(held, tt.want) {
 				t.Errorf("the next pod found the volume holding %v (with its own file), want %v", held, tt.want)
 			}
-			if tt.onRelease == keys.OnReleaseScrub {
+			if tt.onRelease == wellknown.OnReleaseScrub {
 				framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "PersistentVolume", Name: first.Name, Reason: "Scrubbed"})
 				c.nothingLeft(t)
 			}
@@ -223,18 +223,18 @@ func TestNodeScrubOnlyAfterAConsumerThatDidNotSucceed(t *testing.T) {
 		args    []string
 		want    []string
 	}{
-		{keys.OutcomeFailed, []string{"crash", "/cache"}, []string{"mine"}},
-		{keys.OutcomeSucceeded, []string{"fill", "/cache"}, []string{"mine", "objects", "readonly", "top.txt"}},
+		{wellknown.OutcomeFailed, []string{"crash", "/cache"}, []string{"mine"}},
+		{wellknown.OutcomeSucceeded, []string{"fill", "/cache"}, []string{"mine", "objects", "readonly", "top.txt"}},
 	} {
 		t.Run(tt.outcome, func(t *testing.T) {
-			c := newDirectoryScrubCase(t, keys.OnReleaseScrubUnlessSucceeded, nil)
+			c := newDirectoryScrubCase(t, wellknown.OnReleaseScrubUnlessSucceeded, nil)
 			const claim = "cache"
 			first := c.runJob(t, claim, tt.outcome, tt.args...)
 			got, held := c.next(t, claim)
 			if got.Name != first.Name || !slices.Equal(held, tt.want) {
 				t.Errorf("after a Job that %s the next claim got %s holding %v, want %s holding %v", tt.outcome, got.Name, held, first.Name, tt.want)
 			}
-			if tt.outcome == keys.OutcomeFailed {
+			if tt.outcome == wellknown.OutcomeFailed {
 				framework.WaitEvent(t, 30*time.Second, framework.EventQuery{Namespace: "default", Kind: "PersistentVolume", Name: first.Name, Reason: "HandedToScrub", Message: "its consumer failed"})
 			}
 			c.inv.Check(t, 10*time.Second)
@@ -246,7 +246,7 @@ func TestNodeScrubOnlyAfterAConsumerThatDidNotSucceed(t *testing.T) {
 // on it and a count in the pool's status; once the template is fixed the
 // retry empties it, and the next claim gets it.
 func TestNodeFailedScrubKeepsTheVolumeOutOfThePool(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
 	ctx := context.Background()
 	cms := framework.Client().CoreV1().ConfigMaps(c.helpers)
 	broken := `{"spec":{"containers":[{"name":"scrub","image":"` + cluster.ReclaimableImage + `","imagePullPolicy":"IfNotPresent","args":["lifecycle","refuse"],"volumeMounts":[{"name":"pool","mountPath":"/pool"}]}]}}`
@@ -287,9 +287,9 @@ func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
 		name, onRelease, outcome string
 		want                     []string
 	}{
-		{"Scrub", keys.OnReleaseScrub, "", []string{"mine"}},
-		{"ScrubUnlessSucceeded/Failed", keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeFailed, []string{"mine"}},
-		{"ScrubUnlessSucceeded/Succeeded", keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeSucceeded, []string{"mine", "objects", "readonly", "top.txt"}},
+		{"Scrub", wellknown.OnReleaseScrub, "", []string{"mine"}},
+		{"ScrubUnlessSucceeded/Failed", wellknown.OnReleaseScrubUnlessSucceeded, wellknown.OutcomeFailed, []string{"mine"}},
+		{"ScrubUnlessSucceeded/Succeeded", wellknown.OnReleaseScrubUnlessSucceeded, wellknown.OutcomeSucceeded, []string{"mine", "objects", "readonly", "top.txt"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLocalCase(t, corev1.PersistentVolumeReclaimRetain, nil)
@@ -300,7 +300,7 @@ func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
 			switch tt.outcome {
 			case "":
 				first = c.leaveData(t, claim)
-			case keys.OutcomeFailed:
+			case wellknown.OutcomeFailed:
 				first = c.runJob(t, claim, tt.outcome, "crash", "/cache")
 			default:
 				first = c.runJob(t, claim, tt.outcome, "fill", "/cache")
@@ -319,7 +319,7 @@ func TestNodeLocalScrubEmptiesTheVolumeOnItsNode(t *testing.T) {
 // An administrator empties one member by hand, with the annotation: a
 // free one at once, a bound one once its claim is gone.
 func TestNodeScrubOnDemand(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, nil)
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseKeep, nil)
 	const claim = "cache"
 	volume := c.leaveData(t, claim)
 	dir := volume.Spec.HostPath.Path
@@ -334,7 +334,7 @@ func TestNodeScrubOnDemand(t *testing.T) {
 	// Bound: nothing happens until the claim goes.
 	framework.Eventually(t, 10*time.Second, func(ctx context.Context) (bool, error) {
 		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, volume.Name, metav1.GetOptions{})
-		return err == nil && pv.Annotations[keys.Scrub] == keys.ScrubRequested && pv.Status.Phase == corev1.VolumeBound, err
+		return err == nil && pv.Annotations[wellknown.Scrub] == wellknown.ScrubRequested && pv.Status.Phase == corev1.VolumeBound, err
 	}, "the bound volume to stay bound, marked")
 	if _, err := os.Stat(filepath.Join(dir, "mine")); err != nil {
 		t.Fatalf("a bound volume lost its data to a scrub: %v", err)
@@ -346,7 +346,7 @@ func TestNodeScrubOnDemand(t *testing.T) {
 
 func markForScrub(t *testing.T, volume string) {
 	t.Helper()
-	updateVolume(t, volume, func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested })
+	updateVolume(t, volume, func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Scrub] = wellknown.ScrubRequested })
 }
 
 // waitEmptied waits until volume is back in the pool, scrubbed, its
@@ -358,7 +358,7 @@ func waitEmptied(t *testing.T, volume, dir string) {
 		if err != nil {
 			return false, err
 		}
-		_, marked := pv.Annotations[keys.Scrub]
+		_, marked := pv.Annotations[wellknown.Scrub]
 		return !marked && pools.StateOf(pv) == pools.StateFree && pv.Status.Phase == corev1.VolumeAvailable, nil
 	}, "volume "+volume+" to be scrubbed and free")
 	entries, err := os.ReadDir(dir)
@@ -374,13 +374,13 @@ func waitEmptied(t *testing.T, volume, dir string) {
 // a claim of namespace B gets the volume held for namespace A once it is
 // emptied: the disk is shared, A's data never reaches B.
 func TestNodeScrubLetsAnotherNamespaceHaveAHeldVolume(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseKeep, map[string]string{keys.ReserveFor: "0"},
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseKeep, map[string]string{wellknown.ReserveFor: "0"},
 		func(s *v1alpha1.VolumePoolSpec) { s.ScrubAcrossNamespaces = ptr.To(true) })
 	const claim = "cache"
 	held := c.leaveData(t, claim)
 	framework.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, error) {
 		pv, err := framework.Client().CoreV1().PersistentVolumes().Get(ctx, held.Name, metav1.GetOptions{})
-		return err == nil && pv.Annotations[keys.HeldForNamespace] == c.ns && pv.Status.Phase == corev1.VolumeAvailable, err
+		return err == nil && pv.Annotations[wellknown.HeldForNamespace] == c.ns && pv.Status.Phase == corev1.VolumeAvailable, err
 	}, "the volume to be held for its namespace")
 
 	b := framework.Namespace(t)
@@ -408,7 +408,7 @@ func TestNodeScrubLetsAnotherNamespaceHaveAHeldVolume(t *testing.T) {
 // The scrub template waits a few seconds first, so that the kill lands
 // while the pod runs.
 func TestNodeScrubSurvivesAKill(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseScrub, map[string]string{"lifecycleTemplates": "templates"})
 	ctx := context.Background()
 	slow := `{"spec":{"initContainers":[{"name":"wait","image":"` + cluster.ConsumerImage + `","imagePullPolicy":"Never","args":["sleep","5s"]}],` +
 		`"containers":[{"name":"scrub","image":"` + cluster.ReclaimableImage + `","imagePullPolicy":"IfNotPresent","args":["lifecycle","scrub"],` +
@@ -441,8 +441,8 @@ func TestNodeScrubSurvivesAKill(t *testing.T) {
 // that fits, record no key, and once released its data would be held as
 // used without one, for claims without a key.
 func TestNodeScrubbedMemberRemembersItsNextKey(t *testing.T) {
-	c := newDirectoryScrubCase(t, keys.OnReleaseScrub, nil, func(spec *v1alpha1.VolumePoolSpec) {
-		spec.ReuseScope, spec.KeyLabel, spec.KeyPolicy = keys.ReuseScopeNamespace, "team", keys.KeyPolicyRequire
+	c := newDirectoryScrubCase(t, wellknown.OnReleaseScrub, nil, func(spec *v1alpha1.VolumePoolSpec) {
+		spec.ReuseScope, spec.KeyLabel, spec.KeyPolicy = wellknown.ReuseScopeNamespace, "team", wellknown.KeyPolicyRequire
 	})
 	claims := framework.Client().CoreV1().PersistentVolumeClaims(c.ns)
 	create := func(name, team string) {
@@ -462,7 +462,7 @@ func TestNodeScrubbedMemberRemembersItsNextKey(t *testing.T) {
 	create("b1", "b")
 	if got := boundVolume(t, c.ns, "b1"); got.Name != volume.Name {
 		t.Fatalf("claim b1 got volume %s, want %s, the pool's one member, emptied", got.Name, volume.Name)
-	} else if key := got.Annotations[keys.LastKey]; key != "team=b" {
+	} else if key := got.Annotations[wellknown.LastKey]; key != "team=b" {
 		t.Errorf("the emptied member, bound to a claim of key team=b, remembers key %q, want team=b", key)
 	}
 	c.inv.Check(t, 10*time.Second)
@@ -491,7 +491,7 @@ func TestInstallNoClaimIsBoundToAVolumeMarkedForScrub(t *testing.T) {
 	client := framework.Client()
 	class := "marked-" + ns // no StorageClass: the PV controller binds at once, and no provisioner scrubs
 	pv, err := client.CoreV1().PersistentVolumes().Create(ctx, objects.NewVolume(class, class, "1Mi", "/tmp/"+class, func(pv *corev1.PersistentVolume) {
-		pv.Annotations = map[string]string{keys.Scrub: keys.ScrubRequested}
+		pv.Annotations = map[string]string{wellknown.Scrub: wellknown.ScrubRequested}
 	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -545,7 +545,7 @@ func TestInstallNoClaimIsBoundToAVolumeMarkedForScrub(t *testing.T) {
 	// A claim named as the scrub's, but in a namespace of a user's: only
 	// the scrub claim the volume already names may be bound to it, and a
 	// user could make one of that name in any namespace.
-	impostor := objects.NewClaim(ns, keys.ScrubClaim(pv.Name), class, "1Mi")
+	impostor := objects.NewClaim(ns, wellknown.ScrubClaim(pv.Name), class, "1Mi")
 	impostor.Spec.VolumeName = pv.Name
 	impostor, err = client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, impostor, metav1.CreateOptions{})
 	if err != nil {
@@ -571,7 +571,7 @@ func TestInstallNoClaimIsBoundToAVolumeMarkedForScrub(t *testing.T) {
 
 	// Emptied (here: the mark removed), the volume is the claim's.
 	if _, err := client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+keys.Scrub+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		[]byte(`{"metadata":{"annotations":{"`+wellknown.Scrub+`":null}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, time.Minute, func(ctx context.Context) (bool, error) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A namespace at maxVolumesPerNamespace waits, with a NamespaceAtMaximum
@@ -24,7 +24,7 @@ import (
 func TestVolumePoolMaxVolumesPerNamespaceKeepsANamespaceToItsShare(t *testing.T) {
 	t.Parallel()
 	a, b := framework.Namespace(t), framework.Namespace(t)
-	r := newVolumePoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeNamespace, keys.MaxVolumesPerNamespace: "1"}, a, b)
+	r := newVolumePoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeNamespace, wellknown.MaxVolumesPerNamespace: "1"}, a, b)
 
 	r.create(a, "first")
 	first := r.boundTo(a, "first")
@@ -72,8 +72,8 @@ func TestVolumePoolMaxVolumesPerNamespaceKeepsANamespaceToItsShare(t *testing.T)
 func TestRequiredKeyAtItsNamespacesMaximumEvictsItsIdleMember(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
-	r := newVolumePoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeNamespace, keys.MaxVolumesPerNamespace: "1",
-		keys.KeyLabel: "team", keys.KeyPolicy: keys.KeyPolicyRequire, evictForClaims: "true"}, ns)
+	r := newVolumePoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeNamespace, wellknown.MaxVolumesPerNamespace: "1",
+		wellknown.KeyLabel: "team", wellknown.KeyPolicy: wellknown.KeyPolicyRequire, evictForClaims: "true"}, ns)
 	claims := framework.Client().CoreV1().PersistentVolumeClaims(ns)
 	create := func(name, team string) {
 		c := claimOf(r.class, name)

@@ -29,8 +29,8 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 var (
@@ -76,7 +76,7 @@ func TestSoakChaos(t *testing.T) {
 		Data: map[string]string{"scrub": scrubOnRealNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c := newCycleCase(t, "soak", map[string]string{"lifecycleTemplates": "templates"}, keys.OnReleaseScrub)
+	c := newCycleCase(t, "soak", map[string]string{"lifecycleTemplates": "templates"}, wellknown.OnReleaseScrub)
 	id, ns, class, inv := c.id, c.ns, c.class, c.inv
 	args := append(c.args, "--lifecycle-namespace="+helpers, "--lifecycle-image="+cluster.ReclaimableImage)
 	// Eviction on: members no claim had for two seconds go (released ones
@@ -91,7 +91,7 @@ func TestSoakChaos(t *testing.T) {
 		StorageClassName: class, MaxVolumes: ptr.To(int32(3**soakWorkers + 2)), EvictForClaims: true,
 		ReserveFor: &metav1.Duration{}, EvictAfter: &metav1.Duration{Duration: 2 * time.Second},
 		MinAvailable: ptr.To[int32](2), Template: &v1alpha1.VolumePoolTemplate{Capacity: ptr.To(resource.MustParse("1Gi"))},
-		OnRelease: keys.OnReleaseScrub,
+		OnRelease: wellknown.OnReleaseScrub,
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func (c *cycleCase) soakStaticPool(t *testing.T) (string, *framework.Invariants)
 	class := createClass(t, "soakstatic", c.id, c.provisioner, corev1.PersistentVolumeReclaimRetain, storagev1.VolumeBindingImmediate, map[string]string{"backend": "static"})
 	volumePools := volumePools(t)
 	if _, err := volumePools.Create(context.Background(), &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: v1alpha1.VolumePoolSpec{
-		StorageClassName: class, ReuseScope: keys.ReuseScopeNamespace, KeyLabel: "team", KeyPolicy: keys.KeyPolicyRequire,
+		StorageClassName: class, ReuseScope: wellknown.ReuseScopeNamespace, KeyLabel: "team", KeyPolicy: wellknown.KeyPolicyRequire,
 		MaxVolumesPerNamespace: ptr.To(int32(soakStaticMax)),
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func (c *cycleCase) soakStaticPool(t *testing.T) (string, *framework.Invariants)
 	for range soakStaticMembers {
 		name := framework.Name("soakstatic")
 		framework.CreateVolume(t, objects.NewVolume(name, class, "1Gi", "/mnt/static/"+name, func(pv *corev1.PersistentVolume) {
-			pv.Labels = map[string]string{keys.Pool: class}
+			pv.Labels = map[string]string{wellknown.Pool: class}
 		}))
 	}
 	return class, inv
@@ -382,7 +382,7 @@ func newCycleCase(t *testing.T, prefix string, params map[string]string, onRelea
 	return &cycleCase{
 		id: id, ns: ns, class: class, provisioner: provisioner,
 		inv: framework.WatchInvariants(t, framework.Scope{ControllerID: id, Classes: []string{class}, Namespaces: []string{ns}, NamespaceScoped: []string{class},
-			Scrubbed: classIf(onRelease == keys.OnReleaseScrub, class)}),
+			Scrubbed: classIf(onRelease == wellknown.OnReleaseScrub, class)}),
 		args: []string{"all", "--controller-id=" + id, "--provisioner-name=" + provisioner, "--directory-root=" + root,
 			"--namespace=" + ns, "--cleanup-interval=5s", "--release-interval=5s"},
 	}
@@ -406,7 +406,7 @@ func createDirectoryClass(t *testing.T, prefix, id, provisioner string, params m
 func createClass(t *testing.T, prefix, id, provisioner string, policy corev1.PersistentVolumeReclaimPolicy, binding storagev1.VolumeBindingMode, parameters map[string]string) string {
 	t.Helper()
 	return framework.CreateClass(t, objects.NewClass(framework.Name(prefix), provisioner, func(sc *storagev1.StorageClass) {
-		sc.Annotations = map[string]string{keys.ClassControllerID: id}
+		sc.Annotations = map[string]string{wellknown.ClassControllerID: id}
 		sc.ReclaimPolicy, sc.VolumeBindingMode, sc.Parameters = &policy, &binding, parameters
 	}))
 }
@@ -435,8 +435,8 @@ func retryTransient(ctx context.Context, fn func() error) error {
 
 func soakOwnerAnnotations(volume, class string) map[string]string {
 	return map[string]string{
-		keys.EnabledKey(volume):  "true",
-		keys.TemplateKey(volume): fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","spec":{"storageClassName":%q,"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`, class),
+		wellknown.EnabledKey(volume):  "true",
+		wellknown.TemplateKey(volume): fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","spec":{"storageClassName":%q,"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`, class),
 	}
 }
 
@@ -583,8 +583,8 @@ func soakUnsettled(ctx context.Context, ns, class, id string) string {
 	}
 	bound := map[string]bool{}
 	for _, c := range claims.Items {
-		if c.Labels[keys.ClaimManagedBy] == id {
-			if _, ok := owners[types.UID(c.Labels[keys.ClaimedBy])]; !ok {
+		if c.Labels[wellknown.ClaimManagedBy] == id {
+			if _, ok := owners[types.UID(c.Labels[wellknown.ClaimedBy])]; !ok {
 				return "claim " + c.Name + " outlives its owner" // a claim whose owner is gone
 			}
 		}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // TestNodeStatefulSetReplicasGetTheirOwnVolumesBack has Kubernetes' own
@@ -36,7 +36,7 @@ import (
 func TestNodeStatefulSetReplicasGetTheirOwnVolumesBack(t *testing.T) {
 	framework.RealNode(t)
 	t.Parallel()
-	c := newCycleCase(t, "sts", map[string]string{keys.ReserveFor: "10m"}, "")
+	c := newCycleCase(t, "sts", map[string]string{wellknown.ReserveFor: "10m"}, "")
 	framework.StartController(t, c.args...).WaitReady(t)
 	ctx := context.Background()
 	client := framework.Client()

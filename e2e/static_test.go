@@ -13,8 +13,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // addStatic labels n new volumes into the case's static pool, as an
@@ -27,7 +27,7 @@ func (r *poolCase) addStatic(n int) []string {
 	for i := range names {
 		names[i] = framework.Name("static")
 		framework.CreateVolume(r.t, objects.NewVolume(names[i], r.class, "1Gi", r.base+"/"+names[i], func(pv *corev1.PersistentVolume) {
-			pv.Labels = map[string]string{keys.Pool: r.class}
+			pv.Labels = map[string]string{wellknown.Pool: r.class}
 		}))
 	}
 	for _, name := range names {
@@ -78,7 +78,7 @@ func (r *poolCase) pending(ns, name string) {
 func TestStaticPoolRequiredKeyHoldsForTheKeyOfItsFirstClaim(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
-	r := newStaticPoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeNamespace, keys.KeyLabel: "team", keys.KeyPolicy: keys.KeyPolicyRequire}, ns)
+	r := newStaticPoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeNamespace, wellknown.KeyLabel: "team", wellknown.KeyPolicy: wellknown.KeyPolicyRequire}, ns)
 	member := r.addStatic(1)[0]
 
 	r.createLabelled(ns, "a1", "a")
@@ -107,7 +107,7 @@ func TestStaticPoolRequiredKeyHoldsForTheKeyOfItsFirstClaim(t *testing.T) {
 func TestStaticPoolKeepsANamespaceToItsShare(t *testing.T) {
 	t.Parallel()
 	ns := framework.Namespace(t)
-	r := newStaticPoolCase(t, map[string]string{keys.ReuseScope: keys.ReuseScopeNamespace, keys.MaxVolumesPerNamespace: "1"}, ns)
+	r := newStaticPoolCase(t, map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeNamespace, wellknown.MaxVolumesPerNamespace: "1"}, ns)
 	r.addStatic(3)
 
 	names := []string{"c1", "c2", "c3"}

@@ -26,8 +26,8 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/process"
 	"github.com/reclaimable/reclaimable/internal/docsyaml"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // volumePools is an administrator's client of VolumePools.
@@ -287,11 +287,11 @@ func TestVolumePoolStatusFollowsTheCycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := framework.Namespace(t)
-	r := newVolumePoolCase(t, map[string]string{keys.ReserveFor: "10m", keys.ReuseScope: keys.ReuseScopeNamespace}, ns)
+	r := newVolumePoolCase(t, map[string]string{wellknown.ReserveFor: "10m", wellknown.ReuseScope: wellknown.ReuseScopeNamespace}, ns)
 	pools := volumePools(t)
 
 	pool := r.waitPoolStatus("a new pool", poolCounts{})
-	if !meta.IsStatusConditionTrue(pool.Status.Conditions, "Ready") || pool.Status.ReuseScope != keys.ReuseScopeNamespace {
+	if !meta.IsStatusConditionTrue(pool.Status.Conditions, "Ready") || pool.Status.ReuseScope != wellknown.ReuseScopeNamespace {
 		t.Fatalf("a new pool: conditions %+v, reuseScope %q; want Ready and namespace", pool.Status.Conditions, pool.Status.ReuseScope)
 	}
 
@@ -366,7 +366,7 @@ func TestVolumePoolStatusFollowsTheCycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		p.Spec.ReuseScope = keys.ReuseScopeCluster
+		p.Spec.ReuseScope = wellknown.ReuseScopeCluster
 		_, err = pools.Update(ctx, p, metav1.UpdateOptions{})
 		return err
 	}); err != nil {

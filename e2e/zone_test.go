@@ -15,7 +15,7 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/framework"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Zones: the tests' driver on the real node makes zonal volumes, reachable
@@ -31,7 +31,7 @@ const zoneB = "zone-b"
 // and a claim in zone A gets the free zone-A member, data included, rather
 // than a new volume; each zone's member goes to its zone's next claim.
 func TestNodeClassPoolKeepsMembersInTheirZone(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
+	c := newNodeClassCase(t, wellknown.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
 	nodeB := c.driver.CreateZoneNode(t, zoneB)
 
 	runToCompletion(t, c.ns, nodePod("a1", "a1", c.pool, 1000, "write", "/cache/log", "zone a\n"))
@@ -73,8 +73,8 @@ func TestNodeClassPoolKeepsMembersInTheirZone(t *testing.T) {
 // room: the test bed's scheduler scores a node where a free volume fits
 // the claim, configured as docs/pools.md says.
 func TestNodeClassPoolFreeMemberDrawsAPodToItsZone(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer,
-		map[string]string{keys.ReuseScope: keys.ReuseScopeCluster, keys.ReserveFor: "0"})
+	c := newNodeClassCase(t, wellknown.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer,
+		map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeCluster, wellknown.ReserveFor: "0"})
 	nodeB := c.driver.CreateZoneNode(t, zoneB)
 	drawnToTheVolume(t, c.ns, c.pool, "first-workload", "second-workload", nodeB)
 	if calls := c.driver.Calls(t); len(calls.Created) != 1 {
@@ -88,7 +88,7 @@ func TestNodeClassPoolFreeMemberDrawsAPodToItsZone(t *testing.T) {
 // ahead in each (each goes to the zone with the fewest free), and a claim
 // in either zone gets its zone's member made ahead.
 func TestNodeClassPoolMakesMembersAheadInEachZone(t *testing.T) {
-	c := newNodeClassCase(t, keys.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
+	c := newNodeClassCase(t, wellknown.OnReleaseKeep, storagev1.VolumeBindingWaitForFirstConsumer, nil)
 	// A zone of the test's own: the pool makes members for a node of each
 	// zone it names, and other tests' zone nodes lack this driver.
 	zone := framework.Name(zoneB)

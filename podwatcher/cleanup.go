@@ -13,7 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // syncClaim deletes a managed claim whose owner is gone, unless the
@@ -27,7 +27,7 @@ func (c *Controller) syncClaim(ctx context.Context, k ref) error {
 	if err != nil {
 		return err
 	}
-	if claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
+	if claim.Labels[wellknown.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
 		return nil
 	}
 	ref, ok := claimOwner(claim)
@@ -80,7 +80,7 @@ func (c *Controller) syncClaim(ctx context.Context, k ref) error {
 // owner its claimed-by label names, so that the garbage collector deletes
 // it once that owner is gone.
 func referencesOwner(claim *corev1.PersistentVolumeClaim) bool {
-	uid := types.UID(claim.Labels[keys.ClaimedBy])
+	uid := types.UID(claim.Labels[wellknown.ClaimedBy])
 	if uid == "" {
 		return false
 	}
@@ -97,7 +97,7 @@ func referencesOwner(claim *corev1.PersistentVolumeClaim) bool {
 // claim's controller reference or, once that is gone, our owner annotation.
 // A claim whose owner cannot be told is left alone.
 func claimOwner(claim *corev1.PersistentVolumeClaim) (owner, bool) {
-	o := owner{Namespace: claim.Namespace, UID: types.UID(claim.Labels[keys.ClaimedBy])}
+	o := owner{Namespace: claim.Namespace, UID: types.UID(claim.Labels[wellknown.ClaimedBy])}
 	if o.UID == "" {
 		return o, false
 	}

@@ -42,7 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const (
@@ -360,7 +360,7 @@ func wantedClaims(namespace string, annotations map[string]string, volumes []con
 		if v.ClaimName == "" {
 			continue
 		}
-		if _, ok := annotations[keys.EnabledKey(v.Name)]; ok {
+		if _, ok := annotations[wellknown.EnabledKey(v.Name)]; ok {
 			names = append(names, cache.ObjectName{Namespace: namespace, Name: v.ClaimName})
 		}
 	}
@@ -395,7 +395,7 @@ func claimedBy(obj any) []string {
 	if !ok {
 		return nil
 	}
-	if uid := claim.Labels[keys.ClaimedBy]; uid != "" {
+	if uid := claim.Labels[wellknown.ClaimedBy]; uid != "" {
 		return []string{uid}
 	}
 	return nil

@@ -27,7 +27,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const (
@@ -90,7 +90,7 @@ func (f *fixture) cache(o runtime.Object) {
 		err = f.c.jobIndexer.Add(o)
 		f.c.jobsWanting.OnAdd(o, false)
 	case *corev1.PersistentVolumeClaim:
-		if o.Labels[keys.ClaimManagedBy] == testID {
+		if o.Labels[wellknown.ClaimManagedBy] == testID {
 			err = f.c.claimIndexer.Add(o)
 			f.c.claimedBy.OnAdd(o, false)
 		}
@@ -185,7 +185,7 @@ func managedClaim(name string, ownerKind string, ownerName string, ownerUID type
 	yes := true
 	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: name, UID: types.UID("claim-" + name), ResourceVersion: "7",
-		Labels:          map[string]string{keys.ClaimManagedBy: testID, keys.ClaimedBy: string(ownerUID)},
+		Labels:          map[string]string{wellknown.ClaimManagedBy: testID, wellknown.ClaimedBy: string(ownerUID)},
 		Annotations:     map[string]string{ownerAnnotation: ownerKind + "/" + ownerName},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: ownerKind, Name: ownerName, UID: ownerUID, Controller: &yes}},
 	}}
@@ -204,7 +204,7 @@ func TestPodGetsClaimOnce(t *testing.T) {
 	f.expectActions("create persistentvolumeclaims")
 	f.expectEvents("Normal ClaimCreated")
 	claim := created[0].(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim)
-	if claim.Name != "p-cache" || claim.Labels[keys.ClaimManagedBy] != testID || claim.Labels[keys.ClaimedBy] != "uid-p" ||
+	if claim.Name != "p-cache" || claim.Labels[wellknown.ClaimManagedBy] != testID || claim.Labels[wellknown.ClaimedBy] != "uid-p" ||
 		claim.Labels["team"] != "build" || len(claim.OwnerReferences) != 1 || claim.OwnerReferences[0].UID != "uid-p" {
 		t.Errorf("created claim = %+v", claim.ObjectMeta)
 	}
@@ -399,7 +399,7 @@ func TestJobPodsShareTheJobsClaim(t *testing.T) {
 	f.expectActions("create persistentvolumeclaims")
 	claim := created[0].(k8stesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim)
 	ref := claim.OwnerReferences[0]
-	if claim.Name != "build-cache" || ref.APIVersion != "batch/v1" || ref.Kind != "Job" || ref.UID != "uid-job" || claim.Labels[keys.ClaimedBy] != "uid-job" {
+	if claim.Name != "build-cache" || ref.APIVersion != "batch/v1" || ref.Kind != "Job" || ref.UID != "uid-job" || claim.Labels[wellknown.ClaimedBy] != "uid-job" {
 		t.Errorf("claim = %+v", claim.ObjectMeta)
 	}
 }
@@ -453,7 +453,7 @@ func TestCleanup(t *testing.T) {
 		}()},
 		{name: "no claimed-by label", claim: func() *corev1.PersistentVolumeClaim {
 			c := managedClaim("c", kindPod, "p", "uid-p")
-			delete(c.Labels, keys.ClaimedBy)
+			delete(c.Labels, wellknown.ClaimedBy)
 			return c
 		}()},
 		{name: "annotation names another kind", claim: func() *corev1.PersistentVolumeClaim {
@@ -474,7 +474,7 @@ func TestCleanup(t *testing.T) {
 		}()},
 		{name: "another installation's claim", seenDeleted: true, claim: func() *corev1.PersistentVolumeClaim {
 			c := orphaned(managedClaim("c", kindPod, "p", "uid-p"))
-			c.Labels[keys.ClaimManagedBy] = "other-id"
+			c.Labels[wellknown.ClaimManagedBy] = "other-id"
 			return c
 		}()},
 	}
@@ -788,8 +788,8 @@ func TestConcernedPods(t *testing.T) {
 	}{
 		{"plain", &corev1.Pod{}, false},
 		{"other annotations", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"example.com/x": "y"}}}, false},
-		{"asks for a claim", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{keys.EnabledKey("cache"): "true"}}}, true},
-		{"at the claims gate", gated(keys.ClaimsGate), true},
+		{"asks for a claim", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{wellknown.EnabledKey("cache"): "true"}}}, true},
+		{"at the claims gate", gated(wellknown.ClaimsGate), true},
 		{"at a gate of a look-alike name", gated("reclaimable.kubernetes.io/claims"), false},
 		{"at another gate", gated("example.com/gate"), false},
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func (c *Controller) sync(ctx context.Context, k ref) error {
@@ -111,8 +111,8 @@ func withoutJobVolumes(pod, job map[string]string) map[string]string {
 	}
 	for k := range job {
 		if volume, ok := enabledVolume(k); ok {
-			delete(out, keys.EnabledKey(volume))
-			delete(out, keys.TemplateKey(volume))
+			delete(out, wellknown.EnabledKey(volume))
+			delete(out, wellknown.TemplateKey(volume))
 		}
 	}
 	return out
@@ -199,7 +199,7 @@ func (c *Controller) examineExisting(ctx context.Context, obj runtime.Object, o 
 		c.metrics.apiErrors.WithLabelValues("get").Inc()
 		return fmt.Errorf("reading claim %s/%s: %w", o.Namespace, req.ClaimName, err)
 	}
-	if existing.Labels[keys.ClaimManagedBy] == c.controllerID {
+	if existing.Labels[wellknown.ClaimManagedBy] == c.controllerID {
 		return nil
 	}
 	c.owners.foreignFound(o.UID, req.ClaimName, c.clock.Now())

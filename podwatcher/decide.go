@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The decisions of the podwatcher that need no client and no cache, so that
@@ -39,7 +39,7 @@ type claimVerdict struct {
 // owner was deleted with propagationPolicy Orphan, or the reference was
 // removed) is deleted at once.
 func decideClaim(claim *corev1.PersistentVolumeClaim, controllerID string, ownerGone bool, goneSince, now time.Time, grace time.Duration) claimVerdict {
-	if claim.Labels[keys.ClaimManagedBy] != controllerID || claim.DeletionTimestamp != nil || !ownerGone {
+	if claim.Labels[wellknown.ClaimManagedBy] != controllerID || claim.DeletionTimestamp != nil || !ownerGone {
 		return claimVerdict{action: leaveClaim}
 	}
 	if referencesOwner(claim) {

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestDecideClaim(t *testing.T) {
@@ -30,7 +30,7 @@ func TestDecideClaim(t *testing.T) {
 	}{
 		{"owner exists", claim(), false, gone.Add(time.Hour), claimVerdict{action: leaveClaim}},
 		{"owner exists, no reference", claim(orphan), false, gone, claimVerdict{action: leaveClaim}},
-		{"another controller ID's", claim(func(c *corev1.PersistentVolumeClaim) { c.Labels[keys.ClaimManagedBy] = "other" }), true, gone.Add(time.Hour), claimVerdict{action: leaveClaim}},
+		{"another controller ID's", claim(func(c *corev1.PersistentVolumeClaim) { c.Labels[wellknown.ClaimManagedBy] = "other" }), true, gone.Add(time.Hour), claimVerdict{action: leaveClaim}},
 		{"already being deleted", claim(func(c *corev1.PersistentVolumeClaim) { c.DeletionTimestamp = &metav1.Time{Time: gone} }), true, gone.Add(time.Hour), claimVerdict{action: leaveClaim}},
 		{"gone, referenced, just found", claim(), true, gone, claimVerdict{action: waitForCollector, wait: grace}},
 		{"gone, referenced, within the grace", claim(), true, gone.Add(10 * time.Second), claimVerdict{action: waitForCollector, wait: 20 * time.Second}},

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The indexes and the owner handlers run for every event of every kept
@@ -20,12 +20,12 @@ func TestPodEventsReadTheRecordWithoutAllocating(t *testing.T) {
 	// asks, say, whose own events change nothing of its claims.
 	old := controller.PodRecordOf(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p", ResourceVersion: "1",
-			Annotations: map[string]string{keys.TemplateKey("cache"): validYAML}},
+			Annotations: map[string]string{wellknown.TemplateKey("cache"): validYAML}},
 		Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume, {Name: "scratch"}}},
 	})
 	cur := controller.PodRecordOf(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p", ResourceVersion: "2",
-			Annotations: map[string]string{keys.TemplateKey("cache"): validYAML}},
+			Annotations: map[string]string{wellknown.TemplateKey("cache"): validYAML}},
 		Spec:   corev1.PodSpec{Volumes: []corev1.Volume{claimVolume, {Name: "scratch"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},
 	})

@@ -14,14 +14,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds the claims gate. An annotated pod exists before its claim,
 // since the podwatcher makes the claim once it sees the pod; the scheduler
 // tries the pod first, finds the claim missing and backs off for a second or
 // more, long after the claim has appeared. A pod created with the scheduling
-// gate keys.ClaimsGate is not tried until the podwatcher removes the gate,
+// gate wellknown.ClaimsGate is not tried until the podwatcher removes the gate,
 // which it does as soon as every claim the pod asks for exists.
 
 const (
@@ -68,7 +68,7 @@ func hasGate(pod *corev1.Pod) bool { return holdsClaimsGate(pod.Spec.SchedulingG
 
 // holdsClaimsGate tells whether gates hold the claims gate.
 func holdsClaimsGate(gates []corev1.PodSchedulingGate) bool {
-	return slices.ContainsFunc(gates, func(g corev1.PodSchedulingGate) bool { return g.Name == keys.ClaimsGate })
+	return slices.ContainsFunc(gates, func(g corev1.PodSchedulingGate) bool { return g.Name == wellknown.ClaimsGate })
 }
 
 // gateIndexes are the places of the claims gate in pod's gates, last first
@@ -76,7 +76,7 @@ func holdsClaimsGate(gates []corev1.PodSchedulingGate) bool {
 func gateIndexes(pod *corev1.Pod) []int {
 	var at []int
 	for i, g := range pod.Spec.SchedulingGates {
-		if g.Name == keys.ClaimsGate {
+		if g.Name == wellknown.ClaimsGate {
 			at = append([]int{i}, at...)
 		}
 	}
@@ -158,7 +158,7 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 		if held := c.clock.Now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
 			c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonWaitingForClaims, "", fmt.Sprintf(
 				"Held by the scheduling gate %s since %s, more than %s: claims %s do not exist yet; a Warning on the pod or its Job says why if their request was refused",
-				keys.ClaimsGate, pod.CreationTimestamp.UTC().Format(time.RFC3339), gateWarnAfter, strings.Join(missing, ", ")))
+				wellknown.ClaimsGate, pod.CreationTimestamp.UTC().Format(time.RFC3339), gateWarnAfter, strings.Join(missing, ", ")))
 		}
 		return nil
 	}
@@ -168,7 +168,7 @@ func (c *Controller) syncGate(ctx context.Context, pod *corev1.Pod, requests []c
 	if held := c.clock.Now().Sub(pod.CreationTimestamp.Time); held > gateWarnAfter {
 		c.report(pod, pod.UID, corev1.EventTypeWarning, ReasonGateHeldLong, "", fmt.Sprintf(
 			"Released from the scheduling gate %s after %s although its claims take moments: no podwatcher ran for a while, or its claims were late",
-			keys.ClaimsGate, held.Round(time.Second)))
+			wellknown.ClaimsGate, held.Round(time.Second)))
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestDecideGate(t *testing.T) {
@@ -70,7 +70,7 @@ func (f *fixture) gatePatch() string {
 // The gate goes in the sync that creates the claim, without waiting for the
 // cache; the patch tests the gate's place and removes that gate only.
 func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
-	pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), "example.com/other", keys.ClaimsGate)
+	pod := gated(annotatedPod("p", "uid-p", ask("cache", "true", validYAML)), "example.com/other", wellknown.ClaimsGate)
 	f := newFixture(t, []runtime.Object{pod})
 	if err := f.sync(podRef("p")); err != nil {
 		t.Fatal(err)
@@ -96,9 +96,9 @@ func TestGateRemovedOnceTheClaimIsCreated(t *testing.T) {
 // without the gate is never patched; a gated pod that asks for nothing is
 // released.
 func TestGateKeptOrLeftAlone(t *testing.T) {
-	bad := gated(annotatedPod("bad", "uid-bad", ask("cache", "maybe", validYAML)), keys.ClaimsGate)
+	bad := gated(annotatedPod("bad", "uid-bad", ask("cache", "maybe", validYAML)), wellknown.ClaimsGate)
 	plain := annotatedPod("plain", "uid-plain", ask("cache", "true", validYAML))
-	nothing := gated(annotatedPod("nothing", "uid-nothing", nil), keys.ClaimsGate)
+	nothing := gated(annotatedPod("nothing", "uid-nothing", nil), wellknown.ClaimsGate)
 	f := newFixture(t, []runtime.Object{bad, plain, nothing})
 
 	if err := f.sync(podRef("bad")); err != nil {
@@ -125,7 +125,7 @@ func jobWithGatedPod() (*batchv1.Job, *corev1.Pod) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "build", UID: "uid-job", Annotations: ask("cache", "true", validYAML)},
 		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Volumes: []corev1.Volume{claimVolume("cache", "build-cache")}}}},
 	}
-	pod := gated(annotatedPod("build-x", "uid-pod", nil), keys.ClaimsGate)
+	pod := gated(annotatedPod("build-x", "uid-pod", nil), wellknown.ClaimsGate)
 	pod.Spec.Volumes = job.Spec.Template.Spec.Volumes
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 	return job, pod
@@ -204,7 +204,7 @@ func TestGateRemovedOnlyUnderItsName(t *testing.T) {
 		gates []string
 		want  string
 	}{
-		{"beside look-alikes", []string{keys.ClaimsGate, "example.com/other", "reclaimable.kubernetes.io/claims"},
+		{"beside look-alikes", []string{wellknown.ClaimsGate, "example.com/other", "reclaimable.kubernetes.io/claims"},
 			`[{"op":"test","path":"/spec/schedulingGates/0/name","value":"reclaimable.github.io/claims"},{"op":"remove","path":"/spec/schedulingGates/0"}]`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,11 +14,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
-// outcome is how an owner ended (keys.OutcomeSucceeded or
-// keys.OutcomeFailed), or "" while it runs or where success cannot be
+// outcome is how an owner ended (wellknown.OutcomeSucceeded or
+// wellknown.OutcomeFailed), or "" while it runs or where success cannot be
 // told. A pod whose deletion began before it succeeded counts as not
 // succeeded: its containers may exit 0 on the SIGTERM of the deletion,
 // with their work half done. A Job's Complete condition is the Job
@@ -36,9 +36,9 @@ func outcome(obj any) string {
 			}
 			switch cond.Type {
 			case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
-				return keys.OutcomeSucceeded
+				return wellknown.OutcomeSucceeded
 			case batchv1.JobFailed, batchv1.JobFailureTarget:
-				return keys.OutcomeFailed
+				return wellknown.OutcomeFailed
 			}
 		}
 	}
@@ -48,9 +48,9 @@ func outcome(obj any) string {
 func podOutcome(phase corev1.PodPhase, deletion *metav1.Time) string {
 	switch {
 	case phase == corev1.PodSucceeded && deletion == nil:
-		return keys.OutcomeSucceeded
+		return wellknown.OutcomeSucceeded
 	case phase == corev1.PodFailed:
-		return keys.OutcomeFailed
+		return wellknown.OutcomeFailed
 	}
 	return ""
 }
@@ -65,15 +65,15 @@ func (c *Controller) recordOutcome(ctx context.Context, uid types.UID, result st
 	var errs []error
 	for _, name := range c.claimedBy.Get(string(uid)) {
 		claim, err := c.claims.PersistentVolumeClaims(name.Namespace).Get(name.Name)
-		if err != nil || claim.Labels[keys.ClaimedBy] != string(uid) || claim.Labels[keys.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
+		if err != nil || claim.Labels[wellknown.ClaimedBy] != string(uid) || claim.Labels[wellknown.ClaimManagedBy] != c.controllerID || claim.DeletionTimestamp != nil {
 			continue
 		}
-		if _, recorded := claim.Annotations[keys.ConsumerOutcome]; recorded {
+		if _, recorded := claim.Annotations[wellknown.ConsumerOutcome]; recorded {
 			continue
 		}
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": claim.ResourceVersion,
-			"annotations":     map[string]string{keys.ConsumerOutcome: result},
+			"annotations":     map[string]string{wellknown.ConsumerOutcome: result},
 		}})
 		if err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestOutcome(t *testing.T) {
@@ -36,17 +36,17 @@ func TestOutcome(t *testing.T) {
 		want string
 	}{
 		{"pod running", pod(corev1.PodRunning, false), ""},
-		{"pod succeeded", pod(corev1.PodSucceeded, false), keys.OutcomeSucceeded},
-		{"pod failed", pod(corev1.PodFailed, false), keys.OutcomeFailed},
+		{"pod succeeded", pod(corev1.PodSucceeded, false), wellknown.OutcomeSucceeded},
+		{"pod failed", pod(corev1.PodFailed, false), wellknown.OutcomeFailed},
 		// Its containers may have exited 0 on the deletion's SIGTERM.
 		{"pod succeeded once deleted", pod(corev1.PodSucceeded, true), ""},
-		{"pod failed once deleted", pod(corev1.PodFailed, true), keys.OutcomeFailed},
+		{"pod failed once deleted", pod(corev1.PodFailed, true), wellknown.OutcomeFailed},
 		{"pod deleted while running", pod(corev1.PodRunning, true), ""},
 		{"job running", job(), ""},
-		{"job complete", job(cond(batchv1.JobComplete, corev1.ConditionTrue)), keys.OutcomeSucceeded},
-		{"job success criteria met", job(cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue)), keys.OutcomeSucceeded},
-		{"job failed", job(cond(batchv1.JobFailed, corev1.ConditionTrue)), keys.OutcomeFailed},
-		{"job failure target", job(cond(batchv1.JobFailureTarget, corev1.ConditionTrue)), keys.OutcomeFailed},
+		{"job complete", job(cond(batchv1.JobComplete, corev1.ConditionTrue)), wellknown.OutcomeSucceeded},
+		{"job success criteria met", job(cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue)), wellknown.OutcomeSucceeded},
+		{"job failed", job(cond(batchv1.JobFailed, corev1.ConditionTrue)), wellknown.OutcomeFailed},
+		{"job failure target", job(cond(batchv1.JobFailureTarget, corev1.ConditionTrue)), wellknown.OutcomeFailed},
 		{"job suspended", job(cond(batchv1.JobSuspended, corev1.ConditionTrue)), ""},
 		{"job complete false", job(cond(batchv1.JobComplete, corev1.ConditionFalse)), ""},
 		{"not an owner", &corev1.ConfigMap{}, ""},
@@ -70,7 +70,7 @@ func TestOutcomeIsRecordedOnTheOwnersClaims(t *testing.T) {
 	recorded := annotatedPod("recorded", "uid-recorded", ask("cache", "true", validYAML))
 	recorded.Status.Phase = corev1.PodSucceeded
 	recordedClaim := managedClaim("recorded-cache", kindPod, "recorded", "uid-recorded")
-	recordedClaim.Annotations[keys.ConsumerOutcome] = keys.OutcomeSucceeded
+	recordedClaim.Annotations[wellknown.ConsumerOutcome] = wellknown.OutcomeSucceeded
 	running := annotatedPod("running", "uid-running", ask("cache", "true", validYAML))
 	running.Status.Phase = corev1.PodRunning
 	f := newFixture(t, []runtime.Object{
@@ -85,12 +85,12 @@ func TestOutcomeIsRecordedOnTheOwnersClaims(t *testing.T) {
 		}
 	}
 	f.expectActions("patch persistentvolumeclaims", "patch persistentvolumeclaims")
-	for claim, want := range map[string]string{"built-cache": keys.OutcomeSucceeded, "j-cache": keys.OutcomeFailed, "running-cache": ""} {
+	for claim, want := range map[string]string{"built-cache": wellknown.OutcomeSucceeded, "j-cache": wellknown.OutcomeFailed, "running-cache": ""} {
 		c, err := f.client.CoreV1().PersistentVolumeClaims("ns").Get(context.Background(), claim, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Annotations[keys.ConsumerOutcome]; got != want {
+		if got := c.Annotations[wellknown.ConsumerOutcome]; got != want {
 			t.Errorf("claim %s: outcome %q, want %q", claim, got, want)
 		}
 	}
@@ -111,7 +111,7 @@ func TestOutcomeConflictIsRetried(t *testing.T) {
 	if err := f.sync(podRef("built")); err == nil {
 		t.Error("sync succeeded, want an error to retry")
 	}
-	if want := `{"metadata":{"annotations":{"` + keys.ConsumerOutcome + `":"Succeeded"},"resourceVersion":"7"}}`; sent != want {
+	if want := `{"metadata":{"annotations":{"` + wellknown.ConsumerOutcome + `":"Succeeded"},"resourceVersion":"7"}}`; sent != want {
 		t.Errorf("patch = %s, want %s", sent, want)
 	}
 }

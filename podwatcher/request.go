@@ -19,7 +19,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Reasons of the Warning events for annotations that cannot be honoured. Each
@@ -90,7 +90,7 @@ func parseRequests(namespace string, annotations map[string]string, volumes []co
 	if len(enabled) > maxVolumes {
 		return nil, []rejection{{Reason: ReasonTooManyVolumes, Message: fmt.Sprintf(
 			"%d volumes carry %q annotations; at most %d can ask for a claim: remove the annotations of the others",
-			len(enabled), keys.ClaimPrefix+"<volume>"+keys.EnabledSuffix, maxVolumes)}}
+			len(enabled), wellknown.ClaimPrefix+"<volume>"+wellknown.EnabledSuffix, maxVolumes)}}
 	}
 
 	byName := make(map[string]*corev1.Volume, len(volumes))
@@ -133,7 +133,7 @@ func parseRequests(namespace string, annotations map[string]string, volumes []co
 // v being the pod's volume of that name (nil for none): on is false when
 // its annotation turns it off, and a rejection says what is wrong.
 func parseRequest(namespace, volume string, annotations map[string]string, v *corev1.Volume) (claimRequest, *rejection, bool) {
-	enabledKey := keys.EnabledKey(volume)
+	enabledKey := wellknown.EnabledKey(volume)
 	on, err := strconv.ParseBool(annotations[enabledKey])
 	if err != nil {
 		return claimRequest{}, &rejection{volume, ReasonInvalidEnabled, fmt.Sprintf(
@@ -143,7 +143,7 @@ func parseRequest(namespace, volume string, annotations map[string]string, v *co
 	if !on {
 		return claimRequest{}, nil, false
 	}
-	templateKey := keys.TemplateKey(volume)
+	templateKey := wellknown.TemplateKey(volume)
 	source, ok := annotations[templateKey]
 	switch {
 	case !ok:
@@ -185,11 +185,11 @@ func enabledVolumes(annotations map[string]string) []string {
 
 // enabledVolume returns the volume an ".enabled" annotation key is about.
 func enabledVolume(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, keys.ClaimPrefix)
+	rest, ok := strings.CutPrefix(key, wellknown.ClaimPrefix)
 	if !ok {
 		return "", false
 	}
-	return strings.CutSuffix(rest, keys.EnabledSuffix)
+	return strings.CutSuffix(rest, wellknown.EnabledSuffix)
 }
 
 // parseTemplate decodes one PersistentVolumeClaim from YAML or JSON, the way
@@ -312,14 +312,14 @@ func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection
 			"the claim template's spec.dataSourceRef points into namespace %q; only the owner's namespace %q is allowed: remove dataSourceRef.namespace or use a source in %q",
 			*ref.Namespace, namespace, namespace), maxMessage)}
 	}
-	if _, set := t.Annotations[keys.ConsumerOutcome]; set {
+	if _, set := t.Annotations[wellknown.ConsumerOutcome]; set {
 		// The releaser spares a volume its scrub by it: a template that
 		// said Succeeded would hand a failed job's data on.
 		return &rejection{Reason: ReasonForbiddenAnnotation, Message: truncate(fmt.Sprintf(
-			"the claim template sets annotation %q, which the podwatcher alone writes, once the claim's Pod or Job ended: remove it", keys.ConsumerOutcome), maxMessage)}
+			"the claim template sets annotation %q, which the podwatcher alone writes, once the claim's Pod or Job ended: remove it", wellknown.ConsumerOutcome), maxMessage)}
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.Annotations)) {
-		for _, prefix := range keys.BindingAnnotationPrefixes {
+		for _, prefix := range wellknown.BindingAnnotationPrefixes {
 			if strings.HasPrefix(key, prefix) {
 				return &rejection{Reason: ReasonForbiddenAnnotation, Message: truncate(fmt.Sprintf(
 					"the claim template sets annotation %q, which Kubernetes sets while binding the claim: remove it", key), maxMessage)}
@@ -334,7 +334,7 @@ func checkTemplate(namespace string, t *corev1.PersistentVolumeClaim) *rejection
 // owner even after the ownerReference is removed, as the garbage collector
 // does when the owner is deleted with propagationPolicy Orphan: the claim is
 // still cleaned up then.
-const ownerAnnotation = keys.ClaimPrefix + "owner"
+const ownerAnnotation = wellknown.ClaimPrefix + "owner"
 
 // owner names the Pod or Job a claim is created for.
 type owner struct {
@@ -352,8 +352,8 @@ type owner struct {
 func buildClaim(req claimRequest, o owner, controllerID string) *corev1.PersistentVolumeClaim {
 	labels := make(map[string]string, len(req.Template.Labels)+2)
 	maps.Copy(labels, req.Template.Labels)
-	labels[keys.ClaimManagedBy] = controllerID
-	labels[keys.ClaimedBy] = string(o.UID)
+	labels[wellknown.ClaimManagedBy] = controllerID
+	labels[wellknown.ClaimedBy] = string(o.UID)
 	annotations := make(map[string]string, len(req.Template.Annotations)+1)
 	maps.Copy(annotations, req.Template.Annotations)
 	annotations[ownerAnnotation] = o.Kind + "/" + o.Name

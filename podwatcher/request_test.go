@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const validYAML = `apiVersion: v1
@@ -37,9 +37,9 @@ func claimVolume(name, claim string) corev1.Volume {
 }
 
 func ask(volume, enabled, template string) map[string]string {
-	a := map[string]string{keys.EnabledKey(volume): enabled}
+	a := map[string]string{wellknown.EnabledKey(volume): enabled}
 	if template != "" {
-		a[keys.TemplateKey(volume)] = template
+		a[wellknown.TemplateKey(volume)] = template
 	}
 	return a
 }
@@ -64,8 +64,8 @@ func TestParseRequests(t *testing.T) {
 		{name: "same namespace in template is allowed", annotations: ask("cache", "true", "metadata:\n  namespace: ns\nspec: {}\n"), volumes: cache, wantClaims: []string{"cache-claim"}},
 		{name: "dataSourceRef in own namespace is allowed", annotations: ask("cache", "true", `{"spec":{"dataSourceRef":{"kind":"PersistentVolumeClaim","name":"src","namespace":"ns"}}}`), volumes: cache, wantClaims: []string{"cache-claim"}},
 		{name: "enabled false is ignored even with a bad template", annotations: ask("cache", "false", "{{{"), volumes: cache},
-		{name: "template without enabled is ignored", annotations: map[string]string{keys.TemplateKey("cache"): "{{{"}, volumes: cache},
-		{name: "unrelated annotation under the prefix is ignored", annotations: map[string]string{keys.ClaimPrefix + "something": "x"}, volumes: cache},
+		{name: "template without enabled is ignored", annotations: map[string]string{wellknown.TemplateKey("cache"): "{{{"}, volumes: cache},
+		{name: "unrelated annotation under the prefix is ignored", annotations: map[string]string{wellknown.ClaimPrefix + "something": "x"}, volumes: cache},
 		{
 			name:        "two volumes, sorted",
 			annotations: merge(ask("b", "true", validYAML), ask("a", "true", validJSON)),
@@ -75,7 +75,7 @@ func TestParseRequests(t *testing.T) {
 
 		{name: "bad bool", annotations: ask("cache", "yes", validYAML), volumes: cache, wantReasons: []string{ReasonInvalidEnabled}, wantInMsg: `"yes"`},
 		{name: "empty bool", annotations: ask("cache", "", validYAML), volumes: cache, wantReasons: []string{ReasonInvalidEnabled}},
-		{name: "enabled without template", annotations: ask("cache", "true", ""), volumes: cache, wantReasons: []string{ReasonMissingTemplate}, wantInMsg: keys.TemplateKey("cache")},
+		{name: "enabled without template", annotations: ask("cache", "true", ""), volumes: cache, wantReasons: []string{ReasonMissingTemplate}, wantInMsg: wellknown.TemplateKey("cache")},
 		{name: "bad YAML", annotations: ask("cache", "true", "spec: [unclosed\n"), volumes: cache, wantReasons: []string{ReasonInvalidTemplate}},
 		{name: "bad JSON", annotations: ask("cache", "true", `{"spec": {`), volumes: cache, wantReasons: []string{ReasonInvalidTemplate}},
 		{name: "two JSON objects without separator", annotations: ask("cache", "true", `{"spec":{}}{"spec":{}}`), volumes: cache, wantReasons: []string{ReasonInvalidTemplate}},
@@ -173,7 +173,7 @@ func merge(ms ...map[string]string) map[string]string {
 func manyVolumes(n int) map[string]string {
 	out := map[string]string{}
 	for i := range n {
-		out[keys.EnabledKey("v"+strings.Repeat("x", i))] = "true"
+		out[wellknown.EnabledKey("v"+strings.Repeat("x", i))] = "true"
 	}
 	return out
 }
@@ -201,7 +201,7 @@ func TestBuildClaim(t *testing.T) {
 			Name:            "ignored",
 			GenerateName:    "ignored-",
 			Namespace:       "ns",
-			Labels:          map[string]string{"team": "build", keys.ClaimManagedBy: "someone-else", keys.ClaimedBy: "forged"},
+			Labels:          map[string]string{"team": "build", wellknown.ClaimManagedBy: "someone-else", wellknown.ClaimedBy: "forged"},
 			Annotations:     map[string]string{"note": "cache", ownerAnnotation: "Job/forged"},
 			Finalizers:      []string{"example.com/hold"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u"}},
@@ -215,7 +215,7 @@ func TestBuildClaim(t *testing.T) {
 	if claim.Name != "cache-claim" || claim.Namespace != "ns" || claim.GenerateName != "" {
 		t.Errorf("name/namespace = %q/%q generateName %q", claim.Namespace, claim.Name, claim.GenerateName)
 	}
-	wantLabels := map[string]string{"team": "build", keys.ClaimManagedBy: "my-id", keys.ClaimedBy: string(o.UID)}
+	wantLabels := map[string]string{"team": "build", wellknown.ClaimManagedBy: "my-id", wellknown.ClaimedBy: string(o.UID)}
 	if len(claim.Labels) != len(wantLabels) {
 		t.Errorf("labels = %v, want %v", claim.Labels, wantLabels)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The handlers leave the objects of the initial lists to the sweep Run
@@ -40,7 +40,7 @@ func TestSweepQueuesGatedFirstWithinRoom(t *testing.T) {
 	objs := []runtime.Object{
 		annotatedPod("asks", "uid-asks", ask("cache", "true", validYAML)),
 		annotatedPod("plain", "uid-plain", map[string]string{"x": "y"}),
-		gated(annotatedPod("held", "uid-held", nil), keys.ClaimsGate),
+		gated(annotatedPod("held", "uid-held", nil), wellknown.ClaimsGate),
 	}
 	claims := sweepRoom + 50
 	for i := range claims {

@@ -26,8 +26,8 @@ import (
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned/fake"
 	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // fakeProvisioner serves members and records what is asked of it.
@@ -101,8 +101,8 @@ func TestStatusAndEvictionDoNotWaitForMembersMadeAhead(t *testing.T) {
 		finishErr: errors.New("node n1 is not ready"),
 		members: []*corev1.PersistentVolume{
 			aheadMember("half", true),
-			member("idle", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
-			member("kept", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t1.Format(time.RFC3339)), transitioned(t1)),
+			member("idle", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
+			member("kept", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, t1.Format(time.RFC3339)), transitioned(t1)),
 		},
 	}
 	pl := pool("warm", minAvailable(1), func(p *v1alpha1.VolumePool) {
@@ -196,7 +196,7 @@ func largePool(n int) (*fakeProvisioner, *v1alpha1.VolumePool) {
 	returned := t0.Format(time.RFC3339)
 	for i := range n {
 		name := fmt.Sprintf("pvc-%08d-5e1f-4c1a-9b7d-%012d", i, i)
-		p.members = append(p.members, member(name, corev1.VolumeAvailable, annotate(keys.ReleasedAt, returned), transitioned(t0)))
+		p.members = append(p.members, member(name, corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, returned), transitioned(t0)))
 		p.usage[name] = v1alpha1.MemberUsage{Volume: name, Bytes: int64(1<<30 + i), Returned: returned}
 	}
 	pl := pool("large", func(p *v1alpha1.VolumePool) {
@@ -259,7 +259,7 @@ func TestLargePoolKeepsEvicting(t *testing.T) {
 func TestEvictionDoesNotWaitForTheStatusWrite(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	p := &fakeProvisioner{members: []*corev1.PersistentVolume{
-		member("idle", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
+		member("idle", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, t0.Format(time.RFC3339)), transitioned(t0)),
 	}}
 	pl := pool("refused", func(p *v1alpha1.VolumePool) {
 		p.Spec.EvictAfter = &metav1.Duration{Duration: time.Minute}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/eviction"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The decisions of the pool manager, kept free of clients and caches: from
@@ -146,7 +146,7 @@ func decide(v view) result {
 	if ready.Status == metav1.ConditionTrue {
 		effective := pools.EffectiveClass(v.class, v.pool)
 		pending := countMembers(v.members, &s, r.counts)
-		limit, _ := strconv.Atoi(effective.Parameters[keys.MaxVolumes])
+		limit, _ := strconv.Atoi(effective.Parameters[wellknown.MaxVolumes])
 		if limit > 0 {
 			s.MaxVolumes = ptr.To(int32(limit))
 		}
@@ -212,10 +212,10 @@ func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStat
 	for _, pv := range members {
 		state := pools.StateOf(pv)
 		counts[state]++
-		if _, failed := pv.Annotations[keys.ScrubFailed]; failed && pools.Scrubbing(pv) {
+		if _, failed := pv.Annotations[wellknown.ScrubFailed]; failed && pools.Scrubbing(pv) {
 			s.ScrubFailed++
 		}
-		if _, ahead := pv.Annotations[keys.MadeAhead]; ahead && (pools.Unissued(pv) || pools.StoragePending(pv)) {
+		if _, ahead := pv.Annotations[wellknown.MadeAhead]; ahead && (pools.Unissued(pv) || pools.StoragePending(pv)) {
 			s.MadeAhead++
 			if pools.StoragePending(pv) {
 				pending++
@@ -227,7 +227,7 @@ func countMembers(members []*corev1.PersistentVolume, s *v1alpha1.VolumePoolStat
 		if t := pv.Status.LastPhaseTransitionTime; state == pools.StateBound && pv.Status.Phase == corev1.VolumeBound && t != nil {
 			s.LastIssued = later(s.LastIssued, t.Time)
 		}
-		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
+		if t, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt]); err == nil {
 			s.LastReleased = later(s.LastReleased, t)
 		}
 	}
@@ -332,9 +332,9 @@ func keepMinAvailable(v view, free, pending, limit int, ready *metav1.Condition)
 func settingEvents(v view, effective *storagev1.StorageClass, held int32) []event {
 	var events []event
 	prev := v.pool.Status
-	if scope := reuseScope(effective); prev.ReuseScope == keys.ReuseScopeNamespace && scope == keys.ReuseScopeCluster {
+	if scope := reuseScope(effective); prev.ReuseScope == wellknown.ReuseScopeNamespace && scope == wellknown.ReuseScopeCluster {
 		events = append(events, event{corev1.EventTypeWarning, reasonReuseScopeWidened, fmt.Sprintf(
-			"%s is now %s: the volumes held for a namespace (%d now) go to claims of any namespace, data included", keys.ReuseScope, scope, held)})
+			"%s is now %s: the volumes held for a namespace (%d now) go to claims of any namespace, data included", wellknown.ReuseScope, scope, held)})
 	}
 	if prev.ObservedGeneration != v.pool.Generation {
 		if o := overrides(v.pool, v.class); len(o) > 0 {
@@ -378,16 +378,16 @@ func later(t *metav1.Time, u time.Time) *metav1.Time {
 
 // reuseScope is the scope class (as its pool makes it) issues volumes in.
 func reuseScope(class *storagev1.StorageClass) string {
-	if s := class.Parameters[keys.ReuseScope]; s != "" {
+	if s := class.Parameters[wellknown.ReuseScope]; s != "" {
 		return s
 	}
-	return keys.ReuseScopeNamespace
+	return wellknown.ReuseScopeNamespace
 }
 
 // limitOf says what keeps the pool of class from growing, for a message.
 func limitOf(class *storagev1.StorageClass) string {
-	if m, ok := class.Parameters[keys.MaxVolumes]; ok {
-		return fmt.Sprintf("%s %s", keys.MaxVolumes, m)
+	if m, ok := class.Parameters[wellknown.MaxVolumes]; ok {
+		return fmt.Sprintf("%s %s", wellknown.MaxVolumes, m)
 	}
 	return "a pool of fixed members, or maxVolumesPerNode"
 }
@@ -397,7 +397,7 @@ func limitOf(class *storagev1.StorageClass) string {
 func overrides(pool *v1alpha1.VolumePool, class *storagev1.StorageClass) []string {
 	effective := pools.EffectiveClass(class, pool)
 	var out []string
-	for _, name := range []string{keys.MaxVolumes, keys.MaxVolumesPerNode, keys.MaxVolumesPerNamespace, keys.ReserveFor, keys.ReuseScope} {
+	for _, name := range []string{wellknown.MaxVolumes, wellknown.MaxVolumesPerNode, wellknown.MaxVolumesPerNamespace, wellknown.ReserveFor, wellknown.ReuseScope} {
 		own, set := class.Parameters[name]
 		if !set || !poolSets(pool, name) {
 			continue
@@ -411,15 +411,15 @@ func overrides(pool *v1alpha1.VolumePool, class *storagev1.StorageClass) []strin
 func poolSets(pool *v1alpha1.VolumePool, name string) bool {
 	s := pool.Spec
 	switch name {
-	case keys.MaxVolumes:
+	case wellknown.MaxVolumes:
 		return s.MaxVolumes != nil
-	case keys.MaxVolumesPerNode:
+	case wellknown.MaxVolumesPerNode:
 		return s.MaxVolumesPerNode != nil
-	case keys.MaxVolumesPerNamespace:
+	case wellknown.MaxVolumesPerNamespace:
 		return s.MaxVolumesPerNamespace != nil
-	case keys.ReserveFor:
+	case wellknown.ReserveFor:
 		return s.ReserveFor != nil
-	case keys.ReuseScope:
+	case wellknown.ReuseScope:
 		return s.ReuseScope != ""
 	}
 	return false

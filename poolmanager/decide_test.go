@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const testProvisioner = "vendor/reclaimable"
@@ -86,10 +86,10 @@ func minAvailable(n int32) func(*v1alpha1.VolumePool) {
 
 // aheadMember is a member made ahead of claims, its storage made or not.
 func aheadMember(name string, pending bool) *corev1.PersistentVolume {
-	pv := member(name, corev1.VolumeAvailable, annotate(keys.MadeAhead, "p"))
-	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "kube-system", Name: keys.MadeAheadClaim(name)}
+	pv := member(name, corev1.VolumeAvailable, annotate(wellknown.MadeAhead, "p"))
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "kube-system", Name: wellknown.MadeAheadClaim(name)}
 	if pending {
-		pv.Annotations[keys.StoragePending] = "true"
+		pv.Annotations[wellknown.StoragePending] = "true"
 	}
 	return pv
 }
@@ -97,16 +97,16 @@ func aheadMember(name string, pending bool) *corev1.PersistentVolume {
 // A member of every state, counted once each.
 func everyState() []*corev1.PersistentVolume {
 	return []*corev1.PersistentVolume{
-		member("free", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339))),
-		member("held", corev1.VolumeAvailable, claimRef(""), annotate(keys.HeldForNamespace, "ns")),
-		member("reserved", corev1.VolumeAvailable, claimRef(""), annotate(keys.ReservedUntil, t1.Format(time.RFC3339))),
+		member("free", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, t0.Format(time.RFC3339))),
+		member("held", corev1.VolumeAvailable, claimRef(""), annotate(wellknown.HeldForNamespace, "ns")),
+		member("reserved", corev1.VolumeAvailable, claimRef(""), annotate(wellknown.ReservedUntil, t1.Format(time.RFC3339))),
 		member("prebound", corev1.VolumeAvailable, claimRef("")),
 		member("bound", corev1.VolumeBound, claimRef("u1"), transitioned(t1)),
 		member("binding", corev1.VolumeAvailable, claimRef("u2")),
-		member("released", corev1.VolumeReleased, claimRef("u3"), annotate(keys.ReleasedAt, t1.Add(-time.Minute).Format(time.RFC3339))),
+		member("released", corev1.VolumeReleased, claimRef("u3"), annotate(wellknown.ReleasedAt, t1.Add(-time.Minute).Format(time.RFC3339))),
 		member("failed", corev1.VolumeFailed, claimRef("u4")),
-		member("scrubbing", corev1.VolumeReleased, claimRef("u5"), annotate(keys.Scrub, keys.ScrubRequested)),
-		member("scrub-failed", corev1.VolumeAvailable, claimRef(""), annotate(keys.Scrub, keys.ScrubRunning), annotate(keys.ScrubFailed, "exit 1")),
+		member("scrubbing", corev1.VolumeReleased, claimRef("u5"), annotate(wellknown.Scrub, wellknown.ScrubRequested)),
+		member("scrub-failed", corev1.VolumeAvailable, claimRef(""), annotate(wellknown.Scrub, wellknown.ScrubRunning), annotate(wellknown.ScrubFailed, "exit 1")),
 	}
 }
 
@@ -215,7 +215,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "minAvailable met",
 			v: view{pool: pool("p", observed("namespace"), minAvailable(1)), class: ready,
-				members: []*corev1.PersistentVolume{aheadMember("a1", false), member("bound", corev1.VolumeBound, claimRef("u1"), annotate(keys.MadeAhead, "p"))}},
+				members: []*corev1.PersistentVolume{aheadMember("a1", false), member("bound", corev1.VolumeBound, claimRef("u1"), annotate(wellknown.MadeAhead, "p"))}},
 			want: [6]int32{1, 0, 0, 1, 0, 2}, capacity: "2Gi", ready: metav1.ConditionTrue, readyWhy: condReady, exhausted: metav1.ConditionFalse,
 			scope: "namespace", madeAhead: 1,
 		},
@@ -288,7 +288,7 @@ func TestDecideKeepsTheLatestTimes(t *testing.T) {
 	})
 	members := []*corev1.PersistentVolume{
 		member("bound", corev1.VolumeBound, claimRef("u1"), transitioned(t0)),
-		member("free", corev1.VolumeAvailable, annotate(keys.ReleasedAt, t0.Format(time.RFC3339))),
+		member("free", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, t0.Format(time.RFC3339))),
 	}
 	s := decide(view{pool: p, class: class(nil), provisioner: testProvisioner, members: members, now: metav1.NewTime(t1)}).status
 	if !s.LastIssued.Time.Equal(t1) || !s.LastReleased.Time.Equal(t1) {
@@ -341,8 +341,8 @@ func TestDecideSaysTheMaximumInForce(t *testing.T) {
 		class *storagev1.StorageClass
 		want  *int32
 	}{
-		{"the pool's", pool("p", func(p *v1alpha1.VolumePool) { p.Spec.MaxVolumes = ptr.To[int32](7) }), class(map[string]string{"backend": "directory", keys.MaxVolumes: "3"}), ptr.To[int32](7)},
-		{"the class's", pool("p"), class(map[string]string{"backend": "directory", keys.MaxVolumes: "3"}), ptr.To[int32](3)},
+		{"the pool's", pool("p", func(p *v1alpha1.VolumePool) { p.Spec.MaxVolumes = ptr.To[int32](7) }), class(map[string]string{"backend": "directory", wellknown.MaxVolumes: "3"}), ptr.To[int32](7)},
+		{"the class's", pool("p"), class(map[string]string{"backend": "directory", wellknown.MaxVolumes: "3"}), ptr.To[int32](3)},
 		{"none", pool("p"), class(map[string]string{"backend": "directory"}), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Which members to evict is the pools' one eviction policy
@@ -29,7 +29,7 @@ func usageOf(members []*corev1.PersistentVolume, measured map[string]v1alpha1.Me
 		default:
 			continue
 		}
-		returned := pv.Annotations[keys.ReleasedAt]
+		returned := pv.Annotations[wellknown.ReleasedAt]
 		if u, ok := measured[pv.Name]; ok && u.Returned == returned {
 			out = append(out, u)
 			continue

@@ -12,12 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // releasedAgo is a member returned to the pool d before t1.
 func releasedAgo(d time.Duration) func(*corev1.PersistentVolume) {
-	return annotate(keys.ReleasedAt, t1.Add(-d).Format(time.RFC3339))
+	return annotate(wellknown.ReleasedAt, t1.Add(-d).Format(time.RFC3339))
 }
 
 func TestDecideEvictsIdleMembers(t *testing.T) {
@@ -42,7 +42,7 @@ func TestDecideEvictsIdleMembers(t *testing.T) {
 		t.Errorf("a class that cannot evict: evict %v, Ready %s/%s, events %v; want nothing evicted, Ready False %s and its event", r.evict, c.Status, c.Reason, r.events, reasonEvictionRefused)
 	}
 
-	evicting := member("going", corev1.VolumeAvailable, annotate(keys.Evicting, keys.EvictIdle))
+	evicting := member("going", corev1.VolumeAvailable, annotate(wellknown.Evicting, wellknown.EvictIdle))
 	r = decide(view{pool: pool("p", observed("namespace")), class: ready, provisioner: testProvisioner, members: []*corev1.PersistentVolume{evicting}, now: now})
 	if r.status.Evicting != 1 || r.status.Free != 0 {
 		t.Errorf("status evicting %d, free %d; want 1 and 0", r.status.Evicting, r.status.Free)
@@ -57,7 +57,7 @@ func TestDecideShrinksOnlyWhenAllowed(t *testing.T) {
 		member("b", corev1.VolumeAvailable, releasedAgo(2*time.Hour)),
 		member("bound", corev1.VolumeBound, claimRef("u1")),
 	}
-	ready := class(map[string]string{"backend": "directory", keys.MaxVolumes: "2"})
+	ready := class(map[string]string{"backend": "directory", wellknown.MaxVolumes: "2"})
 	for _, tt := range []struct {
 		name   string
 		mutate func(*v1alpha1.VolumePool)
@@ -89,11 +89,11 @@ func TestDecideShrinksOnlyWhenAllowed(t *testing.T) {
 func TestUsageOf(t *testing.T) {
 	at := t1.Format(time.RFC3339)
 	members := []*corev1.PersistentVolume{
-		member("new", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
-		member("kept", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
-		member("reused", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
-		member("bound", corev1.VolumeBound, claimRef("u"), annotate(keys.ReleasedAt, at)),
-		member("unmeasured", corev1.VolumeAvailable, annotate(keys.ReleasedAt, at)),
+		member("new", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, at)),
+		member("kept", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, at)),
+		member("reused", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, at)),
+		member("bound", corev1.VolumeBound, claimRef("u"), annotate(wellknown.ReleasedAt, at)),
+		member("unmeasured", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, at)),
 	}
 	measured := map[string]v1alpha1.MemberUsage{"new": {Volume: "new", Bytes: 1, Returned: at}}
 	prev := []v1alpha1.MemberUsage{

@@ -22,7 +22,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -59,7 +59,7 @@ func TestWaitingClaimIsProvisionedOnceAVolumeIsFreed(t *testing.T) {
 	}
 	member := volume("member", "1Gi", bound("ns", "first", "uid-ns-first"), func(pv *corev1.PersistentVolume) {
 		pv.Annotations = map[string]string{}
-		pv.Labels = map[string]string{keys.Pool: "pool"}
+		pv.Labels = map[string]string{wellknown.Pool: "pool"}
 	})
 	first := claimFor("ns", "first", "1Gi")
 	claim := claimFor("ns", "waiting", "1Gi", func(c *corev1.PersistentVolumeClaim) {

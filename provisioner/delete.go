@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -16,8 +16,8 @@ import (
 // alone: the library then keeps the PV too.
 func (p *provisioner) Delete(ctx context.Context, pv *corev1.PersistentVolume) error {
 	p.pending.Unreserve(pv.Name)
-	b := p.backends[pv.Annotations[keys.Backend]]
-	if pv.Annotations[keys.ProvisionedBy] != p.name || b == nil {
+	b := p.backends[pv.Annotations[wellknown.Backend]]
+	if pv.Annotations[wellknown.ProvisionedBy] != p.name || b == nil {
 		return &lib.IgnoredError{Reason: "the volume was not created by a backend of this provisioner"}
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/eviction"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/match"
@@ -53,13 +53,13 @@ func (p *provisioner) Usage(pv *corev1.PersistentVolume) (v1alpha1.MemberUsage, 
 
 // Measures reports whether the backend that made pv measures its members.
 func (p *provisioner) Measures(pv *corev1.PersistentVolume) bool {
-	b := p.backends[pv.Annotations[keys.Backend]]
+	b := p.backends[pv.Annotations[wellknown.Backend]]
 	return b != nil && b.Measures()
 }
 
 // Measure measures member pv through the backend that made it.
 func (p *provisioner) Measure(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
-	b := p.backends[pv.Annotations[keys.Backend]]
+	b := p.backends[pv.Annotations[wellknown.Backend]]
 	if b == nil {
 		return 0, false, backend.ErrNotMeasured
 	}
@@ -70,9 +70,9 @@ func (p *provisioner) Measure(pv *corev1.PersistentVolume, deadline time.Time) (
 // through the backend that made it (evict.Provisioner). A backend that
 // ignores the volume has nothing to remove.
 func (p *provisioner) RemoveStorage(ctx context.Context, pv *corev1.PersistentVolume) error {
-	b := p.backends[pv.Annotations[keys.Backend]]
+	b := p.backends[pv.Annotations[wellknown.Backend]]
 	if b == nil {
-		return fmt.Errorf("volume %s %w (%s); remove its finalizer %s by hand once its storage is gone", pv.Name, evict.ErrNoBackend, keys.Backend, keys.EvictFinalizer)
+		return fmt.Errorf("volume %s %w (%s); remove its finalizer %s by hand once its storage is gone", pv.Name, evict.ErrNoBackend, wellknown.Backend, wellknown.EvictFinalizer)
 	}
 	how, err := b.Delete(ctx, pv)
 	var ignored *lib.IgnoredError
@@ -95,7 +95,7 @@ func (p *provisioner) Evict(ctx context.Context, pv *corev1.PersistentVolume, ca
 	if !eviction.Evictable(pv) {
 		return false, nil
 	}
-	b := p.backends[pv.Annotations[keys.Backend]]
+	b := p.backends[pv.Annotations[wellknown.Backend]]
 	if b == nil {
 		return false, nil
 	}
@@ -152,7 +152,7 @@ func (p *provisioner) evictForClaim(ctx context.Context, claim *corev1.Persisten
 // evictFor evicts victim for claim, which waits at a maximum msg tells of
 // (limit, for the pool's event), with an event on the claim and the pool.
 func (p *provisioner) evictFor(ctx context.Context, claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, victim *corev1.PersistentVolume, msg, limit string) error {
-	evicted, err := p.Evict(ctx, victim, keys.EvictForClaim)
+	evicted, err := p.Evict(ctx, victim, wellknown.EvictForClaim)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
@@ -32,9 +32,9 @@ func directoryMember(t *testing.T, root, name string, mods ...func(*corev1.Persi
 	}
 	return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 		pv.UID = "uid-" + types.UID(name)
-		pv.Annotations[keys.Backend] = "directory"
-		pv.Annotations[keys.Directory] = name
-		pv.Annotations[keys.BaseDir] = root
+		pv.Annotations[wellknown.Backend] = "directory"
+		pv.Annotations[wellknown.Directory] = name
+		pv.Annotations[wellknown.BaseDir] = root
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/mnt/pool/" + name}
 	}}, mods...)...)
 }
@@ -56,11 +56,11 @@ func TestEvictFencesThenDeletes(t *testing.T) {
 		fenced = a.(k8stesting.UpdateAction).GetObject().(*corev1.PersistentVolume).DeepCopy()
 		return false, nil, nil
 	})
-	evicted, err := f.p.Evict(context.Background(), pv, keys.EvictIdle)
+	evicted, err := f.p.Evict(context.Background(), pv, wellknown.EvictIdle)
 	if err != nil || !evicted {
 		t.Fatalf("Evict = %v, %v; want true", evicted, err)
 	}
-	if fenced == nil || fenced.Annotations[keys.Evicting] != keys.EvictIdle || !slices.Contains(fenced.Finalizers, keys.EvictFinalizer) {
+	if fenced == nil || fenced.Annotations[wellknown.Evicting] != wellknown.EvictIdle || !slices.Contains(fenced.Finalizers, wellknown.EvictFinalizer) {
 		t.Fatalf("the fence = %+v, want the cause and the finalizer", fenced)
 	}
 	if deleteRV == "" || deleteRV == pv.ResourceVersion {
@@ -88,9 +88,9 @@ func TestEvictLeavesWhatItMayNotTake(t *testing.T) {
 		{"issued since the decision", free, directoryMember(t, f.root, "pv-1", bound("ns", "job", "u1"), func(pv *corev1.PersistentVolume) { pv.ResourceVersion = "2" })},
 		{"bound", directoryMember(t, f.root, "pv-1", bound("ns", "job", "u1")), nil},
 		{"released", directoryMember(t, f.root, "pv-1", released("ns", "job", "u1", t0())), nil},
-		{"scrubbing", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Scrub] = keys.ScrubRequested }), nil},
-		{"being evicted", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }), nil},
-		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "static" }), nil},
+		{"scrubbing", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Scrub] = wellknown.ScrubRequested }), nil},
+		{"being evicted", directoryMember(t, f.root, "pv-1", func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Evicting] = wellknown.EvictIdle }), nil},
+		{"static", volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Backend] = "static" }), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			server := tt.pv
@@ -98,7 +98,7 @@ func TestEvictLeavesWhatItMayNotTake(t *testing.T) {
 				server = tt.server
 			}
 			f := newFixture(t, []*corev1.PersistentVolume{server})
-			evicted, err := f.p.Evict(context.Background(), tt.pv, keys.EvictIdle)
+			evicted, err := f.p.Evict(context.Background(), tt.pv, wellknown.EvictIdle)
 			if err != nil || evicted {
 				t.Errorf("Evict = %v, %v; want false", evicted, err)
 			}
@@ -130,8 +130,8 @@ func TestRemoveStorageGoesThroughTheBackend(t *testing.T) {
 	now := metav1.Now()
 	f := newFixture(t, nil)
 	deleted := func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Evicting] = keys.EvictIdle
-		pv.Finalizers = []string{keys.EvictFinalizer}
+		pv.Annotations[wellknown.Evicting] = wellknown.EvictIdle
+		pv.Finalizers = []string{wellknown.EvictFinalizer}
 		pv.DeletionTimestamp = &now
 	}
 	if err := f.p.RemoveStorage(context.Background(), directoryMember(t, f.root, "pv-1", deleted)); err != nil {
@@ -143,8 +143,8 @@ func TestRemoveStorageGoesThroughTheBackend(t *testing.T) {
 
 	typ := corev1.HostPathDirectory
 	local := volume("pv-2", "1Gi", deleted, func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Backend] = "local"
-		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-2"
+		pv.Annotations[wellknown.Backend] = "local"
+		pv.Annotations[wellknown.Node], pv.Annotations[wellknown.NodePath], pv.Annotations[wellknown.Directory] = "n1", "/var/lib/caches", "pv-2"
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-2", Type: &typ}
 	})
 	var gone *lifecycle.NodeGoneError
@@ -171,7 +171,7 @@ func TestMeasuresAsTheBackendSays(t *testing.T) {
 func TestEvictHandsAClassMemberBackToItsDriver(t *testing.T) {
 	member := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			keys.ProvisionedBy: testProvisioner, keys.Backend: "class", keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
+			wellknown.ProvisionedBy: testProvisioner, wellknown.Backend: "class", wellknown.BackingProvisioner: testDriver, wellknown.BackingClass: testBackingClass}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              "pool",
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
@@ -180,14 +180,14 @@ func TestEvictHandsAClassMemberBackToItsDriver(t *testing.T) {
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
 	}
 	f := newClassFixture(t, nil, []*corev1.PersistentVolume{member})
-	if evicted, err := f.p.Evict(context.Background(), member, keys.EvictForClaim); err != nil || !evicted {
+	if evicted, err := f.p.Evict(context.Background(), member, wellknown.EvictForClaim); err != nil || !evicted {
 		t.Fatalf("Evict = %v, %v", evicted, err)
 	}
 	pv := f.server(member.Name)
-	if pv.Annotations[keys.ProvisionedBy] != testDriver || pv.Annotations[keys.Evicting] != keys.EvictForClaim {
+	if pv.Annotations[wellknown.ProvisionedBy] != testDriver || pv.Annotations[wellknown.Evicting] != wellknown.EvictForClaim {
 		t.Errorf("evicted = annotations %v; want it handed back to the driver", pv.Annotations)
 	}
-	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, wellknown.EvictFinalizer) {
 		t.Errorf("evicted member fenced for deletion: %v %v", pv.DeletionTimestamp, pv.Finalizers)
 	}
 }
@@ -208,10 +208,10 @@ func TestClaimAtTheMaximumEvictsTheLeastRecentlyUsedMember(t *testing.T) {
 		{"without it", false, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Backend] = "directory" }
 			members := []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0())), volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour)))}
 			if tt.alreadyGone {
-				members[1].Annotations[keys.Evicting] = keys.EvictForClaim
+				members[1].Annotations[wellknown.Evicting] = wellknown.EvictForClaim
 			}
 			claim := claimFor("ns", "big", "5Gi")
 			f := newFixture(t, members, claim)
@@ -258,7 +258,7 @@ func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
 		{"without it", false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+			made := func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Backend] = "directory" }
 			members := []*corev1.PersistentVolume{
 				volume("old", "1Gi", made, returned("ns/a", t0())),
 				volume("new", "1Gi", made, returned("ns/b", t0().Add(time.Hour))),
@@ -268,7 +268,7 @@ func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
 			f := newFixture(t, members, claim)
 			if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
 				p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), tt.evict
-				p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](2)
+				p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = wellknown.ReuseScopeNamespace, ptr.To[int32](2)
 			})); err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
 				// The cache shows the fence (the finalizer keeps the member
 				// until its storage is gone).
 				fenced := members[0].DeepCopy()
-				fenced.Annotations[keys.Evicting] = keys.EvictForClaim
+				fenced.Annotations[wellknown.Evicting] = wellknown.EvictForClaim
 				if tt.want != "" {
 					f.volumes.Update(fenced)
 				}
@@ -307,14 +307,14 @@ func TestClaimAtItsNamespacesMaximumEvictsItsOwnMember(t *testing.T) {
 // A claim at its namespace's maximum that no new volume could serve (a
 // block volume of a directory class) is refused, and evicts nothing for it.
 func TestClaimNoVolumeServesEvictsNothingAtItsNamespacesMaximum(t *testing.T) {
-	made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+	made := func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Backend] = "directory" }
 	claim := claimFor("ns", "raw", "5Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
 	})
 	f := newFixture(t, []*corev1.PersistentVolume{volume("old", "1Gi", made, returned("ns/a", t0()))}, claim)
 	if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
 		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), true
-		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](1)
+		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = wellknown.ReuseScopeNamespace, ptr.To[int32](1)
 	})); err != nil {
 		t.Fatal(err)
 	}
@@ -337,16 +337,16 @@ func TestClaimNoVolumeServesEvictsNothingAtItsNamespacesMaximum(t *testing.T) {
 // (evictForClaims), which then gets a new member: it does not wait beside
 // an idle member for ever.
 func TestRequiredKeyAtTheNamespacesMaximumEvictsAnotherKeysMember(t *testing.T) {
-	made := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Backend] = "directory" }
+	made := func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Backend] = "directory" }
 	claim := claimFor("t", "c2", "1Gi", labelledClaim("team", "b"))
 	f := newFixture(t, []*corev1.PersistentVolume{volume("team-a", "1Gi", made, returned("t/c1", t0()), keyed("team=a"), heldFor("t"))}, claim)
 	if err := f.p.pools.Add(aheadPool(func(p *v1alpha1.VolumePool) {
 		p.Spec.MinAvailable, p.Spec.MaxVolumes, p.Spec.EvictForClaims = nil, ptr.To[int32](10), true
-		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = keys.ReuseScopeNamespace, ptr.To[int32](1)
+		p.Spec.ReuseScope, p.Spec.MaxVolumesPerNamespace = wellknown.ReuseScopeNamespace, ptr.To[int32](1)
 	})); err != nil {
 		t.Fatal(err)
 	}
-	class := f.directoryClass(map[string]string{keys.KeyLabel: "team", keys.KeyPolicy: keys.KeyPolicyRequire})
+	class := f.directoryClass(map[string]string{wellknown.KeyLabel: "team", wellknown.KeyPolicy: wellknown.KeyPolicyRequire})
 	if _, _, err := f.provision(class, claim); !errors.Is(err, errAtShare) {
 		t.Fatalf("Provision: %v, want the claim to wait for the member being evicted", err)
 	}
@@ -359,7 +359,7 @@ func TestRequiredKeyAtTheNamespacesMaximumEvictsAnotherKeysMember(t *testing.T) 
 	if err != nil || pv == nil {
 		t.Fatalf("Provision = %v, %v; want a new volume", nameOf(pv), err)
 	}
-	if got := pv.Annotations[keys.LastKey]; got != "team=b" {
+	if got := pv.Annotations[wellknown.LastKey]; got != "team=b" {
 		t.Errorf("new volume's last key = %q, want team=b", got)
 	}
 }

@@ -3,8 +3,8 @@ package provisioner
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds how the flow consults its record of its own writes that
@@ -22,15 +22,15 @@ func (p *provisioner) issuedTo(claim *corev1.PersistentVolumeClaim) string {
 
 // reserve counts the volumes of class this provisioner created, including
 // the ones on their way (a class pool's backing claims among them), in the
-// class and on node (a volume's keys.Node), and holds a place for name on
+// class and on node (a volume's wellknown.Node), and holds a place for name on
 // node unless that would exceed maxVolumes or maxPerNode (0: no limit). A retry for a name already counted always gets its place back.
 func (p *provisioner) reserve(class, name, node string, maxVolumes, maxPerNode int) (count, onNode int, ok bool) {
 	return p.pending.Reserve(class, name, node, maxVolumes, maxPerNode, func() map[string]string {
 		names := p.classes.Pending(class)
 		objs, _ := p.volumes.ByIndex(pools.VolumesByClass, class)
 		for _, o := range objs {
-			if pv := o.(*corev1.PersistentVolume); pv.Annotations[keys.ProvisionedBy] == p.name {
-				names[pv.Name] = pv.Annotations[keys.Node]
+			if pv := o.(*corev1.PersistentVolume); pv.Annotations[wellknown.ProvisionedBy] == p.name {
+				names[pv.Name] = pv.Annotations[wellknown.Node]
 			}
 		}
 		return names

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
 	"k8s.io/utils/ptr"
@@ -71,7 +71,7 @@ func (*fakeBackend) Measures() bool { return true }
 type fakeClass struct{ b *fakeBackend }
 
 func (c fakeClass) IsMember(pv *corev1.PersistentVolume) bool {
-	return pv.Annotations[keys.ProvisionedBy] == c.b.provisioner
+	return pv.Annotations[wellknown.ProvisionedBy] == c.b.provisioner
 }
 func (fakeClass) SelectorKeys() []string                               { return nil }
 func (c fakeClass) Maker() (backend.Maker, string)                     { return c, "" }
@@ -109,14 +109,14 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 	if err != nil || pv == nil {
 		t.Fatalf("Provision = %v, %v; want a new volume", pv, err)
 	}
-	if pv.Annotations[keys.Backend] != fakeBackendName || pv.Spec.HostPath == nil || len(fake.made) != 1 {
-		t.Fatalf("volume %s: backend %q, source %+v, made %v; want the fake backend's", pv.Name, pv.Annotations[keys.Backend], pv.Spec.PersistentVolumeSource, fake.made)
+	if pv.Annotations[wellknown.Backend] != fakeBackendName || pv.Spec.HostPath == nil || len(fake.made) != 1 {
+		t.Fatalf("volume %s: backend %q, source %+v, made %v; want the fake backend's", pv.Name, pv.Annotations[wellknown.Backend], pv.Spec.PersistentVolumeSource, fake.made)
 	}
 
 	// Back in the pool: measured through the backend.
 	pv = pv.DeepCopy()
 	pv.ResourceVersion, pv.UID = "1", "uid-fake"
-	pv.Annotations[keys.ProvisionedBy] = testProvisioner // as the library writes it
+	pv.Annotations[wellknown.ProvisionedBy] = testProvisioner // as the library writes it
 	pv.Status.Phase = corev1.VolumeAvailable
 	returned("ns/c", t0())(pv)
 	f.add(pv)
@@ -141,7 +141,7 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if evicted, err := f.p.Evict(context.Background(), pv, keys.EvictIdle); err != nil || !evicted {
+	if evicted, err := f.p.Evict(context.Background(), pv, wellknown.EvictIdle); err != nil || !evicted {
 		t.Fatalf("Evict = %v, %v; want the member evicted", evicted, err)
 	}
 	deleting := <-fenced
@@ -162,7 +162,7 @@ func TestABackendDeclaredInOneFileWorks(t *testing.T) {
 
 	// A Delete volume it made: its storage goes through it.
 	gone := volume("pv-delete", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Backend] = fakeBackendName
+		pv.Annotations[wellknown.Backend] = fakeBackendName
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	}, released("ns", "gone", "uid-gone", t0()))
 	if err := f.p.Delete(context.Background(), gone); err != nil {

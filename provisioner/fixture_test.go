@@ -20,7 +20,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
@@ -49,7 +49,7 @@ var (
 func heldFor(ns string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
-		pv.Annotations[keys.HeldForNamespace] = ns
+		pv.Annotations[wellknown.HeldForNamespace] = ns
 		pv.Status.Phase = corev1.VolumeAvailable
 	}
 }

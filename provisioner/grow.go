@@ -14,8 +14,8 @@ import (
 	"k8s.io/klog/v2"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 )
@@ -66,9 +66,9 @@ func (p *provisioner) grow(ctx context.Context, opts lib.ProvisionOptions, param
 		}
 		return nil, lib.ProvisioningFinished, err
 	}
-	pv := backend.VolumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, keys.Map(
-		keys.LastClaim, match.ClaimName(claim),
-		keys.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
+	pv := backend.VolumeObject(class, params.Backend, backend.NewVolume{Name: opts.PVName, Claim: claim}, made, g.affinity, wellknown.Map(
+		wellknown.LastClaim, match.ClaimName(claim),
+		wellknown.IssuedAt, p.clock.Now().UTC().Format(time.RFC3339),
 		// See take: a volume whose claim got bound elsewhere returns to
 		// the pool.
 		volumehelpers.AnnBoundByController, "yes",

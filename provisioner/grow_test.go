@@ -13,7 +13,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestProvisionGrowsTheDirectoryPool(t *testing.T) {
@@ -52,7 +52,7 @@ func TestProvisionGrowsTheDirectoryPool(t *testing.T) {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Key != "share" {
 		t.Errorf("node affinity = %+v, want the class's allowedTopologies", pv.Spec.NodeAffinity)
 	}
-	want := map[string]string{keys.Backend: "directory", keys.BaseDir: f.root, keys.Directory: name, keys.LastClaim: "ns/c"}
+	want := map[string]string{wellknown.Backend: "directory", wellknown.BaseDir: f.root, wellknown.Directory: name, wellknown.LastClaim: "ns/c"}
 	for k, v := range want {
 		if pv.Annotations[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, pv.Annotations[k], v)

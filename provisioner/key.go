@@ -8,8 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A claim's cache key (keyLabel) says whose data it wants: CI systems
@@ -48,8 +48,8 @@ func (p *provisioner) keyOf(ctx context.Context, claim *corev1.PersistentVolumeC
 // setLastKey records on a volume being issued the key of its claim.
 func setLastKey(annotations map[string]string, key string) {
 	if key == "" {
-		delete(annotations, keys.LastKey)
+		delete(annotations, wellknown.LastKey)
 		return
 	}
-	annotations[keys.LastKey] = key
+	annotations[wellknown.LastKey] = key
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // ownedBy makes a claim an ephemeral volume's: its Pod pod (UID uid) is its
@@ -22,7 +22,7 @@ func ownedBy(pod, uid string) func(*corev1.PersistentVolumeClaim) {
 }
 
 func labelledClaim(kv ...string) func(*corev1.PersistentVolumeClaim) {
-	return func(c *corev1.PersistentVolumeClaim) { c.Labels = keys.Map(kv...) }
+	return func(c *corev1.PersistentVolumeClaim) { c.Labels = wellknown.Map(kv...) }
 }
 
 func TestKeyOf(t *testing.T) {
@@ -72,9 +72,9 @@ func TestProvisionIssuesTheMemberOfTheClaimsKey(t *testing.T) {
 		Namespace: "ns", Name: "runner-1", UID: "pod-1", Labels: map[string]string{"ci": "a"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := f.provision(f.directoryClass(map[string]string{keys.KeyLabel: "ci"}), claim)
+	_, _, err := f.provision(f.directoryClass(map[string]string{wellknown.KeyLabel: "ci"}), claim)
 	wantIssued(t, err, "own-key")
-	if got := f.server("own-key").Annotations[keys.LastKey]; got != "ci=a" {
+	if got := f.server("own-key").Annotations[wellknown.LastKey]; got != "ci=a" {
 		t.Errorf("last key = %q, want ci=a", got)
 	}
 }
@@ -89,13 +89,13 @@ func TestProvisionRequiresTheClaimsKey(t *testing.T) {
 		volume("other-key", "1Gi", returned("ns/generated-0", t0()), keyed("ci=b")),
 		volume("no-key", "1Gi", returned("ns/earlier", t0())),
 	}, keyedClaim, plain)
-	class := f.directoryClass(map[string]string{keys.KeyLabel: "ci", keys.KeyPolicy: keys.KeyPolicyRequire})
+	class := f.directoryClass(map[string]string{wellknown.KeyLabel: "ci", wellknown.KeyPolicy: wellknown.KeyPolicyRequire})
 
 	pv, _, err := f.provision(class, keyedClaim)
 	if err != nil || pv == nil {
 		t.Fatalf("Provision = %v, %v; want a new volume", pv, err)
 	}
-	if got := pv.Annotations[keys.LastKey]; got != "ci=a" {
+	if got := pv.Annotations[wellknown.LastKey]; got != "ci=a" {
 		t.Errorf("new volume's last key = %q, want ci=a", got)
 	}
 	for _, name := range []string{"other-key", "no-key"} {
@@ -105,7 +105,7 @@ func TestProvisionRequiresTheClaimsKey(t *testing.T) {
 	}
 	_, _, err = f.provision(class, plain)
 	wantIssued(t, err, "no-key")
-	if got, ok := f.server("no-key").Annotations[keys.LastKey]; ok {
+	if got, ok := f.server("no-key").Annotations[wellknown.LastKey]; ok {
 		t.Errorf("last key = %q, want none", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
 )
@@ -39,7 +39,7 @@ func node(name string) *corev1.Node {
 // that node; a node with maxVolumesPerNode volumes gets no more, while
 // another node does.
 func TestProvisionLocalPerNode(t *testing.T) {
-	onN1 := volume("v1", "1Gi", bound("ns", "user", "uid-user"), func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Node] = "n1" })
+	onN1 := volume("v1", "1Gi", bound("ns", "user", "uid-user"), func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Node] = "n1" })
 	a, b := claimFor("ns", "a", "1Gi"), claimFor("ns", "b", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{onN1}, a, b)
 	class := localStorageClass(map[string]string{"maxVolumesPerNode": "1", "directoryMode": "0770"})
@@ -71,7 +71,7 @@ func TestProvisionLocalPerNode(t *testing.T) {
 	if got := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0]; got.Key != corev1.LabelHostname || len(got.Values) != 1 || got.Values[0] != "n2-host" {
 		t.Errorf("node affinity %v, want node n2's hostname", got)
 	}
-	if pv.Annotations[keys.Node] != "n2" || pv.Annotations[keys.NodePath] != "/var/lib/caches" || pv.Annotations[keys.Directory] != pv.Name {
+	if pv.Annotations[wellknown.Node] != "n2" || pv.Annotations[wellknown.NodePath] != "/var/lib/caches" || pv.Annotations[wellknown.Directory] != pv.Name {
 		t.Errorf("annotations %v", pv.Annotations)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
@@ -23,7 +23,7 @@ func TestPoolMetrics(t *testing.T) {
 		volume("not-ours", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations = map[string]string{} }),
 		volume("held", "1Gi", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "tenant-a", Name: "old"}
-			pv.Annotations[keys.HeldForNamespace] = "tenant-a"
+			pv.Annotations[wellknown.HeldForNamespace] = "tenant-a"
 		}),
 	})
 	reg := f.reg

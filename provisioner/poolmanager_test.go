@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/match"
@@ -83,7 +83,7 @@ func TestMakeAheadMakesFreeMembersWithinTheMaximum(t *testing.T) {
 		if !pools.Unissued(pv) || pools.StoragePending(pv) || pools.StateOf(pv) != pools.StateFree {
 			t.Errorf("volume %s: made ahead %v, pending %v, state %s; want a free member", pv.Name, pools.Unissued(pv), pools.StoragePending(pv), pools.StateOf(pv))
 		}
-		if pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.MadeAhead] != "warm" || pv.Spec.ClaimRef.Namespace != metav1.NamespaceSystem {
+		if pv.Annotations[wellknown.ProvisionedBy] != testProvisioner || pv.Annotations[wellknown.MadeAhead] != "warm" || pv.Spec.ClaimRef.Namespace != metav1.NamespaceSystem {
 			t.Errorf("volume %s: annotations %v, claimRef %+v", pv.Name, pv.Annotations, pv.Spec.ClaimRef)
 		}
 		if c := pv.Spec.Capacity[corev1.ResourceStorage]; c.String() != "2Gi" || pv.Spec.AccessModes[0] != corev1.ReadWriteMany {
@@ -132,10 +132,10 @@ func TestFinishAheadCompletesAMemberLeftHalfMade(t *testing.T) {
 	}
 	maker, _ := params.Pool.Maker()
 	half := backend.VolumeObject(class, "directory", backend.NewVolume{Name: "pvc-half", Claim: ahead.Claim(aheadPool(), "pvc-half")}, backend.MadeVolume{}, nil,
-		map[string]string{keys.ProvisionedBy: testProvisioner, keys.MadeAhead: "warm", keys.StoragePending: "true"})
+		map[string]string{wellknown.ProvisionedBy: testProvisioner, wellknown.MadeAhead: "warm", wellknown.StoragePending: "true"})
 	plan, _ := maker.Plan(backend.NewVolume{Name: "pvc-half"})
 	half.Spec.PersistentVolumeSource = plan.Source
-	half.Spec.ClaimRef = &corev1.ObjectReference{Namespace: metav1.NamespaceSystem, Name: keys.MadeAheadClaim("pvc-half")}
+	half.Spec.ClaimRef = &corev1.ObjectReference{Namespace: metav1.NamespaceSystem, Name: wellknown.MadeAheadClaim("pvc-half")}
 	if _, err := f.client.CoreV1().PersistentVolumes().Create(context.Background(), half, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

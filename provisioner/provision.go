@@ -21,8 +21,8 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
@@ -62,7 +62,7 @@ const (
 type provisioner struct {
 	name string
 	// controllerID labels the volumes it creates as this installation's
-	// (keys.VolumeManagedBy) from the start: the releaser would otherwise
+	// (wellknown.VolumeManagedBy) from the start: the releaser would otherwise
 	// write the label, and an event, at their first binding.
 	controllerID string
 	client       kubernetes.Interface
@@ -402,7 +402,7 @@ func (p *provisioner) markForScrub(ctx context.Context, pv *corev1.PersistentVol
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	updated.Annotations[keys.Scrub] = keys.ScrubRequested
+	updated.Annotations[wellknown.Scrub] = wellknown.ScrubRequested
 	_, err := p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	return err
 }

@@ -21,7 +21,7 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Under reuseScope cluster the issue binds as the PV controller would. Under
@@ -29,7 +29,7 @@ import (
 // must unbind this one without clearing its claimRef (no bound-by-controller
 // mark), and the volume stays held for the claim's namespace.
 func TestProvisionIssuesPoolMember(t *testing.T) {
-	for _, scope := range []string{keys.ReuseScopeCluster, keys.ReuseScopeNamespace} {
+	for _, scope := range []string{wellknown.ReuseScopeCluster, wellknown.ReuseScopeNamespace} {
 		t.Run(scope, func(t *testing.T) { testProvisionIssuesPoolMember(t, scope) })
 	}
 }
@@ -41,7 +41,7 @@ func testProvisionIssuesPoolMember(t *testing.T, scope string) {
 		volume("last-used-by-it", "2Gi", released("ns", "cache", "gone-uid", t0())),
 	}, claim)
 
-	_, state, err := f.provision(f.directoryClass(map[string]string{keys.ReuseScope: scope}), claim)
+	_, state, err := f.provision(f.directoryClass(map[string]string{wellknown.ReuseScope: scope}), claim)
 	wantIssued(t, err, "last-used-by-it")
 	if state != lib.ProvisioningFinished {
 		t.Errorf("state = %v", state)
@@ -50,12 +50,12 @@ func testProvisionIssuesPoolMember(t *testing.T, scope string) {
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || ref.Name != "cache" || ref.Namespace != "ns" || ref.Kind != "PersistentVolumeClaim" {
 		t.Errorf("claimRef = %+v, want the claim with its UID", ref)
 	}
-	if pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[keys.IssuedAt] == "" {
+	if pv.Annotations[wellknown.LastClaim] != "ns/cache" || pv.Annotations[wellknown.IssuedAt] == "" {
 		t.Errorf("annotations = %v", pv.Annotations)
 	}
 	_, boundByController := pv.Annotations[volumehelpers.AnnBoundByController]
-	held, marked := pv.Annotations[keys.HeldForNamespace]
-	if namespaced := scope == keys.ReuseScopeNamespace; boundByController == namespaced || marked != namespaced || (marked && held != "ns") {
+	held, marked := pv.Annotations[wellknown.HeldForNamespace]
+	if namespaced := scope == wellknown.ReuseScopeNamespace; boundByController == namespaced || marked != namespaced || (marked && held != "ns") {
 		t.Errorf("annotations = %v, want bound-by-controller %v and held for ns %v", pv.Annotations, !namespaced, namespaced)
 	}
 	if f.server("smaller-free").Spec.ClaimRef != nil {
@@ -175,7 +175,7 @@ func TestProvisionLeavesAClaimToTheVolumeKeptForItsName(t *testing.T) {
 	}, claim)
 	own := f.server("own")
 	own.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: "ns", Name: "cache"}
-	own.Annotations[keys.ReservedUntil] = t0().Add(time.Hour).UTC().Format(time.RFC3339)
+	own.Annotations[wellknown.ReservedUntil] = t0().Add(time.Hour).UTC().Format(time.RFC3339)
 	if _, err := f.client.CoreV1().PersistentVolumes().Update(context.Background(), own, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestProvisionTakesAReservationBeforeGrowing(t *testing.T) {
 	_, _, err := f.provision(f.directoryClass(nil), claim)
 	wantIssued(t, err, "reserved-sooner")
 	got := f.server("reserved-sooner")
-	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || got.Annotations[keys.ReservedUntil] != "" {
+	if ref := got.Spec.ClaimRef; ref == nil || ref.UID != claim.UID || got.Annotations[wellknown.ReservedUntil] != "" {
 		t.Errorf("taken member: claimRef %+v, annotations %v; want the claim and no reservation", ref, got.Annotations)
 	}
 	if ev := f.events(); len(ev) != 1 || !hasEvent(ev, "Normal IssuedFromPool Volume reserved-sooner issued from the pool of class pool with the data of its last use (claim a); it was reserved for the next claim of that name (reserveFor), and no other free volume of the class fits") {
@@ -433,7 +433,7 @@ func TestExhaustedPoolSaysWhyItCannotScrubForTheClaim(t *testing.T) {
 			f.client.PrependReactor("update", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.err
 			})
-			_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "1", keys.ScrubAcrossNamespaces: "true"}), claim)
+			_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "1", wellknown.ScrubAcrossNamespaces: "true"}), claim)
 			if err == nil || errors.Is(err, errExhausted) {
 				t.Fatalf("Provision: %v, want an error that the library retries, not a wait for a freed volume", err)
 			}
@@ -470,22 +470,22 @@ func TestExhaustedPoolScrubsAVolumeOfAnotherNamespaceForTheClaim(t *testing.T) {
 		{"scrubAcrossNamespaces", "true", []*corev1.PersistentVolume{volume("a", "1Gi", heldFor("tenant-a")), volume("c", "1Gi", heldFor("tenant-c"))}, "a"},
 		{"without it", "false", []*corev1.PersistentVolume{volume("a", "1Gi", heldFor("tenant-a")), volume("c", "1Gi", heldFor("tenant-c"))}, ""},
 		{"one being emptied already", "true", []*corev1.PersistentVolume{volume("a", "1Gi", heldFor("tenant-a"), func(pv *corev1.PersistentVolume) {
-			pv.Annotations[keys.Scrub] = keys.ScrubRunning
+			pv.Annotations[wellknown.Scrub] = wellknown.ScrubRunning
 		}), volume("c", "1Gi", heldFor("tenant-c"))}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			claim := claimFor("tenant-b", "job", "1Gi")
 			f := newFixture(t, tt.members, claim)
-			_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "2", keys.ScrubAcrossNamespaces: tt.across}), claim)
+			_, _, err := f.provision(f.directoryClass(map[string]string{"maxVolumes": "2", wellknown.ScrubAcrossNamespaces: tt.across}), claim)
 			if !errors.Is(err, errExhausted) {
 				t.Fatalf("Provision: %v, want the claim to wait", err)
 			}
 			for _, pv := range tt.members {
-				want := pv.Annotations[keys.Scrub]
+				want := pv.Annotations[wellknown.Scrub]
 				if pv.Name == tt.marked {
-					want = keys.ScrubRequested
+					want = wellknown.ScrubRequested
 				}
-				if got := f.server(pv.Name).Annotations[keys.Scrub]; got != want {
+				if got := f.server(pv.Name).Annotations[wellknown.Scrub]; got != want {
 					t.Errorf("volume %s: scrub %q, want %q", pv.Name, got, want)
 				}
 			}

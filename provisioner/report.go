@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
@@ -81,7 +81,7 @@ func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVol
 		switch err := p.markForScrub(ctx, pv); {
 		case err == nil:
 			p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonScrubbingToShare,
-				"%s; volume %s, held for another namespace, is being emptied for it (%s): the claim gets it once it is empty, never with the other namespace's data", msg, pv.Name, keys.ScrubAcrossNamespaces)
+				"%s; volume %s, held for another namespace, is being emptied for it (%s): the claim gets it once it is empty, never with the other namespace's data", msg, pv.Name, wellknown.ScrubAcrossNamespaces)
 			p.onWaitingChange(class.Name)
 			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s; volume %s is being emptied for it", errExhausted, msg, pv.Name)}
 		case apierrors.IsConflict(err):
@@ -90,14 +90,14 @@ func (p *provisioner) exhausted(ctx context.Context, claim *corev1.PersistentVol
 			return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("volume %s changed while being handed to the scrub for this claim: %w", pv.Name, err)}
 		default:
 			// Said on the claim (Provision), and tried again with back-off.
-			return nil, lib.ProvisioningFinished, fmt.Errorf("handing volume %s, held for another namespace, to the scrub for this claim (%s): %w", pv.Name, keys.ScrubAcrossNamespaces, err)
+			return nil, lib.ProvisioningFinished, fmt.Errorf("handing volume %s, held for another namespace, to the scrub for this claim (%s): %w", pv.Name, wellknown.ScrubAcrossNamespaces, err)
 		}
 	}
 	if state.OtherNamespace > 0 {
 		// The one case an administrator may want to change the class for.
 		reason = reasonOtherNamespaces
 		msg = fmt.Sprintf("%s; %d free volumes were last bound in other namespaces and hold their data, and %s %q gives a volume only to claims of the namespace it was last bound in (%s %q would share them across namespaces, data included; %s true on the pool would empty one for this claim)",
-			msg, state.OtherNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScope, keys.ReuseScopeCluster, keys.ScrubAcrossNamespaces)
+			msg, state.OtherNamespace, wellknown.ReuseScope, wellknown.ReuseScopeNamespace, wellknown.ReuseScope, wellknown.ReuseScopeCluster, wellknown.ScrubAcrossNamespaces)
 	}
 	p.recorder.Event(claim, corev1.EventTypeWarning, reason, msg)
 	p.onWaitingChange(class.Name)

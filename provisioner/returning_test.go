@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // returnFixture has the claim ns/cache, created at t0 and asking again
@@ -98,7 +98,7 @@ func TestProvisionAwaitsItsVolumeOnlyWhenItCouldHaveIt(t *testing.T) {
 	}{
 		{"the wait is over", returnWait, "1Gi", nil},
 		{"its volume is too small now", time.Second, "512Mi", nil},
-		{"its class empties released volumes", time.Second, "1Gi", map[string]string{keys.OnRelease: keys.OnReleaseScrub}},
+		{"its class empties released volumes", time.Second, "1Gi", map[string]string{wellknown.OnRelease: wellknown.OnReleaseScrub}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Under reuseScope namespace a claim passes over the free members of other
@@ -16,8 +16,8 @@ func TestProvisionKeepsToTheNamespace(t *testing.T) {
 	heldFor := func(ns string) func(*corev1.PersistentVolume) {
 		return func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
-			pv.Annotations[keys.HeldForNamespace] = ns
-			pv.Annotations[keys.LastClaim] = ns + "/old"
+			pv.Annotations[wellknown.HeldForNamespace] = ns
+			pv.Annotations[wellknown.LastClaim] = ns + "/old"
 		}
 	}
 	b, b2 := claimFor("tenant-b", "c", "1Gi"), claimFor("tenant-b", "d", "1Gi")
@@ -28,7 +28,7 @@ func TestProvisionKeepsToTheNamespace(t *testing.T) {
 	if err != nil || pv == nil {
 		t.Fatalf("a claim of tenant-b with free members of tenant-a only = %v, %v; want a new volume", pv, err)
 	}
-	if _, held := pv.Annotations[keys.HeldForNamespace]; held {
+	if _, held := pv.Annotations[wellknown.HeldForNamespace]; held {
 		t.Errorf("a new volume belongs to no namespace until its first claim binds; annotations %v", pv.Annotations)
 	}
 	if ref := f.server("of-a").Spec.ClaimRef; ref.UID != "" {
@@ -46,7 +46,7 @@ func TestProvisionKeepsToTheNamespace(t *testing.T) {
 	}
 
 	// Under reuseScope cluster the same member serves tenant-b.
-	cluster := f.directoryClass(map[string]string{"maxVolumes": "2", keys.ReuseScope: keys.ReuseScopeCluster})
+	cluster := f.directoryClass(map[string]string{"maxVolumes": "2", wellknown.ReuseScope: wellknown.ReuseScopeCluster})
 	_, _, err = f.provision(cluster, b2)
 	wantIssued(t, err, "of-a")
 }

@@ -11,8 +11,8 @@ import (
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
 	"github.com/reclaimable/reclaimable/internal/eviction"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 )
@@ -112,7 +112,7 @@ func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.Persis
 		return p.namespaceAtMaximum(claim, class, params, size, state)
 	}
 	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them fits the claim (pool: %s)",
-		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state)
+		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, wellknown.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state)
 	taken := sets.New(p.takes.TakenFor(claim.Namespace)...)
 	var share []*corev1.PersistentVolume
 	for _, pv := range p.members(class.Name, params.Pool) {
@@ -143,7 +143,7 @@ func (p *provisioner) evictWithinShare(ctx context.Context, claim *corev1.Persis
 func (p *provisioner) namespaceAtMaximum(claim *corev1.PersistentVolumeClaim, class *storagev1.StorageClass, params *backend.Params, size int, state match.State) (*corev1.PersistentVolume, lib.ProvisioningState, error) {
 	p.metrics.namespaceAtMaximum.WithLabelValues(class.Name).Inc()
 	msg := fmt.Sprintf("namespace %s has %d of at most %d volumes of class %s (%s=%d) and none of them is free for the claim (pool: %s); the claim gets one once a claim of the namespace lets go of it, or raise %s",
-		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, keys.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state, keys.MaxVolumesPerNamespace)
+		claim.Namespace, size, params.MaxVolumesPerNamespace, class.Name, wellknown.MaxVolumesPerNamespace, params.MaxVolumesPerNamespace, state, wellknown.MaxVolumesPerNamespace)
 	p.recorder.Event(claim, corev1.EventTypeWarning, reasonNamespaceAtMaximum, msg)
 	return nil, lib.ProvisioningFinished, reportedError{fmt.Errorf("%w: %s", errAtShare, msg)}
 }

@@ -8,14 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestShareSize(t *testing.T) {
 	ahead := func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = pools.AheadClaimRef(pv.Name)
-		pv.Annotations[keys.MadeAhead] = "true"
+		pv.Annotations[wellknown.MadeAhead] = "true"
 	}
 	members := []*corev1.PersistentVolume{
 		volume("bound-a", "1Gi", bound("a", "c1", "u1")),
@@ -64,7 +64,7 @@ func TestShareSize(t *testing.T) {
 func TestProvisionKeepsANamespaceToItsShare(t *testing.T) {
 	a1, a2, b1 := claimFor("tenant-a", "one", "1Gi"), claimFor("tenant-a", "two", "1Gi"), claimFor("tenant-b", "one", "1Gi")
 	f := newFixture(t, []*corev1.PersistentVolume{volume("never-used", "1Gi"), volume("bound-a", "1Gi", bound("tenant-a", "one", string(a1.UID)))}, a1, a2, b1)
-	class := f.directoryClass(map[string]string{keys.MaxVolumesPerNamespace: "1", "maxVolumes": "10"})
+	class := f.directoryClass(map[string]string{wellknown.MaxVolumesPerNamespace: "1", "maxVolumes": "10"})
 
 	pv, _, err := f.provision(class, a2)
 	if pv != nil || !errors.Is(err, errAtShare) {
@@ -112,7 +112,7 @@ func TestShareCountsWritesTheCacheDoesNotShowYet(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a1, a2 := claimFor("tenant-a", "one", "1Gi"), claimFor("tenant-a", "two", "1Gi")
 			f := newFixture(t, tt.members, a1, a2)
-			class := f.directoryClass(map[string]string{keys.MaxVolumesPerNamespace: "1"})
+			class := f.directoryClass(map[string]string{wellknown.MaxVolumesPerNamespace: "1"})
 			pv, _, err := f.provision(class, a1)
 			if pv == nil && !strings.Contains(errString(err), "issued") {
 				t.Fatalf("the first claim = %v, %v; want a volume", nameOf(pv), err)

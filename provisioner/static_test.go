@@ -9,14 +9,14 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestProvisionStaticPool(t *testing.T) {
 	static := func(name string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 			pv.Annotations = map[string]string{}
-			pv.Labels = map[string]string{keys.Pool: "pool"}
+			pv.Labels = map[string]string{wellknown.Pool: "pool"}
 		}}, mods...)...)
 	}
 	claim := claimFor("ns", "c", "1Gi")
@@ -31,7 +31,7 @@ func TestProvisionStaticPool(t *testing.T) {
 		t.Fatalf("Provision = %v, want the pool exhausted", err)
 	}
 	if ev := f.events(); !hasEvent(ev, "Warning PoolExhausted the static pool of class pool has no free volume that fits: 1 volumes, 1 in use") ||
-		!strings.Contains(ev[0], keys.Pool+"=pool") {
+		!strings.Contains(ev[0], wellknown.Pool+"=pool") {
 		t.Errorf("events = %v", ev)
 	}
 	if f.server("unlabelled").Spec.ClaimRef != nil {
@@ -50,7 +50,7 @@ func TestProvisionStaticPool(t *testing.T) {
 	f.volumes.Add(joined)
 	_, _, err = f.provision(class, claim)
 	wantIssued(t, err, "joined")
-	if f.server("joined").Annotations[keys.ProvisionedBy] != "" {
+	if f.server("joined").Annotations[wellknown.ProvisionedBy] != "" {
 		t.Error("a static volume was marked as created by the provisioner")
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 )
 
@@ -59,7 +59,7 @@ func (p *provisioner) issueFromPool(ctx context.Context, claim *corev1.Persisten
 		// server a write less than an event of its own on the volume would.
 		reservation := ""
 		if takesReservation {
-			reservation = fmt.Sprintf("; it was reserved for the next claim of that name (%s), and no other free volume of the class fits", keys.ReserveFor)
+			reservation = fmt.Sprintf("; it was reserved for the next claim of that name (%s), and no other free volume of the class fits", wellknown.ReserveFor)
 		}
 		p.recorder.Eventf(claim, corev1.EventTypeNormal, reasonIssuedFromPool,
 			"Volume %s issued from the pool of class %s with the data of its last use (%s)%s", pv.Name, class, describeLastUse(last, claim), reservation)
@@ -96,13 +96,13 @@ func (p *provisioner) take(ctx context.Context, pv *corev1.PersistentVolume, cla
 			// claimRef, which would let it bind any claim of any namespace,
 			// and the mark below keeps it free for this namespace.
 			delete(updated.Annotations, volumehelpers.AnnBoundByController)
-			updated.Annotations[keys.HeldForNamespace] = claim.Namespace
+			updated.Annotations[wellknown.HeldForNamespace] = claim.Namespace
 		}
-		updated.Annotations[keys.LastClaim] = match.ClaimName(claim)
+		updated.Annotations[wellknown.LastClaim] = match.ClaimName(claim)
 		setLastKey(updated.Annotations, key)
-		updated.Annotations[keys.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
+		updated.Annotations[wellknown.IssuedAt] = p.clock.Now().UTC().Format(time.RFC3339)
 		// Issued, the volume is no longer kept for anyone.
-		delete(updated.Annotations, keys.ReservedUntil)
+		delete(updated.Annotations, wellknown.ReservedUntil)
 		_, err = p.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 		switch {
 		case err == nil:

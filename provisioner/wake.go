@@ -10,8 +10,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/match"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
@@ -113,7 +113,7 @@ func (p *provisioner) onVolume(old, cur *corev1.PersistentVolume) {
 		// Gone to another class (a class member handed back): room in
 		// its class.
 		p.wake(volumehelpers.GetPersistentVolumeClass(old))
-	case isFreed(cur) && (old == nil || !isFreed(old) || old.Labels[keys.Pool] != cur.Labels[keys.Pool]):
+	case isFreed(cur) && (old == nil || !isFreed(old) || old.Labels[wellknown.Pool] != cur.Labels[wellknown.Pool]):
 		p.wake(volumehelpers.GetPersistentVolumeClass(cur))
 	}
 }

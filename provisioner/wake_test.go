@@ -6,8 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A claim waiting for a full pool is woken when a scrub returns a member:
@@ -16,8 +16,8 @@ import (
 // binds to nobody) is the change that frees it.
 func TestScrubbedMemberWakesTheClaimsWaiting(t *testing.T) {
 	claim := claimFor("ns", "c", "1Gi")
-	scrubbing := volume("a", "1Gi", returned("ns/job", t0()), released("lifecycle", keys.ScrubClaim("a"), "scrub-uid", t0()), func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Scrub] = keys.ScrubDone
+	scrubbing := volume("a", "1Gi", returned("ns/job", t0()), released("lifecycle", wellknown.ScrubClaim("a"), "scrub-uid", t0()), func(pv *corev1.PersistentVolume) {
+		pv.Annotations[wellknown.Scrub] = wellknown.ScrubDone
 	})
 	f := newFixture(t, []*corev1.PersistentVolume{scrubbing}, claim)
 	class := f.directoryClass(map[string]string{"maxVolumes": "1"})
@@ -26,8 +26,8 @@ func TestScrubbedMemberWakesTheClaimsWaiting(t *testing.T) {
 	}
 	f.requeued = nil
 	done := scrubbing.DeepCopy()
-	delete(done.Annotations, keys.Scrub)
-	delete(done.Annotations, keys.LastClaim)
+	delete(done.Annotations, wellknown.Scrub)
+	delete(done.Annotations, wellknown.LastClaim)
 	done.Spec.ClaimRef = pools.AheadClaimRef("a")
 	f.p.onVolume(scrubbing, done)
 	if len(f.requeued) != 1 || f.requeued[0] != "c" {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Config holds the flags of the releaser.
@@ -26,7 +26,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReleaseInterval, "release-interval", time.Minute,
 		"How often the releaser checks every volume of this controller ID, besides reacting to events.")
 	fs.BoolVar(&c.DisableAutomaticAssociation, "disable-automatic-association", false,
-		"Do not associate a volume because its claim is labelled "+keys.ClaimManagedBy+"=<controller-id>; the StorageClass annotation and the provisioner still associate.")
+		"Do not associate a volume because its claim is labelled "+wellknown.ClaimManagedBy+"=<controller-id>; the StorageClass annotation and the provisioner still associate.")
 	fs.IntVar(&c.Workers, "releaser-workers", 4, "Volumes the releaser handles in parallel.")
 }
 

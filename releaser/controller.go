@@ -26,8 +26,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const (
@@ -68,7 +68,7 @@ type Controller struct {
 
 	deleted *claimMemory[struct{}]
 	// outcomes holds how the consumers of managed claims ended
-	// (keys.ConsumerOutcome), kept past their claim's deletion for
+	// (wellknown.ConsumerOutcome), kept past their claim's deletion for
 	// onRelease ScrubUnlessSucceeded.
 	outcomes *claimMemory[string]
 	writes   *ownWrites
@@ -202,7 +202,7 @@ func indexByReleased(obj any) ([]string, error) {
 	if !ok || pv.Status.Phase != corev1.VolumeReleased {
 		return nil, nil
 	}
-	if id, ok := pv.Labels[keys.VolumeManagedBy]; ok {
+	if id, ok := pv.Labels[wellknown.VolumeManagedBy]; ok {
 		return []string{id}, nil
 	}
 	return nil, nil
@@ -211,7 +211,7 @@ func indexByReleased(obj any) ([]string, error) {
 // wants reports whether a sync of pv may have something to do, from the
 // caches alone, so that events about other volumes cost nothing.
 func (c *Controller) wants(pv *corev1.PersistentVolume) bool {
-	if pv.Labels[keys.VolumeManagedBy] == c.policy.controllerID {
+	if pv.Labels[wellknown.VolumeManagedBy] == c.policy.controllerID {
 		if pv.Status.Phase == corev1.VolumeAvailable {
 			fix, _, _ := c.policy.rescopeOf(pv, c.classOf(pv))
 			return fix != scopeFits
@@ -248,7 +248,7 @@ func (c *Controller) claimChanged(e controller.Event[*corev1.PersistentVolumeCla
 // handled before the claim's delete event still finds it; the last
 // version, at the deletion, starts its time to be forgotten.
 func (c *Controller) rememberOutcome(claim *corev1.PersistentVolumeClaim) {
-	if result := claim.Annotations[keys.ConsumerOutcome]; result != "" {
+	if result := claim.Annotations[wellknown.ConsumerOutcome]; result != "" {
 		c.outcomes.add(claim.UID, result)
 	}
 }
@@ -263,9 +263,9 @@ func (c *Controller) classChanged(e controller.Event[*storagev1.StorageClass]) [
 		return nil
 	case e.Type == controller.Added && class.Provisioner == c.policy.provisionerName:
 		return c.wantedIndexed(pools.VolumesByClass, class.Name)
-	case class.Annotations[keys.ClassControllerID] != c.policy.controllerID:
+	case class.Annotations[wellknown.ClassControllerID] != c.policy.controllerID:
 		return nil
-	case e.Type == controller.Updated && e.Old.Annotations[keys.ClassControllerID] == c.policy.controllerID:
+	case e.Type == controller.Updated && e.Old.Annotations[wellknown.ClassControllerID] == c.policy.controllerID:
 		return nil
 	}
 	return c.wantedIndexed(pools.VolumesByClass, class.Name)

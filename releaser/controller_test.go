@@ -29,7 +29,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 var (
@@ -96,7 +96,7 @@ func newFixture(t *testing.T, p policy, objs ...runtime.Object) *fixture {
 		case *storagev1.StorageClass:
 			f.cache(f.classes, o)
 		case *corev1.PersistentVolumeClaim:
-			if o.Labels[keys.ClaimManagedBy] == p.controllerID {
+			if o.Labels[wellknown.ClaimManagedBy] == p.controllerID {
 				f.cache(f.claims, o)
 			}
 		}
@@ -267,9 +267,9 @@ func TestSyncAssociatesWithoutTouchingTheSpec(t *testing.T) {
 		detail string
 	}{
 		{name: "Bound to a managed claim", pv: volume(corev1.VolumeBound), class: class(""), claim: claim("claim-uid", testID),
-			rule: ruleManagedClaim, detail: "its claim ns/data has label " + keys.ClaimManagedBy + "=" + testID},
+			rule: ruleManagedClaim, detail: "its claim ns/data has label " + wellknown.ClaimManagedBy + "=" + testID},
 		{name: "Bound, class names this ID", pv: volume(corev1.VolumeBound), class: class(testID), claim: claim("claim-uid", ""),
-			rule: ruleStorageClass, detail: `its StorageClass "pool" has annotation ` + keys.ClassControllerID + "=" + testID},
+			rule: ruleStorageClass, detail: `its StorageClass "pool" has annotation ` + wellknown.ClassControllerID + "=" + testID},
 		{name: "Bound, provisioned here", pv: volume(corev1.VolumeBound, provisionedBy(testProvisioner)), class: class(""), claim: claim("claim-uid", ""),
 			rule: ruleProvisioner, detail: "it was provisioned by " + testProvisioner},
 	}
@@ -282,7 +282,7 @@ func TestSyncAssociatesWithoutTouchingTheSpec(t *testing.T) {
 			}
 			wantCalls(t, f.calls(), "update persistentvolumes")
 			got := f.stored(tt.pv.Name)
-			if want := map[string]string{"team": "build", keys.VolumeManagedBy: testID}; !reflect.DeepEqual(got.Labels, want) {
+			if want := map[string]string{"team": "build", wellknown.VolumeManagedBy: testID}; !reflect.DeepEqual(got.Labels, want) {
 				t.Errorf("labels = %v, want %v", got.Labels, want)
 			}
 			if !reflect.DeepEqual(got.Spec, tt.pv.Spec) || !reflect.DeepEqual(got.Annotations, tt.pv.Annotations) {
@@ -416,12 +416,12 @@ func TestSyncRelease(t *testing.T) {
 			}
 			wantLabels := map[string]string{"team": "build"}
 			if tt.wantKept {
-				wantLabels[keys.VolumeManagedBy] = testID
+				wantLabels[wellknown.VolumeManagedBy] = testID
 			}
 			if !reflect.DeepEqual(got.Labels, wantLabels) {
 				t.Errorf("labels = %v, want %v", got.Labels, wantLabels)
 			}
-			wantAnnotations := keys.Map(keys.LastClaim, "ns/data", keys.ReleasedAt, "2025-03-01T12:00:00Z")
+			wantAnnotations := wellknown.Map(wellknown.LastClaim, "ns/data", wellknown.ReleasedAt, "2025-03-01T12:00:00Z")
 			for k, v := range tt.pv.Annotations {
 				wantAnnotations[k] = v
 			}
@@ -508,7 +508,7 @@ func TestSyncAssociatesAndReleasesAnOrphan(t *testing.T) {
 		t.Errorf("volume not released: claimRef %+v", got.Spec.ClaimRef)
 	}
 	// The class still names this ID, so the volume stays associated.
-	if got.Labels[keys.VolumeManagedBy] != testID {
+	if got.Labels[wellknown.VolumeManagedBy] != testID {
 		t.Errorf("labels = %v, want the association kept", got.Labels)
 	}
 	wantEvents(t, f.events(), "Normal Associated", "Normal Released")
@@ -557,7 +557,7 @@ func TestSyncKeepsAssociationAcrossCycles(t *testing.T) {
 			if got.Spec.ClaimRef != nil {
 				t.Fatalf("volume not released: claimRef %+v", got.Spec.ClaimRef)
 			}
-			if id, labelled := got.Labels[keys.VolumeManagedBy]; labelled != tt.wantKept || (labelled && id != testID) {
+			if id, labelled := got.Labels[wellknown.VolumeManagedBy]; labelled != tt.wantKept || (labelled && id != testID) {
 				t.Errorf("after release labels = %v, want association kept: %v", got.Labels, tt.wantKept)
 			}
 			f.catchUp("pv-1")

@@ -9,8 +9,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The decisions of the releaser, kept free of clients and caches so that
@@ -45,9 +45,9 @@ func (p policy) describe(r rule, pv *corev1.PersistentVolume) string {
 	switch r {
 	case ruleManagedClaim:
 		ref := pv.Spec.ClaimRef
-		return fmt.Sprintf("its claim %s/%s has label %s=%s", ref.Namespace, ref.Name, keys.ClaimManagedBy, p.controllerID)
+		return fmt.Sprintf("its claim %s/%s has label %s=%s", ref.Namespace, ref.Name, wellknown.ClaimManagedBy, p.controllerID)
 	case ruleStorageClass:
-		return fmt.Sprintf("its StorageClass %q has annotation %s=%s", volumehelpers.GetPersistentVolumeClass(pv), keys.ClassControllerID, p.controllerID)
+		return fmt.Sprintf("its StorageClass %q has annotation %s=%s", volumehelpers.GetPersistentVolumeClass(pv), wellknown.ClassControllerID, p.controllerID)
 	case ruleProvisioner:
 		return fmt.Sprintf("it was provisioned by %s", p.provisionerName)
 	}
@@ -66,7 +66,7 @@ func (p policy) describe(r rule, pv *corev1.PersistentVolume) string {
 // controller until it has finished: a write then would only race with its
 // status update.
 func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.StorageClass, claim *corev1.PersistentVolumeClaim) (rule, bool) {
-	if _, labelled := pv.Labels[keys.VolumeManagedBy]; labelled {
+	if _, labelled := pv.Labels[wellknown.VolumeManagedBy]; labelled {
 		return "", false
 	}
 	if pv.DeletionTimestamp != nil || pv.Spec.ClaimRef == nil {
@@ -75,7 +75,7 @@ func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.St
 	if pv.Status.Phase != corev1.VolumeBound && pv.Status.Phase != corev1.VolumeReleased {
 		return "", false
 	}
-	if p.claimRule && claim != nil && claim.Labels[keys.ClaimManagedBy] == p.controllerID && sameClaim(pv.Spec.ClaimRef, claim) {
+	if p.claimRule && claim != nil && claim.Labels[wellknown.ClaimManagedBy] == p.controllerID && sameClaim(pv.Spec.ClaimRef, claim) {
 		return ruleManagedClaim, true
 	}
 	return p.volumeRule(pv, class)
@@ -85,10 +85,10 @@ func (p policy) associationRule(pv *corev1.PersistentVolume, class *storagev1.St
 // only, not its claim, holds for pv. class is pv's StorageClass, nil when
 // there is none.
 func (p policy) volumeRule(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rule, bool) {
-	if class != nil && class.Name == volumehelpers.GetPersistentVolumeClass(pv) && class.Annotations[keys.ClassControllerID] == p.controllerID {
+	if class != nil && class.Name == volumehelpers.GetPersistentVolumeClass(pv) && class.Annotations[wellknown.ClassControllerID] == p.controllerID {
 		return ruleStorageClass, true
 	}
-	if pv.Annotations[keys.ProvisionedBy] == p.provisionerName {
+	if pv.Annotations[wellknown.ProvisionedBy] == p.provisionerName {
 		return ruleProvisioner, true
 	}
 	return "", false
@@ -103,7 +103,7 @@ func (p policy) volumeRule(pv *corev1.PersistentVolume, class *storagev1.Storage
 // has lost the annotation since, loses the label, so that the next claim
 // decides again. class is pv's StorageClass as the cache has it now.
 func (p policy) keepsAssociation(pv *corev1.PersistentVolume, class *storagev1.StorageClass) (rule, bool) {
-	if pv.Labels[keys.VolumeManagedBy] != p.controllerID {
+	if pv.Labels[wellknown.VolumeManagedBy] != p.controllerID {
 		return "", false // not this installation's label to keep
 	}
 	return p.volumeRule(pv, class)
@@ -129,7 +129,7 @@ const (
 // part of this function.
 func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 	switch {
-	case pv.Labels[keys.VolumeManagedBy] != id:
+	case pv.Labels[wellknown.VolumeManagedBy] != id:
 		return false, notOurs
 	case pv.DeletionTimestamp != nil:
 		return false, beingDeleted
@@ -168,16 +168,16 @@ func releasable(pv *corev1.PersistentVolume, id string) (bool, reason) {
 // an outcome the releaser did not see) may have too.
 func scrubOnRelease(onRelease, outcome string) (bool, string) {
 	switch {
-	case onRelease == keys.OnReleaseKeep:
+	case onRelease == wellknown.OnReleaseKeep:
 		return false, ""
-	case onRelease == keys.OnReleaseScrubUnlessSucceeded && outcome == keys.OutcomeSucceeded:
+	case onRelease == wellknown.OnReleaseScrubUnlessSucceeded && outcome == wellknown.OutcomeSucceeded:
 		return false, ""
-	case onRelease == keys.OnReleaseScrubUnlessSucceeded && outcome == keys.OutcomeFailed:
-		return true, "its consumer failed, and the class's pool has onRelease " + keys.OnReleaseScrubUnlessSucceeded
-	case onRelease == keys.OnReleaseScrubUnlessSucceeded:
-		return true, "its consumer is not known to have succeeded, and the class's pool has onRelease " + keys.OnReleaseScrubUnlessSucceeded
+	case onRelease == wellknown.OnReleaseScrubUnlessSucceeded && outcome == wellknown.OutcomeFailed:
+		return true, "its consumer failed, and the class's pool has onRelease " + wellknown.OnReleaseScrubUnlessSucceeded
+	case onRelease == wellknown.OnReleaseScrubUnlessSucceeded:
+		return true, "its consumer is not known to have succeeded, and the class's pool has onRelease " + wellknown.OnReleaseScrubUnlessSucceeded
 	}
-	return true, "the class's pool has onRelease " + keys.OnReleaseScrub
+	return true, "the class's pool has onRelease " + wellknown.OnReleaseScrub
 }
 
 // reservation is how long releasing a volume of class keeps it for its last
@@ -218,11 +218,11 @@ func (p policy) heldNamespace(class *storagev1.StorageClass, kept bool, ns strin
 // heldName is the name the claimRef of a volume of class, held after a
 // claim of that name, gives: the claim's, so that the PV controller binds
 // the volume to a new claim of that name at once; under keyPolicy Require
-// a name no claim has (keys.HeldClaim), since a new claim of that name may
+// a name no claim has (wellknown.HeldClaim), since a new claim of that name may
 // carry another key. pv is the volume's name.
 func (p policy) heldName(class *storagev1.StorageClass, pv, name string) string {
 	if pools.KeyRequired(class, p.provisionerName) {
-		return keys.HeldClaim(pv)
+		return wellknown.HeldClaim(pv)
 	}
 	return name
 }
@@ -256,15 +256,15 @@ func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageC
 	_, held := pools.HeldFor(pv)
 	switch {
 	case pv.Spec.ClaimRef == nil && kept && pools.NamespaceScoped(class, p.provisionerName):
-		ns, name, ok := strings.Cut(pv.Annotations[keys.LastClaim], "/")
+		ns, name, ok := strings.Cut(pv.Annotations[wellknown.LastClaim], "/")
 		if !ok || ns == "" || name == "" {
 			return scopeFits, "", "" // never bound: belongs to no namespace yet
 		}
 		return scopeHold, ns, p.heldName(class, pv.Name, name)
-	case (held || pools.Reserved(pv)) && kept && pv.Labels[keys.VolumeManagedBy] == p.controllerID &&
-		pools.KeyRequired(class, p.provisionerName) && pv.Spec.ClaimRef.Name != keys.HeldClaim(pv.Name):
-		return scopeHold, pv.Spec.ClaimRef.Namespace, keys.HeldClaim(pv.Name)
-	case held && pv.Labels[keys.VolumeManagedBy] == p.controllerID && !pools.Reserved(pv) && class != nil && !pools.NamespaceScoped(class, p.provisionerName):
+	case (held || pools.Reserved(pv)) && kept && pv.Labels[wellknown.VolumeManagedBy] == p.controllerID &&
+		pools.KeyRequired(class, p.provisionerName) && pv.Spec.ClaimRef.Name != wellknown.HeldClaim(pv.Name):
+		return scopeHold, pv.Spec.ClaimRef.Namespace, wellknown.HeldClaim(pv.Name)
+	case held && pv.Labels[wellknown.VolumeManagedBy] == p.controllerID && !pools.Reserved(pv) && class != nil && !pools.NamespaceScoped(class, p.provisionerName):
 		return scopeLetGo, "", ""
 	}
 	return scopeFits, "", ""
@@ -275,10 +275,10 @@ func (p policy) rescopeOf(pv *corev1.PersistentVolume, class *storagev1.StorageC
 // nobody bound it since), and until when. A reservation whose time cannot be
 // read ends at once: the volume is the pool's.
 func reservedUntil(pv *corev1.PersistentVolume, id string) (time.Time, bool) {
-	if !pools.Reserved(pv) || pv.Labels[keys.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
+	if !pools.Reserved(pv) || pv.Labels[wellknown.VolumeManagedBy] != id || pv.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
-	until, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
+	until, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReservedUntil])
 	if err != nil {
 		return time.Time{}, true
 	}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const (
@@ -42,13 +42,13 @@ func labelled(id string) func(*corev1.PersistentVolume) {
 		if pv.Labels == nil {
 			pv.Labels = map[string]string{}
 		}
-		pv.Labels[keys.VolumeManagedBy] = id
+		pv.Labels[wellknown.VolumeManagedBy] = id
 	}
 }
 
 func provisionedBy(name string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
-		pv.Annotations = map[string]string{keys.ProvisionedBy: name}
+		pv.Annotations = map[string]string{wellknown.ProvisionedBy: name}
 	}
 }
 
@@ -63,7 +63,7 @@ func deleting(pv *corev1.PersistentVolume) {
 func class(id string) *storagev1.StorageClass {
 	c := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: testClass}, Provisioner: "kubernetes.io/no-provisioner"}
 	if id != "" {
-		c.Annotations = map[string]string{keys.ClassControllerID: id}
+		c.Annotations = map[string]string{wellknown.ClassControllerID: id}
 	}
 	return c
 }
@@ -72,7 +72,7 @@ func class(id string) *storagev1.StorageClass {
 func claim(uid types.UID, managedBy string) *corev1.PersistentVolumeClaim {
 	c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data", UID: uid, ResourceVersion: "5"}}
 	if managedBy != "" {
-		c.Labels = map[string]string{keys.ClaimManagedBy: managedBy}
+		c.Labels = map[string]string{wellknown.ClaimManagedBy: managedBy}
 	}
 	return c
 }

@@ -8,8 +8,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // reserved makes pv reserved for ns/data until until, as release leaves it.
@@ -19,7 +19,7 @@ func reserved(until string) func(*corev1.PersistentVolume) {
 		if pv.Annotations == nil {
 			pv.Annotations = map[string]string{}
 		}
-		pv.Annotations[keys.ReservedUntil] = until
+		pv.Annotations[wellknown.ReservedUntil] = until
 	}
 }
 
@@ -28,7 +28,7 @@ func reserved(until string) func(*corev1.PersistentVolume) {
 func reservingClass(reserveFor string) *storagev1.StorageClass {
 	c := class(testID)
 	c.Provisioner = testProvisioner
-	c.Parameters = map[string]string{keys.ReserveFor: reserveFor}
+	c.Parameters = map[string]string{wellknown.ReserveFor: reserveFor}
 	return c
 }
 
@@ -90,10 +90,10 @@ func TestReservedUntil(t *testing.T) {
 // volume is then free for any claim, or under reuseScope namespace stays
 // held for its namespace.
 func TestSyncReservesAndEndsTheReservation(t *testing.T) {
-	for _, scope := range []string{keys.ReuseScopeCluster, keys.ReuseScopeNamespace} {
+	for _, scope := range []string{wellknown.ReuseScopeCluster, wellknown.ReuseScopeNamespace} {
 		t.Run(scope, func(t *testing.T) {
 			class := reservingClass("10m")
-			class.Parameters[keys.ReuseScope] = scope
+			class.Parameters[wellknown.ReuseScope] = scope
 			f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), class)
 			if err := f.sync("pv-1"); err != nil {
 				t.Fatal(err)
@@ -104,8 +104,8 @@ func TestSyncReservesAndEndsTheReservation(t *testing.T) {
 			if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || ref.Namespace != "ns" || ref.Name != "data" {
 				t.Fatalf("claimRef after the release = %+v, want ns/data without UID", ref)
 			}
-			want := testNow.Add(10 * time.Minute).UTC().Format(keys.ReservedUntilFormat)
-			if until := got.Annotations[keys.ReservedUntil]; until != want || got.Labels[keys.VolumeManagedBy] != testID {
+			want := testNow.Add(10 * time.Minute).UTC().Format(wellknown.ReservedUntilFormat)
+			if until := got.Annotations[wellknown.ReservedUntil]; until != want || got.Labels[wellknown.VolumeManagedBy] != testID {
 				t.Fatalf("reserved until %q (labels %v), want %q and still associated", until, got.Labels, want)
 			}
 			f.catchUp("pv-1")
@@ -125,14 +125,14 @@ func TestSyncReservesAndEndsTheReservation(t *testing.T) {
 			wantCalls(t, f.calls(), "update persistentvolumes")
 			wantEvents(t, f.events(), "Normal ReservationExpired")
 			got = f.stored("pv-1")
-			if got.Annotations[keys.ReservedUntil] != "" || got.Annotations[keys.LastClaim] != "ns/data" {
+			if got.Annotations[wellknown.ReservedUntil] != "" || got.Annotations[wellknown.LastClaim] != "ns/data" {
 				t.Errorf("after the reservation: annotations %v; want no reservation, last claim kept", got.Annotations)
 			}
 			ns, held := pools.HeldFor(got)
 			switch {
-			case scope == keys.ReuseScopeCluster && got.Spec.ClaimRef != nil:
+			case scope == wellknown.ReuseScopeCluster && got.Spec.ClaimRef != nil:
 				t.Errorf("after the reservation: claimRef %+v, want free for any claim", got.Spec.ClaimRef)
-			case scope == keys.ReuseScopeNamespace && (!held || ns != "ns" || got.Spec.ClaimRef.Name != "data"):
+			case scope == wellknown.ReuseScopeNamespace && (!held || ns != "ns" || got.Spec.ClaimRef.Name != "data"):
 				t.Errorf("after the reservation: claimRef %+v, annotations %v; want held for namespace ns", got.Spec.ClaimRef, got.Annotations)
 			}
 		})

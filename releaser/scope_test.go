@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // scopedClass is a class of our provisioner that names this controller ID,
@@ -17,7 +17,7 @@ func scopedClass(scope string) *storagev1.StorageClass {
 	c.Provisioner = testProvisioner
 	c.Parameters = map[string]string{}
 	if scope != "" {
-		c.Parameters[keys.ReuseScope] = scope
+		c.Parameters[wellknown.ReuseScope] = scope
 	}
 	return c
 }
@@ -33,7 +33,7 @@ func annotated(key, value string) func(*corev1.PersistentVolume) {
 
 func heldByName(pv *corev1.PersistentVolume) {
 	pv.Spec.ClaimRef.UID = ""
-	annotated(keys.HeldForNamespace, "ns")(pv)
+	annotated(wellknown.HeldForNamespace, "ns")(pv)
 }
 
 func TestHeldNamespace(t *testing.T) {
@@ -46,8 +46,8 @@ func TestHeldNamespace(t *testing.T) {
 		want  string
 	}{
 		{"default scope is the namespace", scopedClass(""), true, "ns"},
-		{"namespace", scopedClass(keys.ReuseScopeNamespace), true, "ns"},
-		{"cluster", scopedClass(keys.ReuseScopeCluster), true, ""},
+		{"namespace", scopedClass(wellknown.ReuseScopeNamespace), true, "ns"},
+		{"cluster", scopedClass(wellknown.ReuseScopeCluster), true, ""},
 		{"invalid value: the side that leaks nothing", scopedClass("tenant"), true, "ns"},
 		{"association not kept: nobody would keep the hold in line", scopedClass(""), false, ""},
 		{"another provisioner's class: only ours can scope an issue", foreign, true, ""},
@@ -63,7 +63,7 @@ func TestHeldNamespace(t *testing.T) {
 
 func TestRescopeOf(t *testing.T) {
 	free := func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil }
-	lastClaim := annotated(keys.LastClaim, "ns/data")
+	lastClaim := annotated(wellknown.LastClaim, "ns/data")
 	for _, tt := range []struct {
 		name  string
 		pv    *corev1.PersistentVolume
@@ -72,16 +72,16 @@ func TestRescopeOf(t *testing.T) {
 	}{
 		{"free, last bound in ns, namespace scope: hold", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim), scopedClass(""), scopeHold},
 		{"free, never bound: belongs to no namespace yet", volume(corev1.VolumeAvailable, labelled(testID), free), scopedClass(""), scopeFits},
-		{"free, unreadable last claim", volume(corev1.VolumeAvailable, labelled(testID), free, annotated(keys.LastClaim, "data")), scopedClass(""), scopeFits},
-		{"free, cluster scope", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim), scopedClass(keys.ReuseScopeCluster), scopeFits},
+		{"free, unreadable last claim", volume(corev1.VolumeAvailable, labelled(testID), free, annotated(wellknown.LastClaim, "data")), scopedClass(""), scopeFits},
+		{"free, cluster scope", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim), scopedClass(wellknown.ReuseScopeCluster), scopeFits},
 		{"free, not ours", volume(corev1.VolumeAvailable, free, lastClaim), scopedClass(""), scopeFits},
 		{"free, being deleted", volume(corev1.VolumeAvailable, labelled(testID), free, lastClaim, deleting), scopedClass(""), scopeFits},
 		{"held, namespace scope", volume(corev1.VolumeAvailable, labelled(testID), heldByName, lastClaim), scopedClass(""), scopeFits},
-		{"held, class now cluster: let go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, lastClaim), scopedClass(keys.ReuseScopeCluster), scopeLetGo},
-		{"held and reserved, class now cluster: the reservation's end lets go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, annotated(keys.ReservedUntil, "2026-11-25T10:00:00.000Z")), scopedClass(keys.ReuseScopeCluster), scopeFits},
+		{"held, class now cluster: let go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, lastClaim), scopedClass(wellknown.ReuseScopeCluster), scopeLetGo},
+		{"held and reserved, class now cluster: the reservation's end lets go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, annotated(wellknown.ReservedUntil, "2026-11-25T10:00:00.000Z")), scopedClass(wellknown.ReuseScopeCluster), scopeFits},
 		{"held, class not in the cache: kept", volume(corev1.VolumeAvailable, labelled(testID), heldByName), nil, scopeFits},
-		{"held by another installation", volume(corev1.VolumeAvailable, labelled("theirs"), heldByName), scopedClass(keys.ReuseScopeCluster), scopeFits},
-		{"pre-bound by an administrator", volume(corev1.VolumeAvailable, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }), scopedClass(keys.ReuseScopeCluster), scopeFits},
+		{"held by another installation", volume(corev1.VolumeAvailable, labelled("theirs"), heldByName), scopedClass(wellknown.ReuseScopeCluster), scopeFits},
+		{"pre-bound by an administrator", volume(corev1.VolumeAvailable, labelled(testID), func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }), scopedClass(wellknown.ReuseScopeCluster), scopeFits},
 		{"bound", volume(corev1.VolumeBound, labelled(testID), lastClaim), scopedClass(""), scopeFits},
 		{"Released: the release decides", volume(corev1.VolumeReleased, labelled(testID), free, lastClaim), scopedClass(""), scopeFits},
 	} {
@@ -102,7 +102,7 @@ func TestRescopeOf(t *testing.T) {
 // and carries the namespace for the provisioner.
 func TestSyncReleaseHoldsForTheNamespace(t *testing.T) {
 	class := scopedClass("")
-	class.Parameters[keys.ReserveFor] = "0"
+	class.Parameters[wellknown.ReserveFor] = "0"
 	f := newFixture(t, testPolicy, volume(corev1.VolumeReleased, labelled(testID)), class)
 	if err := f.sync("pv-1"); err != nil {
 		t.Fatal(err)
@@ -127,8 +127,8 @@ func TestSyncRescopes(t *testing.T) {
 		wantHeld  bool
 		wantNoRef bool
 	}{
-		{"hold", volume(corev1.VolumeAvailable, labelled(testID), withoutClaimRef, annotated(keys.LastClaim, "ns/data")), scopedClass(""), "Normal HeldForNamespace", true, false},
-		{"let go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, annotated(keys.LastClaim, "ns/data")), scopedClass(keys.ReuseScopeCluster), "Normal HoldEnded", false, true},
+		{"hold", volume(corev1.VolumeAvailable, labelled(testID), withoutClaimRef, annotated(wellknown.LastClaim, "ns/data")), scopedClass(""), "Normal HeldForNamespace", true, false},
+		{"let go", volume(corev1.VolumeAvailable, labelled(testID), heldByName, annotated(wellknown.LastClaim, "ns/data")), scopedClass(wellknown.ReuseScopeCluster), "Normal HoldEnded", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// A class's parameters change only with the class created
@@ -167,9 +167,9 @@ func TestSyncRescopes(t *testing.T) {
 
 // keyedClass is a namespace-scoped class of ours under keyPolicy Require.
 func keyedClass() *storagev1.StorageClass {
-	c := scopedClass(keys.ReuseScopeNamespace)
-	c.Parameters[keys.KeyLabel] = "ci"
-	c.Parameters[keys.KeyPolicy] = keys.KeyPolicyRequire
+	c := scopedClass(wellknown.ReuseScopeNamespace)
+	c.Parameters[wellknown.KeyLabel] = "ci"
+	c.Parameters[wellknown.KeyPolicy] = wellknown.KeyPolicyRequire
 	return c
 }
 
@@ -178,14 +178,14 @@ func keyedClass() *storagev1.StorageClass {
 // of that name, whatever that claim's key.
 func TestRescopeOfUnderKeyRequire(t *testing.T) {
 	free := func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil }
-	lastClaim := annotated(keys.LastClaim, "ns/data")
+	lastClaim := annotated(wellknown.LastClaim, "ns/data")
 	heldByKey := func(pv *corev1.PersistentVolume) {
 		heldByName(pv)
-		pv.Spec.ClaimRef.Name = keys.HeldClaim(pv.Name)
+		pv.Spec.ClaimRef.Name = wellknown.HeldClaim(pv.Name)
 	}
-	reserved := annotated(keys.ReservedUntil, "2026-11-25T10:00:00.000Z")
+	reserved := annotated(wellknown.ReservedUntil, "2026-11-25T10:00:00.000Z")
 	cluster := keyedClass()
-	cluster.Parameters[keys.ReuseScope] = keys.ReuseScopeCluster
+	cluster.Parameters[wellknown.ReuseScope] = wellknown.ReuseScopeCluster
 	for _, tt := range []struct {
 		name     string
 		pv       *corev1.PersistentVolume
@@ -223,7 +223,7 @@ func TestSyncReleaseHoldsByKey(t *testing.T) {
 	}
 	wantCalls(t, f.calls(), "get persistentvolumeclaims", "update persistentvolumes")
 	got := f.stored("pv-1")
-	if ns, held := pools.HeldFor(got); !held || ns != "ns" || got.Spec.ClaimRef.Name != keys.HeldClaim("pv-1") || pools.Reserved(got) || got.Annotations[keys.LastClaim] != "ns/data" {
-		t.Errorf("after the release: claimRef %+v, annotations %v; want held for namespace ns by %s, not reserved, last claim ns/data", got.Spec.ClaimRef, got.Annotations, keys.HeldClaim("pv-1"))
+	if ns, held := pools.HeldFor(got); !held || ns != "ns" || got.Spec.ClaimRef.Name != wellknown.HeldClaim("pv-1") || pools.Reserved(got) || got.Annotations[wellknown.LastClaim] != "ns/data" {
+		t.Errorf("after the release: claimRef %+v, annotations %v; want held for namespace ns by %s, not reserved, last claim ns/data", got.Spec.ClaimRef, got.Annotations, wellknown.HeldClaim("pv-1"))
 	}
 }

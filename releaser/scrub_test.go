@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestScrubOnRelease(t *testing.T) {
@@ -17,16 +17,16 @@ func TestScrubOnRelease(t *testing.T) {
 		onRelease, outcome string
 		want               bool
 	}{
-		{keys.OnReleaseKeep, "", false},
-		{keys.OnReleaseKeep, keys.OutcomeFailed, false},
-		{keys.OnReleaseScrub, "", true},
-		{keys.OnReleaseScrub, keys.OutcomeSucceeded, true},
-		{keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeSucceeded, false},
-		{keys.OnReleaseScrubUnlessSucceeded, keys.OutcomeFailed, true},
+		{wellknown.OnReleaseKeep, "", false},
+		{wellknown.OnReleaseKeep, wellknown.OutcomeFailed, false},
+		{wellknown.OnReleaseScrub, "", true},
+		{wellknown.OnReleaseScrub, wellknown.OutcomeSucceeded, true},
+		{wellknown.OnReleaseScrubUnlessSucceeded, wellknown.OutcomeSucceeded, false},
+		{wellknown.OnReleaseScrubUnlessSucceeded, wellknown.OutcomeFailed, true},
 		// Deleted while it ran, a claim the podwatcher did not make, an
 		// outcome nobody saw.
-		{keys.OnReleaseScrubUnlessSucceeded, "", true},
-		{keys.OnReleaseScrubUnlessSucceeded, "Maybe", true},
+		{wellknown.OnReleaseScrubUnlessSucceeded, "", true},
+		{wellknown.OnReleaseScrubUnlessSucceeded, "Maybe", true},
 	} {
 		got, why := scrubOnRelease(tt.onRelease, tt.outcome)
 		if got != tt.want || got == (why == "") {
@@ -42,7 +42,7 @@ func TestSyncHandsToTheScrubByTheConsumersOutcome(t *testing.T) {
 	ended := func(outcome string) *corev1.PersistentVolumeClaim {
 		c := claim("claim-uid", testID)
 		if outcome != "" {
-			c.Annotations = map[string]string{keys.ConsumerOutcome: outcome}
+			c.Annotations = map[string]string{wellknown.ConsumerOutcome: outcome}
 		}
 		now := metav1.Now()
 		c.DeletionTimestamp = &now
@@ -51,7 +51,7 @@ func TestSyncHandsToTheScrubByTheConsumersOutcome(t *testing.T) {
 	scrubbing := func(onRelease string) *storagev1.StorageClass {
 		c := class(testID)
 		c.Provisioner = testProvisioner
-		c.Parameters = map[string]string{keys.OnRelease: onRelease}
+		c.Parameters = map[string]string{wellknown.OnRelease: onRelease}
 		return c
 	}
 	for _, tt := range []struct {
@@ -63,14 +63,14 @@ func TestSyncHandsToTheScrubByTheConsumersOutcome(t *testing.T) {
 		updated   bool
 		wantScrub string // the event's reason, "" for a release
 	}{
-		{"Scrub: whatever the outcome", scrubbing(keys.OnReleaseScrub), ended(keys.OutcomeSucceeded), false, "the class's pool has onRelease Scrub"},
-		{"unless succeeded: succeeded", scrubbing(keys.OnReleaseScrubUnlessSucceeded), ended(keys.OutcomeSucceeded), false, ""},
-		{"unless succeeded: succeeded, seen before the delete event", scrubbing(keys.OnReleaseScrubUnlessSucceeded), ended(keys.OutcomeSucceeded), true, ""},
-		{"unless succeeded: failed", scrubbing(keys.OnReleaseScrubUnlessSucceeded), ended(keys.OutcomeFailed), false, "its consumer failed"},
-		{"unless succeeded: no outcome", scrubbing(keys.OnReleaseScrubUnlessSucceeded), ended(""), false, "its consumer is not known to have succeeded"},
-		{"unless succeeded: claim never seen", scrubbing(keys.OnReleaseScrubUnlessSucceeded), nil, false, "its consumer is not known to have succeeded"},
-		{"invalid value: scrubbed", scrubbing("Sometimes"), ended(keys.OutcomeSucceeded), false, "the class's pool has onRelease Scrub"},
-		{"Keep", scrubbing(keys.OnReleaseKeep), ended(keys.OutcomeFailed), false, ""},
+		{"Scrub: whatever the outcome", scrubbing(wellknown.OnReleaseScrub), ended(wellknown.OutcomeSucceeded), false, "the class's pool has onRelease Scrub"},
+		{"unless succeeded: succeeded", scrubbing(wellknown.OnReleaseScrubUnlessSucceeded), ended(wellknown.OutcomeSucceeded), false, ""},
+		{"unless succeeded: succeeded, seen before the delete event", scrubbing(wellknown.OnReleaseScrubUnlessSucceeded), ended(wellknown.OutcomeSucceeded), true, ""},
+		{"unless succeeded: failed", scrubbing(wellknown.OnReleaseScrubUnlessSucceeded), ended(wellknown.OutcomeFailed), false, "its consumer failed"},
+		{"unless succeeded: no outcome", scrubbing(wellknown.OnReleaseScrubUnlessSucceeded), ended(""), false, "its consumer is not known to have succeeded"},
+		{"unless succeeded: claim never seen", scrubbing(wellknown.OnReleaseScrubUnlessSucceeded), nil, false, "its consumer is not known to have succeeded"},
+		{"invalid value: scrubbed", scrubbing("Sometimes"), ended(wellknown.OutcomeSucceeded), false, "the class's pool has onRelease Scrub"},
+		{"Keep", scrubbing(wellknown.OnReleaseKeep), ended(wellknown.OutcomeFailed), false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pv := volume(corev1.VolumeReleased, labelled(testID), provisionedBy(testProvisioner))
@@ -87,14 +87,14 @@ func TestSyncHandsToTheScrubByTheConsumersOutcome(t *testing.T) {
 			got := f.stored(pv.Name)
 			if tt.wantScrub == "" {
 				// Reserved for the claim's name, by the class's default.
-				if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || got.Annotations[keys.Scrub] != "" {
-					t.Errorf("claimRef %+v, scrub %q: want released (reserved), not scrubbed", ref, got.Annotations[keys.Scrub])
+				if ref := got.Spec.ClaimRef; ref == nil || ref.UID != "" || got.Annotations[wellknown.Scrub] != "" {
+					t.Errorf("claimRef %+v, scrub %q: want released (reserved), not scrubbed", ref, got.Annotations[wellknown.Scrub])
 				}
 				wantEvents(t, f.events(), "Normal Reserved Returned to the pool with its data")
 				return
 			}
-			if got.Spec.ClaimRef == nil || got.Annotations[keys.Scrub] != keys.ScrubRequested {
-				t.Errorf("claimRef %+v, scrub %q: want the claimRef kept and the scrub requested", got.Spec.ClaimRef, got.Annotations[keys.Scrub])
+			if got.Spec.ClaimRef == nil || got.Annotations[wellknown.Scrub] != wellknown.ScrubRequested {
+				t.Errorf("claimRef %+v, scrub %q: want the claimRef kept and the scrub requested", got.Spec.ClaimRef, got.Annotations[wellknown.Scrub])
 			}
 			wantEvents(t, f.events(), "Normal HandedToScrub Claim ns/data (UID claim-uid) no longer exists; "+tt.wantScrub)
 		})

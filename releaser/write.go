@@ -11,8 +11,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The releaser's writes to volumes: each one update guarded by the
@@ -27,7 +27,7 @@ func (c *Controller) associate(ctx context.Context, pv *corev1.PersistentVolume,
 	if updated.Labels == nil {
 		updated.Labels = map[string]string{}
 	}
-	updated.Labels[keys.VolumeManagedBy] = c.policy.controllerID
+	updated.Labels[wellknown.VolumeManagedBy] = c.policy.controllerID
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return nil, c.writeFailed(ctx, pv, errAssociate, "associate", err)
@@ -64,16 +64,16 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 	updated.Spec.ClaimRef = nil
 	keptBy, keep := c.policy.keepsAssociation(pv, class)
 	if !keep {
-		delete(updated.Labels, keys.VolumeManagedBy)
+		delete(updated.Labels, wellknown.VolumeManagedBy)
 	}
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
 	now := c.clock.Now()
-	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
-	updated.Annotations[keys.ReleasedAt] = now.UTC().Format(time.RFC3339)
-	delete(updated.Annotations, keys.ReservedUntil)
-	delete(updated.Annotations, keys.HeldForNamespace)
+	updated.Annotations[wellknown.LastClaim] = ref.Namespace + "/" + ref.Name
+	updated.Annotations[wellknown.ReleasedAt] = now.UTC().Format(time.RFC3339)
+	delete(updated.Annotations, wellknown.ReservedUntil)
+	delete(updated.Annotations, wellknown.HeldForNamespace)
 	reserve := c.policy.reservation(class, keep)
 	until := now.Add(reserve)
 	heldFor := c.policy.heldNamespace(class, keep, ref.Namespace)
@@ -85,10 +85,10 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 		updated.Spec.ClaimRef = byName(ref.Namespace, name)
 	}
 	if reserve > 0 {
-		updated.Annotations[keys.ReservedUntil] = until.UTC().Format(keys.ReservedUntilFormat)
+		updated.Annotations[wellknown.ReservedUntil] = until.UTC().Format(wellknown.ReservedUntilFormat)
 	}
 	if heldFor != "" {
-		updated.Annotations[keys.HeldForNamespace] = heldFor
+		updated.Annotations[wellknown.HeldForNamespace] = heldFor
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -98,11 +98,11 @@ func (c *Controller) release(ctx context.Context, pv *corev1.PersistentVolume, r
 	c.metrics.releases.Inc()
 	scope := ""
 	if heldFor != "" {
-		scope = fmt.Sprintf("; only claims of namespace %s may have it (%s: %s)", heldFor, keys.ReuseScope, keys.ReuseScopeNamespace)
+		scope = fmt.Sprintf("; only claims of namespace %s may have it (%s: %s)", heldFor, wellknown.ReuseScope, wellknown.ReuseScopeNamespace)
 	}
 	if reserve > 0 {
 		c.recorder.Eventf(res, corev1.EventTypeNormal, "Reserved", "Returned to the pool with its data and reserved for the next claim %s/%s until %s: claim %s/%s (UID %s) no longer exists%s",
-			ref.Namespace, ref.Name, until.UTC().Format(keys.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID, scope)
+			ref.Namespace, ref.Name, until.UTC().Format(wellknown.ReservedUntilFormat), ref.Namespace, ref.Name, ref.UID, scope)
 		c.queue.AddAfter(pv.Name, reserve)
 	} else {
 		c.recorder.Eventf(res, corev1.EventTypeNormal, "Released", "Returned to the pool with its data: claim %s/%s (UID %s) no longer exists%s", ref.Namespace, ref.Name, ref.UID, scope)
@@ -124,14 +124,14 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 	_, kept := c.policy.keepsAssociation(pv, c.classOf(pv))
 	heldFor := c.policy.heldNamespace(c.classOf(pv), kept, ref.Namespace)
 	updated := pv.DeepCopy()
-	delete(updated.Annotations, keys.ReservedUntil)
+	delete(updated.Annotations, wellknown.ReservedUntil)
 	scope := "any claim"
 	if heldFor != "" {
-		updated.Annotations[keys.HeldForNamespace] = heldFor
+		updated.Annotations[wellknown.HeldForNamespace] = heldFor
 		scope = "any claim of namespace " + heldFor
 	} else {
 		updated.Spec.ClaimRef = nil
-		delete(updated.Annotations, keys.HeldForNamespace)
+		delete(updated.Annotations, wellknown.HeldForNamespace)
 	}
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
@@ -150,9 +150,9 @@ func (c *Controller) endReservation(ctx context.Context, pv *corev1.PersistentVo
 func (c *Controller) hold(ctx context.Context, pv *corev1.PersistentVolume, ns, name string) error {
 	return c.rescope(ctx, pv, "hold", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = byName(ns, name)
-		updated.Annotations[keys.HeldForNamespace] = ns
-		delete(updated.Annotations, keys.ReservedUntil)
-	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeNamespace))
+		updated.Annotations[wellknown.HeldForNamespace] = ns
+		delete(updated.Annotations, wellknown.ReservedUntil)
+	}, "HeldForNamespace", fmt.Sprintf("Free for any claim of namespace %s only, where it was last bound (StorageClass parameter %s: %s)", ns, wellknown.ReuseScope, wellknown.ReuseScopeNamespace))
 }
 
 // letGo makes a held volume free for any claim, its class now saying
@@ -161,8 +161,8 @@ func (c *Controller) letGo(ctx context.Context, pv *corev1.PersistentVolume) err
 	ns, _ := pools.HeldFor(pv)
 	return c.rescope(ctx, pv, "let go of", func(updated *corev1.PersistentVolume) {
 		updated.Spec.ClaimRef = nil
-		delete(updated.Annotations, keys.HeldForNamespace)
-	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, keys.ReuseScope, keys.ReuseScopeCluster))
+		delete(updated.Annotations, wellknown.HeldForNamespace)
+	}, "HoldEnded", fmt.Sprintf("Free for any claim, no longer for namespace %s only (StorageClass parameter %s: %s)", ns, wellknown.ReuseScope, wellknown.ReuseScopeCluster))
 }
 
 // rescope writes change to a free volume and reports it with an event. The
@@ -232,10 +232,10 @@ func (c *Controller) handToScrub(ctx context.Context, pv *corev1.PersistentVolum
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	updated.Annotations[keys.Scrub] = keys.ScrubRequested
-	updated.Annotations[keys.LastClaim] = ref.Namespace + "/" + ref.Name
-	delete(updated.Annotations, keys.ReservedUntil)
-	delete(updated.Annotations, keys.HeldForNamespace)
+	updated.Annotations[wellknown.Scrub] = wellknown.ScrubRequested
+	updated.Annotations[wellknown.LastClaim] = ref.Namespace + "/" + ref.Name
+	delete(updated.Annotations, wellknown.ReservedUntil)
+	delete(updated.Annotations, wellknown.HeldForNamespace)
 	res, err := c.client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{})
 	if err != nil {
 		return c.writeFailed(ctx, pv, errRelease, "hand to the scrub", err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The made-ahead run: claims of a size no member of their pool has, the
@@ -52,7 +52,7 @@ func (b *bench) madeAhead(ctx context.Context, cycles, concurrency int) (*MadeAh
 	r := &MadeAhead{Concurrency: concurrency, Cycles: cycles, MinAvailable: concurrency}
 	// Released volumes go back to the pool free to any claim: no
 	// reservation or hold keeps a member from the next claim.
-	free := map[string]string{keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}
+	free := map[string]string{wellknown.ReserveFor: "0", wellknown.ReuseScope: wellknown.ReuseScopeCluster}
 	var size atomic.Int64
 	run := func(class string) (Summary, float64, int) {
 		return b.boundRun(ctx, concurrency, cycles, func(ctx context.Context, seq int) (cycleTimes, error) {

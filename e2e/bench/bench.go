@@ -32,7 +32,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Config shapes a run.
@@ -446,7 +446,7 @@ func (b *bench) reservations(ctx context.Context, r *Report) {
 		b.note(r, "recurring workload: %v", err)
 	}
 	r.Recurring = rec
-	for _, run := range [][2]string{{cfg.ReserveFor, keys.ReuseScopeCluster}, {"0", keys.ReuseScopeCluster}, {"0", keys.ReuseScopeNamespace}} {
+	for _, run := range [][2]string{{cfg.ReserveFor, wellknown.ReuseScopeCluster}, {"0", wellknown.ReuseScopeCluster}, {"0", wellknown.ReuseScopeNamespace}} {
 		rf, scope := run[0], run[1]
 		class := fmt.Sprintf("bench-one-off-%d", len(r.OneOff))
 		b.logf("One-off claim names: %d in flight, %d cycles, reserveFor %s, reuseScope %s", recurringConcurrency, cfg.RecurringCycles, rf, scope)
@@ -611,7 +611,7 @@ func (b *bench) setup(ctx context.Context) error {
 	}
 	classes := []*storagev1.StorageClass{
 		objects.NewClass(b.class, provisionerName, func(sc *storagev1.StorageClass) {
-			sc.Annotations = map[string]string{keys.ClassControllerID: controllerID}
+			sc.Annotations = map[string]string{wellknown.ClassControllerID: controllerID}
 			sc.Parameters = map[string]string{"backend": "directory", "baseDir": b.base, "source": "hostPath", "hostPath": b.base}
 		}),
 		objects.NewClass(b.floorClass, "kubernetes.io/no-provisioner"),

@@ -15,7 +15,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The class-pool run: a pool of the class backend in front of a CSI class
@@ -177,9 +177,9 @@ func (b *bench) stopCSI(c *cluster.CSI) {
 func (b *bench) csiClasses(ctx context.Context, csi, pool, driver string, binding storagev1.VolumeBindingMode) error {
 	for _, sc := range []*storagev1.StorageClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: csi}, Provisioner: driver, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: &binding},
-		{ObjectMeta: metav1.ObjectMeta{Name: pool, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+		{ObjectMeta: metav1.ObjectMeta{Name: pool, Annotations: map[string]string{wellknown.ClassControllerID: controllerID}},
 			Provisioner: provisionerName, ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimRetain), VolumeBindingMode: &binding,
-			Parameters: map[string]string{"backend": "class", "backingClass": csi, keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}},
+			Parameters: map[string]string{"backend": "class", "backingClass": csi, wellknown.ReserveFor: "0", wellknown.ReuseScope: wellknown.ReuseScopeCluster}},
 	} {
 		if _, err := b.client.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return err

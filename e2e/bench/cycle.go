@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // cycleTimes are the moments of one cycle. For our cycle and the pod
@@ -47,8 +47,8 @@ func (b *bench) ourCycle(ctx context.Context, seq int, miss bool) (cycleTimes, e
 	t.start = time.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns, Annotations: map[string]string{
-			keys.EnabledKey("cache"):  "true",
-			keys.TemplateKey("cache"): claimTemplate(b.class, size),
+			wellknown.EnabledKey("cache"):  "true",
+			wellknown.TemplateKey("cache"): claimTemplate(b.class, size),
 		}},
 		Spec: podSpec(name, ""),
 	}

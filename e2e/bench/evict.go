@@ -10,7 +10,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The eviction run: what a claim at a pool's maximum pays when it fits no
@@ -33,7 +33,7 @@ const evictClass = "bench-evict"
 
 func (b *bench) eviction(ctx context.Context, cycles int) (*Eviction, error) {
 	e := &Eviction{Cycles: cycles}
-	free := map[string]string{keys.ReserveFor: "0", keys.ReuseScope: keys.ReuseScopeCluster}
+	free := map[string]string{wellknown.ReserveFor: "0", wellknown.ReuseScope: wellknown.ReuseScopeCluster}
 	if err := b.recurringClass(ctx, evictClass, free); err != nil {
 		return nil, err
 	}

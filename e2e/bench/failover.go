@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // defaultLeaseDuration is --leader-elect-lease-duration's default, which
@@ -60,8 +60,8 @@ func (b *bench) failover(ctx context.Context) (*Failover, error) {
 	podName := "failover-create"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: b.ns, Annotations: map[string]string{
-			keys.EnabledKey("cache"):  "true",
-			keys.TemplateKey("cache"): claimTemplate(b.class, fmt.Sprintf("%dMi", 2048+b.missSeq.Add(1))),
+			wellknown.EnabledKey("cache"):  "true",
+			wellknown.TemplateKey("cache"): claimTemplate(b.class, fmt.Sprintf("%dMi", 2048+b.missSeq.Add(1))),
 		}},
 		Spec: podSpec(podName, ""),
 	}

@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The CI-runs-by-key run: jobs of a few pipelines (cache keys) that run a
@@ -50,7 +50,7 @@ const (
 
 // keySettings are the pool settings the run compares: the baseline
 // first.
-var keySettings = []string{"none", keys.KeyPolicyPrefer, keys.KeyPolicyRequire}
+var keySettings = []string{"none", wellknown.KeyPolicyPrefer, wellknown.KeyPolicyRequire}
 
 func (b *bench) keyRuns(ctx context.Context, r *Report) {
 	if b.cfg.KeyCycles == 0 {
@@ -74,9 +74,9 @@ func (b *bench) keyRuns(ctx context.Context, r *Report) {
 // setting says. Whose a volume was is the run's own record: the last key a
 // job of the run had it under.
 func (b *bench) keyRun(ctx context.Context, class, setting string, runs int) (*KeyRuns, error) {
-	params := map[string]string{keys.MaxVolumes: fmt.Sprint(keyRunMaxVolumes)}
+	params := map[string]string{wellknown.MaxVolumes: fmt.Sprint(keyRunMaxVolumes)}
 	if setting != "none" {
-		params[keys.KeyLabel], params[keys.KeyPolicy] = keys.CacheKeyLabel, setting
+		params[wellknown.KeyLabel], params[wellknown.KeyPolicy] = wellknown.CacheKeyLabel, setting
 	}
 	if err := b.recurringClass(ctx, class, params); err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (b *bench) keyRun(ctx context.Context, class, setting string, runs int) (*K
 	)
 	job := func(ctx context.Context, key, seq int) error {
 		t, err := b.claimCycleOf(ctx, b.ns, fmt.Sprintf("%s-job-%d", class, seq), class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
-			c.Labels = map[string]string{keys.CacheKeyLabel: fmt.Sprintf("pipeline-%d", key)}
+			c.Labels = map[string]string{wellknown.CacheKeyLabel: fmt.Sprintf("pipeline-%d", key)}
 		})
 		if err != nil {
 			return err
@@ -171,11 +171,11 @@ func (r *Report) keyTargets(add func(name, goal, measured string, met *bool)) {
 		figures[k.Setting] = k
 	}
 	name := "CI jobs that got their key's volume, keyLabel with keyPolicy Require (Prefer; no keyLabel)"
-	req, ok := figures[keys.KeyPolicyRequire]
+	req, ok := figures[wellknown.KeyPolicyRequire]
 	if !ok || req.Runs == 0 {
 		add(name, ">= 95%", "not measured", nil)
 		return
 	}
 	met := req.OwnKeyPct >= 95
-	add(name, ">= 95%", fmt.Sprintf("%.1f%% (%.1f%%; %.1f%%)", req.OwnKeyPct, figures[keys.KeyPolicyPrefer].OwnKeyPct, figures["none"].OwnKeyPct), &met)
+	add(name, ">= 95%", fmt.Sprintf("%.1f%% (%.1f%%; %.1f%%)", req.OwnKeyPct, figures[wellknown.KeyPolicyPrefer].OwnKeyPct, figures["none"].OwnKeyPct), &met)
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The node-local run: pods on a real node with a claim of a `local` class,
@@ -171,7 +171,7 @@ func (b *bench) nodeScrubCycle(ctx context.Context, seq int) (time.Duration, err
 		if err != nil {
 			return false, err
 		}
-		_, scrubbing := pv.Annotations[keys.Scrub]
+		_, scrubbing := pv.Annotations[wellknown.Scrub]
 		freed = time.Now()
 		return !scrubbing && pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
 	}); err != nil {
@@ -214,7 +214,7 @@ func (b *bench) nodeLocalSetup(ctx context.Context, nodePath string) error {
 		return err
 	}
 	if _, err := pools.ReclaimableV1alpha1().VolumePools().Create(ctx, &v1alpha1.VolumePool{ObjectMeta: metav1.ObjectMeta{Name: nodeLocalScrub},
-		Spec: v1alpha1.VolumePoolSpec{StorageClassName: nodeLocalScrub, OnRelease: keys.OnReleaseScrub}}, metav1.CreateOptions{}); err != nil {
+		Spec: v1alpha1.VolumePoolSpec{StorageClassName: nodeLocalScrub, OnRelease: wellknown.OnReleaseScrub}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	pv := objects.NewVolume(nodeLocalFloor, nodeLocalFloor, "1Gi", filepath.Join(nodePath, "floor"), func(pv *corev1.PersistentVolume) {
@@ -256,8 +256,8 @@ func (b *bench) nodeLocalCycle(ctx context.Context, class, claim string, seq int
 	ctx, cancel := context.WithTimeout(ctx, cycleTimeout)
 	defer cancel()
 	pod := nodePod(fmt.Sprintf("%s-%d", class, seq), claim, map[string]string{
-		keys.EnabledKey("cache"):  "true",
-		keys.TemplateKey("cache"): claimTemplate(class, "1Gi"),
+		wellknown.EnabledKey("cache"):  "true",
+		wellknown.TemplateKey("cache"): claimTemplate(class, "1Gi"),
 	})
 	var t cycleTimes
 	t.start = time.Now()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +50,7 @@ const (
 // recurring runs cycles claims named from names at concurrency, each name
 // in flight at most once.
 func (b *bench) recurring(ctx context.Context, names, concurrency, cycles int, reserveFor string) (*Recurring, error) {
-	if err := b.recurringClass(ctx, recurringClass, map[string]string{keys.ReserveFor: reserveFor}); err != nil {
+	if err := b.recurringClass(ctx, recurringClass, map[string]string{wellknown.ReserveFor: reserveFor}); err != nil {
 		return nil, err
 	}
 	var (
@@ -138,7 +138,7 @@ func (b *bench) recurringClass(ctx context.Context, class string, extra map[stri
 		params[k] = v
 	}
 	_, err := b.client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{keys.ClassControllerID: controllerID}},
+		ObjectMeta:        metav1.ObjectMeta{Name: class, Annotations: map[string]string{wellknown.ClassControllerID: controllerID}},
 		Provisioner:       provisionerName,
 		ReclaimPolicy:     &retain,
 		VolumeBindingMode: &immediate,
@@ -193,7 +193,7 @@ type OneOff struct {
 // hands each claim one; with neither, the PV controller binds a free member
 // itself.
 func (b *bench) oneOff(ctx context.Context, class string, names, concurrency, cycles int, reserveFor, scope string) (*OneOff, error) {
-	if err := b.recurringClass(ctx, class, map[string]string{keys.ReserveFor: reserveFor, keys.ReuseScope: scope}); err != nil {
+	if err := b.recurringClass(ctx, class, map[string]string{wellknown.ReserveFor: reserveFor, wellknown.ReuseScope: scope}); err != nil {
 		return nil, err
 	}
 	if err := b.warmUp(ctx, class, names, func(int, string) {}); err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const scaleNS = "scale"
@@ -123,8 +123,8 @@ func (b *bench) scaleAnnotatedPods(ctx context.Context, n int, made *atomic.Int6
 		name := fmt.Sprintf("s-%d", i)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-				keys.EnabledKey("cache"):  "true",
-				keys.TemplateKey("cache"): claimTemplate(b.class, "1Gi"),
+				wellknown.EnabledKey("cache"):  "true",
+				wellknown.TemplateKey("cache"): claimTemplate(b.class, "1Gi"),
 			}},
 			Spec: podSpec(name, "node-1"),
 		}
@@ -147,7 +147,7 @@ func (b *bench) scalePair(ctx context.Context, i int, podUID types.UID) error {
 	name := fmt.Sprintf("s-%d", i)
 	pvName := fmt.Sprintf("scale-%d", i)
 	claim := objects.NewClaim(scaleNS, name, b.class, "1Gi", func(c *corev1.PersistentVolumeClaim) {
-		c.Labels = map[string]string{keys.ClaimManagedBy: controllerID, keys.ClaimedBy: string(podUID)}
+		c.Labels = map[string]string{wellknown.ClaimManagedBy: controllerID, wellknown.ClaimedBy: string(podUID)}
 		c.Annotations = map[string]string{volumehelpers.AnnBindCompleted: "yes", volumehelpers.AnnBoundByController: "yes"}
 		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: podUID}}
 		c.Spec.VolumeName = pvName
@@ -157,8 +157,8 @@ func (b *bench) scalePair(ctx context.Context, i int, podUID types.UID) error {
 		return err
 	}
 	pv := objects.NewVolume(pvName, b.class, "1Gi", filepath.Join(b.base, pvName), func(pv *corev1.PersistentVolume) {
-		pv.Labels = map[string]string{keys.VolumeManagedBy: controllerID}
-		pv.Annotations = map[string]string{keys.ProvisionedBy: provisionerName, volumehelpers.AnnBoundByController: "yes"}
+		pv.Labels = map[string]string{wellknown.VolumeManagedBy: controllerID}
+		pv.Annotations = map[string]string{wellknown.ProvisionedBy: provisionerName, volumehelpers.AnnBoundByController: "yes"}
 		pv.Spec.ClaimRef = &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: scaleNS, Name: name, UID: c.UID}
 	})
 	created, err := b.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})

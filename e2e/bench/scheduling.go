@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The scheduling phase times what a workload waits for before it can
@@ -91,13 +91,13 @@ func (b *bench) annotatedPodCycle(ctx context.Context, seq int, gated bool) (tim
 	name := fmt.Sprintf("s-%d", seq)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.ns, Annotations: map[string]string{
-			keys.EnabledKey("cache"):  "true",
-			keys.TemplateKey("cache"): claimTemplate(b.class, "1Gi"),
+			wellknown.EnabledKey("cache"):  "true",
+			wellknown.TemplateKey("cache"): claimTemplate(b.class, "1Gi"),
 		}},
 		Spec: podSpec(name, ""),
 	}
 	if gated {
-		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}}
+		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}}
 	}
 	created, err := b.client.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

@@ -24,8 +24,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Scope says which objects an invariant checker looks at, so that tests
@@ -59,7 +59,7 @@ type Scope struct {
 	// ever seen above it (14).
 	MaxPerNamespace map[string]int
 	// StuckAfter bounds how long a member may wait for its storage (made
-	// ahead, keys.StoragePending) or for its eviction to end (invariant
+	// ahead, wellknown.StoragePending) or for its eviction to end (invariant
 	// 12); 0 means six minutes, three times the default --lifecycle-timeout.
 	StuckAfter time.Duration
 }
@@ -269,7 +269,7 @@ func (inv *Invariants) checkBinding(pv *corev1.PersistentVolume) {
 func (inv *Invariants) checkKey(pv *corev1.PersistentVolume) {
 	label, required := inv.scope.KeyRequired[pv.Spec.StorageClassName]
 	ref := pv.Spec.ClaimRef
-	if !required || ref.Name == keys.ScrubClaim(pv.Name) {
+	if !required || ref.Name == wellknown.ScrubClaim(pv.Name) {
 		return
 	}
 	key, known := inv.keyOf(ref.UID)
@@ -363,7 +363,7 @@ func (inv *Invariants) checkNamespace(pv *corev1.PersistentVolume) {
 	if !slices.Contains(inv.scope.NamespaceScoped, pv.Spec.StorageClassName) {
 		return
 	}
-	if pv.Spec.ClaimRef.Name == keys.ScrubClaim(pv.Name) {
+	if pv.Spec.ClaimRef.Name == wellknown.ScrubClaim(pv.Name) {
 		return // the scrub's own claim, in the lifecycle namespace: no consumer's
 	}
 	ns := pv.Spec.ClaimRef.Namespace
@@ -391,7 +391,7 @@ func (inv *Invariants) checkShare(pv *corev1.PersistentVolume, gone bool) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	ref := pv.Spec.ClaimRef
-	if gone || ref == nil || pools.Unissued(pv) || ref.Name == keys.ScrubClaim(pv.Name) {
+	if gone || ref == nil || pools.Unissued(pv) || ref.Name == wellknown.ScrubClaim(pv.Name) {
 		delete(inv.shares, pv.Name)
 		return
 	}
@@ -439,7 +439,7 @@ func bound(pv *corev1.PersistentVolume) bool {
 // checkClaimDeletion (4, "none before"): a claim the podwatcher created is
 // deleted only when its owner is gone or going.
 func (inv *Invariants) checkClaimDeletion(ctx context.Context, claim *corev1.PersistentVolumeClaim) {
-	if !inv.inNamespace(claim.Namespace) || claim.Labels[keys.ClaimManagedBy] != inv.scope.ControllerID {
+	if !inv.inNamespace(claim.Namespace) || claim.Labels[wellknown.ClaimManagedBy] != inv.scope.ControllerID {
 		return
 	}
 	for _, ref := range claim.OwnerReferences {
@@ -634,7 +634,7 @@ func onePerOne(byClaim map[types.UID][]string, claims map[types.UID]*corev1.Pers
 func claimsOutlivingOwners(ctx context.Context, controllerID string, claims map[types.UID]*corev1.PersistentVolumeClaim) []string {
 	var out []string
 	for _, c := range claims {
-		if c.Labels[keys.ClaimManagedBy] != controllerID || c.DeletionTimestamp != nil {
+		if c.Labels[wellknown.ClaimManagedBy] != controllerID || c.DeletionTimestamp != nil {
 			continue
 		}
 		for _, ref := range c.OwnerReferences {
@@ -651,7 +651,7 @@ func claimsOutlivingOwners(ctx context.Context, controllerID string, claims map[
 // for eviction. Kubernetes never deletes a pre-bound volume.
 func (inv *Invariants) checkPreBound(pv *corev1.PersistentVolume) {
 	if inv.inClass(pv.Spec.StorageClassName) && pools.PreBound(pv) && pools.Evicting(pv) {
-		inv.violate("invariant 11: volume %s, pre-bound to claim %s/%s, is fenced for eviction (%s)", pv.Name, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Annotations[keys.Evicting])
+		inv.violate("invariant 11: volume %s, pre-bound to claim %s/%s, is fenced for eviction (%s)", pv.Name, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pv.Annotations[wellknown.Evicting])
 	}
 }
 
@@ -661,7 +661,7 @@ func stuck(pv *corev1.PersistentVolume, bound time.Duration, now time.Time) stri
 	case pools.StoragePending(pv) && pv.DeletionTimestamp == nil && now.Sub(pv.CreationTimestamp.Time) > bound:
 		return fmt.Sprintf("invariant 12: volume %s has waited for its storage since %s, more than %s", pv.Name, pv.CreationTimestamp.UTC().Format(time.RFC3339), bound)
 	case pools.Evicting(pv) && pv.DeletionTimestamp != nil && now.Sub(pv.DeletionTimestamp.Time) > bound:
-		return fmt.Sprintf("invariant 12: volume %s has been evicted (%s) since %s and is not gone after %s", pv.Name, pv.Annotations[keys.Evicting], pv.DeletionTimestamp.UTC().Format(time.RFC3339), bound)
+		return fmt.Sprintf("invariant 12: volume %s has been evicted (%s) since %s and is not gone after %s", pv.Name, pv.Annotations[wellknown.Evicting], pv.DeletionTimestamp.UTC().Format(time.RFC3339), bound)
 	}
 	return ""
 }
@@ -673,7 +673,7 @@ func (inv *Invariants) checkEviction(pv *corev1.PersistentVolume) {
 		return
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
-		inv.violate("invariant 10: volume %s is being evicted (%s) while bound to claim %s/%s (uid %s)", pv.Name, pv.Annotations[keys.Evicting], ref.Namespace, ref.Name, ref.UID)
+		inv.violate("invariant 10: volume %s is being evicted (%s) while bound to claim %s/%s (uid %s)", pv.Name, pv.Annotations[wellknown.Evicting], ref.Namespace, ref.Name, ref.UID)
 	}
 }
 
@@ -689,7 +689,7 @@ func (inv *Invariants) checkLost(obj any) {
 // noteOutcome remembers the claims that said their consumer succeeded:
 // under ScrubUnlessSucceeded their volumes may go on unscrubbed.
 func (inv *Invariants) noteOutcome(obj any) {
-	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok && c.Annotations[keys.ConsumerOutcome] == keys.OutcomeSucceeded {
+	if c, ok := obj.(*corev1.PersistentVolumeClaim); ok && c.Annotations[wellknown.ConsumerOutcome] == wellknown.OutcomeSucceeded {
 		inv.mu.Lock()
 		inv.succeeded[c.UID] = true
 		inv.mu.Unlock()
@@ -701,18 +701,18 @@ func (inv *Invariants) noteOutcome(obj any) {
 // never seen to say its consumer succeeded) is unscrubbed until it is seen
 // scrubbed (a volume handed to a claim is Released a moment from the claim
 // it is given to: the PV controller has yet to bind them)
-// (keys.ScrubDone); seen Bound meanwhile to any claim but its scrub claim,
+// (wellknown.ScrubDone); seen Bound meanwhile to any claim but its scrub claim,
 // its data went on.
 func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 	inv.mu.Lock()
-	if state := pv.Annotations[keys.Scrub]; state != inv.scrubState[pv.Name] {
-		if state == keys.ScrubDone && inv.inClass(pv.Spec.StorageClassName) {
+	if state := pv.Annotations[wellknown.Scrub]; state != inv.scrubState[pv.Name] {
+		if state == wellknown.ScrubDone && inv.inClass(pv.Spec.StorageClassName) {
 			inv.scrubs++
 		}
 		inv.scrubState[pv.Name] = state
 	}
 	inv.mu.Unlock()
-	if pv.Annotations[keys.Scrub] == keys.ScrubDone {
+	if pv.Annotations[wellknown.Scrub] == wellknown.ScrubDone {
 		// Emptied, by any pool's rule or by hand: it belongs to no
 		// namespace any more (7), and its data went as an administrator
 		// asked (3): the files registered so far are not expected.
@@ -727,11 +727,11 @@ func (inv *Invariants) checkScrub(pv *corev1.PersistentVolume) {
 		return
 	}
 	ref := pv.Spec.ClaimRef
-	scrubClaim := ref != nil && ref.Name == keys.ScrubClaim(pv.Name)
+	scrubClaim := ref != nil && ref.Name == wellknown.ScrubClaim(pv.Name)
 	inv.mu.Lock()
 	from, unscrubbed := inv.unscrubbed[pv.Name]
 	switch {
-	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
+	case pv.Annotations[wellknown.Scrub] == wellknown.ScrubDone:
 		delete(inv.unscrubbed, pv.Name)
 	case pv.Status.Phase == corev1.VolumeReleased && ref != nil && !scrubClaim && ref.UID != "" && inv.boundTo[ref.UID] == pv.Name && (always || !inv.succeeded[ref.UID]):
 		inv.unscrubbed[pv.Name] = ref.Namespace + "/" + ref.Name

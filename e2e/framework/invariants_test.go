@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Invariant 1 on synthetic volumes: the PV controller never produces a
@@ -94,7 +94,7 @@ func TestCheckPreBoundAndStuckMembers(t *testing.T) {
 	preBound := func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "wanted"}
 	}
-	fenced := func(pv *corev1.PersistentVolume) { pv.Annotations[keys.Evicting] = keys.EvictIdle }
+	fenced := func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.Evicting] = wellknown.EvictIdle }
 
 	inv := &Invariants{scope: Scope{Classes: []string{"pool"}}}
 	inv.checkPreBound(volume(preBound))
@@ -112,7 +112,7 @@ func TestCheckPreBoundAndStuckMembers(t *testing.T) {
 	}
 	pending := func(ago time.Duration) func(*corev1.PersistentVolume) {
 		return func(pv *corev1.PersistentVolume) {
-			pv.Annotations[keys.StoragePending] = "true"
+			pv.Annotations[wellknown.StoragePending] = "true"
 			pv.CreationTimestamp = metav1.NewTime(now.Add(-ago))
 		}
 	}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Runnable is one controller. Run is called once its replica leads, and
@@ -142,7 +142,7 @@ func (e *Env) InformerFactory(namespace, labelSelector string) informers.SharedI
 func (e *Env) ManagedClaims(namespace string) coreinformers.PersistentVolumeClaimInformer {
 	return e.factory(factoryKey{
 		namespace:     namespace,
-		labelSelector: keys.ClaimManagedBy + "=" + e.ControllerID,
+		labelSelector: wellknown.ClaimManagedBy + "=" + e.ControllerID,
 		metadataOnly:  true,
 	}).Core().V1().PersistentVolumeClaims()
 }

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func keptPod(name string, kept bool) *corev1.Pod {
@@ -86,14 +86,14 @@ func TestKeptPodsCachesOnlyThePodsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := keptPod("asks", false)
-	stopped.Annotations = map[string]string{keys.Domain + "/changed": "yes"}
+	stopped.Annotations = map[string]string{wellknown.Domain + "/changed": "yes"}
 	if _, err := pods.Update(ctx, stopped, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitCached(t, inf, "ns/asks", "ns/asks-2", "ns/plain")
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		obj, ok, err := inf.GetStore().GetByKey("ns/asks")
-		return ok && err == nil && obj.(*PodRecord).Annotations[keys.Domain+"/changed"] == "yes", err
+		return ok && err == nil && obj.(*PodRecord).Annotations[wellknown.Domain+"/changed"] == "yes", err
 	})
 	if err != nil {
 		t.Fatalf("the pod that stopped asking was not updated in the cache: %v", err)

@@ -10,21 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestPodRecordKeepsWhatTrimKeeps(t *testing.T) {
 	now := metav1.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
-			Annotations:     map[string]string{keys.EnabledKey("cache"): "true", keys.EnabledKey("scratch"): "true", "other": "x"},
+			Annotations:     map[string]string{wellknown.EnabledKey("cache"): "true", wellknown.EnabledKey("scratch"): "true", "other": "x"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "ju"}}},
 		Spec: corev1.PodSpec{
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
 				// Named by a claim annotation, not a claim: its name is kept.
 				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-			SchedulingGates: []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}},
 			Containers:      []corev1.Container{{Name: "build"}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "OOMKilled"},
@@ -45,9 +45,9 @@ func TestPodRecordKeepsWhatTrimKeeps(t *testing.T) {
 		t.Error("a record is not read as the pod's metadata")
 	}
 	cp := rec.DeepCopyObject().(*PodRecord)
-	cp.Annotations[keys.EnabledKey("cache")] = "false"
+	cp.Annotations[wellknown.EnabledKey("cache")] = "false"
 	cp.Volumes[0].ClaimName = "changed"
-	if rec.Annotations[keys.EnabledKey("cache")] != "true" || rec.Volumes[0].ClaimName != "c" {
+	if rec.Annotations[wellknown.EnabledKey("cache")] != "true" || rec.Volumes[0].ClaimName != "c" {
 		t.Error("DeepCopyObject shares what it copies")
 	}
 	if tomb, ok := AsPod(cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: rec}); !ok || tomb.Name != "p" {

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // trim keeps out of the shared caches what no controller reads, so that
@@ -150,7 +150,7 @@ func internResources(l corev1.ResourceList) corev1.ResourceList {
 func ownAnnotations(m map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range m {
-		if strings.HasPrefix(k, keys.Domain+"/") || strings.HasPrefix(k, keys.ClaimPrefix) {
+		if strings.HasPrefix(k, wellknown.Domain+"/") || strings.HasPrefix(k, wellknown.ClaimPrefix) {
 			if out == nil {
 				out = map[string]string{}
 			}
@@ -172,7 +172,7 @@ func claimVolumes(volumes []corev1.Volume, annotations map[string]string) []core
 		case v.PersistentVolumeClaim != nil:
 			out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
 				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName}}})
-		case hasKey(annotations, keys.EnabledKey(v.Name)):
+		case hasKey(annotations, wellknown.EnabledKey(v.Name)):
 			out = append(out, corev1.Volume{Name: v.Name})
 		}
 	}

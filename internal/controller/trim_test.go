@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestTrimKeepsWhatControllersRead(t *testing.T) {
@@ -22,7 +22,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	now := metav1.Now()
 	meta := metav1.ObjectMeta{
 		Name: "p", Namespace: "ns", UID: "u", DeletionTimestamp: &now,
-		Annotations:     map[string]string{"a": "b", keys.EnabledKey("scratch"): "true", corev1.LastAppliedConfigAnnotation: "{...}"},
+		Annotations:     map[string]string{"a": "b", wellknown.EnabledKey("scratch"): "true", corev1.LastAppliedConfigAnnotation: "{...}"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "j", UID: "ju"}},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}
@@ -46,7 +46,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 	if got.Labels != nil || got.Annotations["a"] != "" {
 		t.Errorf("pod keeps labels or annotations of others, which the podwatcher never reads: %v %v", got.Labels, got.Annotations)
 	}
-	if got.Status.Phase != corev1.PodRunning || got.Annotations[keys.EnabledKey("scratch")] != "true" || len(got.Spec.SchedulingGates) != 1 ||
+	if got.Status.Phase != corev1.PodRunning || got.Annotations[wellknown.EnabledKey("scratch")] != "true" || len(got.Spec.SchedulingGates) != 1 ||
 		got.UID != "u" || got.DeletionTimestamp == nil || len(got.OwnerReferences) != 1 {
 		t.Errorf("pod lost what the podwatcher reads: %+v", got)
 	}
@@ -68,7 +68,7 @@ func TestTrimKeepsWhatControllersRead(t *testing.T) {
 		t.Errorf("job not trimmed: %+v", gotJob)
 	}
 	if len(gotJob.Spec.Template.Spec.Volumes) != 2 || gotJob.Spec.Template.Spec.Volumes[1].EmptyDir != nil || len(gotJob.Status.Conditions) != 1 ||
-		gotJob.Annotations[keys.EnabledKey("scratch")] != "true" || gotJob.Annotations["a"] != "" {
+		gotJob.Annotations[wellknown.EnabledKey("scratch")] != "true" || gotJob.Annotations["a"] != "" {
 		t.Errorf("job lost what the podwatcher reads, or kept what it does not: %+v", gotJob)
 	}
 
@@ -84,7 +84,7 @@ func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
 	meta := metav1.ObjectMeta{
 		Name: "c", Namespace: "ns", UID: "u", ResourceVersion: "7", DeletionTimestamp: &now,
 		Labels:          map[string]string{"l": "v"},
-		Annotations:     map[string]string{"a": "b", keys.ConsumerOutcome: "Succeeded", corev1.LastAppliedConfigAnnotation: "{...}"},
+		Annotations:     map[string]string{"a": "b", wellknown.ConsumerOutcome: "Succeeded", corev1.LastAppliedConfigAnnotation: "{...}"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "Pod", Name: "p", UID: "pu"}},
 		Finalizers:      []string{"kubernetes.io/pvc-protection"},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
@@ -101,7 +101,7 @@ func TestTrimToMetadataKeepsOnlyMetadata(t *testing.T) {
 	got := out.(*corev1.PersistentVolumeClaim)
 	want := meta.DeepCopy()
 	want.ManagedFields, want.Finalizers = nil, nil
-	want.Annotations = map[string]string{keys.ConsumerOutcome: "Succeeded"}
+	want.Annotations = map[string]string{wellknown.ConsumerOutcome: "Succeeded"}
 	if !reflect.DeepEqual(got.ObjectMeta, *want) {
 		t.Errorf("metadata = %+v, want %+v", got.ObjectMeta, *want)
 	}
@@ -116,7 +116,7 @@ func TestTrimKeepsAWaitingClaimWhole(t *testing.T) {
 	class := "pool"
 	meta := metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: "u",
 		Labels:      map[string]string{"l": "v"},
-		Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": "vendor/reclaimable", keys.ConsumerOutcome: "Failed"}}
+		Annotations: map[string]string{"volume.kubernetes.io/storage-provisioner": "vendor/reclaimable", wellknown.ConsumerOutcome: "Failed"}}
 	spec := corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
 	waiting := &corev1.PersistentVolumeClaim{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy(), Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}}
@@ -152,8 +152,8 @@ func TestTrimSharesLabelsAnnotationsAndFinalizers(t *testing.T) {
 	same := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
 	pv := func(name, managedBy string) *corev1.PersistentVolume {
 		out, _ := trim(&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels:      map[string]string{keys.VolumeManagedBy: managedBy},
-			Annotations: map[string]string{keys.ProvisionedBy: "vendor/reclaimable", "pv.kubernetes.io/bound-by-controller": "yes"},
+			Labels:      map[string]string{wellknown.VolumeManagedBy: managedBy},
+			Annotations: map[string]string{wellknown.ProvisionedBy: "vendor/reclaimable", "pv.kubernetes.io/bound-by-controller": "yes"},
 			Finalizers:  []string{"kubernetes.io/pv-protection"},
 		}})
 		return out.(*corev1.PersistentVolume)
@@ -162,7 +162,7 @@ func TestTrimSharesLabelsAnnotationsAndFinalizers(t *testing.T) {
 	if !same(a.Labels, b.Labels) || !same(a.Annotations, b.Annotations) || !same(a.Finalizers, b.Finalizers) {
 		t.Error("two volumes with the same labels, annotations and finalizers keep their own")
 	}
-	if same(a.Labels, other.Labels) || other.Labels[keys.VolumeManagedBy] != "other" {
+	if same(a.Labels, other.Labels) || other.Labels[wellknown.VolumeManagedBy] != "other" {
 		t.Errorf("volumes of different labels share them: %v", other.Labels)
 	}
 	if a.Name != "a" || b.Name != "b" || b.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" {
@@ -189,12 +189,12 @@ func TestTrimSharesLabelsAnnotationsAndFinalizers(t *testing.T) {
 	}
 
 	claim, _ := trimToMetadata(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
-		Labels:      map[string]string{keys.ClaimedBy: "uid-1"},
-		Annotations: map[string]string{keys.ConsumerOutcome: "Succeeded", "volume.kubernetes.io/storage-provisioner": "x"},
+		Labels:      map[string]string{wellknown.ClaimedBy: "uid-1"},
+		Annotations: map[string]string{wellknown.ConsumerOutcome: "Succeeded", "volume.kubernetes.io/storage-provisioner": "x"},
 	}})
 	claim2, _ := trimToMetadata(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
-		Labels:      map[string]string{keys.ClaimedBy: "uid-1"},
-		Annotations: map[string]string{keys.ConsumerOutcome: "Succeeded"},
+		Labels:      map[string]string{wellknown.ClaimedBy: "uid-1"},
+		Annotations: map[string]string{wellknown.ConsumerOutcome: "Succeeded"},
 	}})
 	c1, c2 := claim.(*corev1.PersistentVolumeClaim), claim2.(*corev1.PersistentVolumeClaim)
 	if !same(c1.Annotations, c2.Annotations) || len(c1.Annotations) != 1 {

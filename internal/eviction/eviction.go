@@ -16,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Eviction is a member to remove from its pool with its data, why (a
-// keys.Evict* cause), and the event that says so on the pool.
+// wellknown.Evict* cause), and the event that says so on the pool.
 type Eviction struct {
 	PV      *corev1.PersistentVolume
 	Cause   string
@@ -48,7 +48,7 @@ func (r Rules) Any() bool { return r.After != nil || r.Shrink || r.High != nil }
 // no member is taken for idle sooner than it was. It is the one clock of
 // every eviction.
 func LastUsed(pv *corev1.PersistentVolume) time.Time {
-	if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
+	if t, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt]); err == nil {
 		return t.Add(time.Second)
 	}
 	return pv.CreationTimestamp.Time.Add(time.Second)
@@ -181,7 +181,7 @@ func Idle(members []*corev1.PersistentVolume, after time.Duration, minAvailable 
 		if isFree {
 			spare--
 		}
-		out = append(out, Eviction{PV: pv, Cause: keys.EvictIdle, Message: fmt.Sprintf(
+		out = append(out, Eviction{PV: pv, Cause: wellknown.EvictIdle, Message: fmt.Sprintf(
 			"Evicted volume %s (%s), with its data: no claim has had it for %s (evictAfter %s)", pv.Name, pools.StateOf(pv), unused.Truncate(time.Second), after)})
 	}
 	return out, next
@@ -217,7 +217,7 @@ func AboveMaximum(members []*corev1.PersistentVolume, limit int) []Eviction {
 	var out []Eviction
 	for _, pv := range candidates[:min(over, len(candidates))] {
 		c := capacity(pv)
-		out = append(out, Eviction{PV: pv, Cause: keys.EvictAboveMaximum, Message: fmt.Sprintf(
+		out = append(out, Eviction{PV: pv, Cause: wellknown.EvictAboveMaximum, Message: fmt.Sprintf(
 			"Evicted volume %s (%s, %s), with its data: the pool has %d members, above maxVolumes %d (shrinkToMaximum)", pv.Name, pools.StateOf(pv), c.String(), count, limit)})
 	}
 	return out
@@ -286,7 +286,7 @@ func AboveBytes(members []*corev1.PersistentVolume, usage []v1alpha1.MemberUsage
 		}
 		before := sum
 		sum -= bytes[pv.Name]
-		out = append(out, Eviction{PV: pv, Cause: keys.EvictAboveBytes, Message: fmt.Sprintf(
+		out = append(out, Eviction{PV: pv, Cause: wellknown.EvictAboveBytes, Message: fmt.Sprintf(
 			"Evicted volume %s (%s, %s used), with its data: the pool's members held %s, above evictAboveBytes %s (down toward evictDownToBytes %s)",
 			pv.Name, pools.StateOf(pv), quantity(bytes[pv.Name]), quantity(before), quantity(high), quantity(low))})
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 var (
@@ -44,7 +44,7 @@ func annotate(key, value string) func(*corev1.PersistentVolume) {
 
 // releasedAgo is a member returned to the pool d before t1.
 func releasedAgo(d time.Duration) func(*corev1.PersistentVolume) {
-	return annotate(keys.ReleasedAt, t1.Add(-d).Format(time.RFC3339))
+	return annotate(wellknown.ReleasedAt, t1.Add(-d).Format(time.RFC3339))
 }
 
 // madeAgo is a member made d before t1.
@@ -59,8 +59,8 @@ func transitioned(at time.Time) func(*corev1.PersistentVolume) {
 
 // aheadMember is a member made ahead of claims, its storage made.
 func aheadMember(name string) *corev1.PersistentVolume {
-	pv := member(name, corev1.VolumeAvailable, annotate(keys.MadeAhead, "p"))
-	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "kube-system", Name: keys.MadeAheadClaim(name)}
+	pv := member(name, corev1.VolumeAvailable, annotate(wellknown.MadeAhead, "p"))
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "kube-system", Name: wellknown.MadeAheadClaim(name)}
 	return pv
 }
 
@@ -68,14 +68,14 @@ func aheadMember(name string) *corev1.PersistentVolume {
 func held(ns string) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "old"}
-		pv.Annotations[keys.HeldForNamespace] = ns
+		pv.Annotations[wellknown.HeldForNamespace] = ns
 	}
 }
 
 // reserved is a member the releaser reserves for the claim ns/old.
 func reserved(pv *corev1.PersistentVolume) {
 	pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "old"}
-	pv.Annotations[keys.ReservedUntil] = t1.Add(time.Hour).Format(time.RFC3339)
+	pv.Annotations[wellknown.ReservedUntil] = t1.Add(time.Hour).Format(time.RFC3339)
 }
 
 // preBound is a member an administrator pre-bound to a claim to come.
@@ -94,7 +94,7 @@ func TestLastUsed(t *testing.T) {
 	}{
 		{"returned", member("a", corev1.VolumeAvailable, releasedAgo(time.Hour), madeAgo(2*time.Hour)), t0.Add(time.Second)},
 		{"never returned: its making", member("a", corev1.VolumeAvailable, madeAgo(2*time.Hour), transitioned(t1)), t1.Add(-2*time.Hour + time.Second)},
-		{"an unreadable released-at: its making", member("a", corev1.VolumeAvailable, annotate(keys.ReleasedAt, "yesterday"), madeAgo(time.Hour)), t0.Add(time.Second)},
+		{"an unreadable released-at: its making", member("a", corev1.VolumeAvailable, annotate(wellknown.ReleasedAt, "yesterday"), madeAgo(time.Hour)), t0.Add(time.Second)},
 	} {
 		if got := LastUsed(tt.pv); !got.Equal(tt.want) {
 			t.Errorf("%s: LastUsed = %s, want %s", tt.name, got, tt.want)
@@ -117,9 +117,9 @@ func TestEvictable(t *testing.T) {
 		{"being given to a claim (a UID in its claimRef)", member("a", corev1.VolumeAvailable, claimRef("u")), false},
 		{"released", member("a", corev1.VolumeReleased, claimRef("u")), false},
 		{"pre-bound by an administrator", member("a", corev1.VolumeAvailable, preBound), false},
-		{"scrubbing", member("a", corev1.VolumeAvailable, annotate(keys.Scrub, keys.ScrubRequested)), false},
-		{"storage pending", member("a", corev1.VolumeAvailable, annotate(keys.StoragePending, "true")), false},
-		{"being evicted", member("a", corev1.VolumeAvailable, annotate(keys.Evicting, keys.EvictIdle)), false},
+		{"scrubbing", member("a", corev1.VolumeAvailable, annotate(wellknown.Scrub, wellknown.ScrubRequested)), false},
+		{"storage pending", member("a", corev1.VolumeAvailable, annotate(wellknown.StoragePending, "true")), false},
+		{"being evicted", member("a", corev1.VolumeAvailable, annotate(wellknown.Evicting, wellknown.EvictIdle)), false},
 		{"being deleted", member("a", corev1.VolumeAvailable, func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &now }), false},
 	} {
 		if got := Evictable(tt.pv); got != tt.want {
@@ -157,8 +157,8 @@ func TestVictim(t *testing.T) {
 		{"never a bound, released, scrubbing or evicting one", []*corev1.PersistentVolume{
 			member("bound", corev1.VolumeBound, claimRef("u1")),
 			member("released", corev1.VolumeReleased, claimRef("u2")),
-			member("scrubbing", corev1.VolumeAvailable, annotate(keys.Scrub, keys.ScrubRequested)),
-			member("evicting", corev1.VolumeAvailable, annotate(keys.Evicting, keys.EvictIdle)),
+			member("scrubbing", corev1.VolumeAvailable, annotate(wellknown.Scrub, wellknown.ScrubRequested)),
+			member("evicting", corev1.VolumeAvailable, annotate(wellknown.Evicting, wellknown.EvictIdle)),
 		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestIdle(t *testing.T) {
 		return member(name, corev1.VolumeAvailable, releasedAgo(ago))
 	}
 	held := func(name string, ago time.Duration) *corev1.PersistentVolume {
-		return member(name, corev1.VolumeAvailable, claimRef(""), annotate(keys.HeldForNamespace, "ns"), releasedAgo(ago))
+		return member(name, corev1.VolumeAvailable, claimRef(""), annotate(wellknown.HeldForNamespace, "ns"), releasedAgo(ago))
 	}
 	neverUsed := aheadMember("ahead")
 	neverUsed.CreationTimestamp = metav1.NewTime(t1.Add(-time.Hour))
@@ -204,10 +204,10 @@ func TestIdle(t *testing.T) {
 		{"a member never issued counts from its making", []*corev1.PersistentVolume{neverUsed}, 0, []string{"ahead"}, 0},
 		{"bound, reserved, released, scrubbing and evicting members stay", []*corev1.PersistentVolume{
 			member("bound", corev1.VolumeBound, claimRef("u1"), releasedAgo(time.Hour)),
-			member("reserved", corev1.VolumeAvailable, claimRef(""), annotate(keys.ReservedUntil, t1.Format(time.RFC3339)), releasedAgo(time.Hour)),
+			member("reserved", corev1.VolumeAvailable, claimRef(""), annotate(wellknown.ReservedUntil, t1.Format(time.RFC3339)), releasedAgo(time.Hour)),
 			member("released", corev1.VolumeReleased, claimRef("u3"), releasedAgo(time.Hour)),
-			member("scrubbing", corev1.VolumeAvailable, annotate(keys.Scrub, keys.ScrubRequested), releasedAgo(time.Hour)),
-			member("evicting", corev1.VolumeAvailable, annotate(keys.Evicting, keys.EvictIdle), releasedAgo(time.Hour)),
+			member("scrubbing", corev1.VolumeAvailable, annotate(wellknown.Scrub, wellknown.ScrubRequested), releasedAgo(time.Hour)),
+			member("evicting", corev1.VolumeAvailable, annotate(wellknown.Evicting, wellknown.EvictIdle), releasedAgo(time.Hour)),
 		}, 0, nil, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -215,7 +215,7 @@ func TestIdle(t *testing.T) {
 			var names []string
 			for _, e := range got {
 				names = append(names, e.PV.Name)
-				if e.Cause != keys.EvictIdle || e.Message == "" {
+				if e.Cause != wellknown.EvictIdle || e.Message == "" {
 					t.Errorf("eviction of %s: cause %q, message %q", e.PV.Name, e.Cause, e.Message)
 				}
 			}
@@ -249,20 +249,20 @@ func TestAboveMaximum(t *testing.T) {
 		}, 2, []string{"big", "mid-old", "mid-new"}, 3},
 		{"never a bound, reserved, released or scrubbing one: the rest of the surplus waits", []*corev1.PersistentVolume{
 			bound("b1"), bound("b2"),
-			member("reserved", corev1.VolumeAvailable, heldBy, annotate(keys.ReservedUntil, t1.Format(time.RFC3339))),
+			member("reserved", corev1.VolumeAvailable, heldBy, annotate(wellknown.ReservedUntil, t1.Format(time.RFC3339))),
 			member("released", corev1.VolumeReleased, claimRef("u3")),
-			member("scrubbing", corev1.VolumeAvailable, annotate(keys.Scrub, keys.ScrubRequested)),
-			sized("held", "1Gi", time.Hour, heldBy, annotate(keys.HeldForNamespace, "ns")),
+			member("scrubbing", corev1.VolumeAvailable, annotate(wellknown.Scrub, wellknown.ScrubRequested)),
+			sized("held", "1Gi", time.Hour, heldBy, annotate(wellknown.HeldForNamespace, "ns")),
 		}, 1, []string{"held"}, 5},
 		{"members being evicted count no more", []*corev1.PersistentVolume{
-			sized("going", "5Gi", time.Hour, annotate(keys.Evicting, keys.EvictAboveMaximum)), sized("a", "1Gi", time.Hour), bound("b"),
+			sized("going", "5Gi", time.Hour, annotate(wellknown.Evicting, wellknown.EvictAboveMaximum)), sized("a", "1Gi", time.Hour), bound("b"),
 		}, 2, nil, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var names []string
 			for _, e := range AboveMaximum(tt.members, tt.limit) {
 				names = append(names, e.PV.Name)
-				if e.Cause != keys.EvictAboveMaximum {
+				if e.Cause != wellknown.EvictAboveMaximum {
 					t.Errorf("cause %q", e.Cause)
 				}
 			}
@@ -315,7 +315,7 @@ func TestAboveBytes(t *testing.T) {
 			var names []string
 			for _, e := range AboveBytes(tt.members, tt.usage, 100*mi, 60*mi, tt.min) {
 				names = append(names, e.PV.Name)
-				if e.Cause != keys.EvictAboveBytes {
+				if e.Cause != wellknown.EvictAboveBytes {
 					t.Errorf("cause %q", e.Cause)
 				}
 			}
@@ -345,7 +345,7 @@ func TestPlanCountsOnlyTheBytesThatStay(t *testing.T) {
 		names = append(names, e.PV.Name+"/"+e.Cause)
 	}
 	// Without the idle member the pool holds 7 MiB, under both marks.
-	if want := []string{"idle/" + keys.EvictIdle}; !slices.Equal(names, want) {
+	if want := []string{"idle/" + wellknown.EvictIdle}; !slices.Equal(names, want) {
 		t.Errorf("Plan = %v, want %v", names, want)
 	}
 }

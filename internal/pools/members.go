@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // MemberState is what a pool member is doing, read from the volume alone.
@@ -35,7 +35,7 @@ const (
 	// and not yet emptied; no claim may have it.
 	StateScrubbing MemberState = "scrubbing"
 	// StateEvicting: being removed from the pool with its data
-	// (keys.Evicting); no claim may have it.
+	// (wellknown.Evicting); no claim may have it.
 	StateEvicting MemberState = "evicting"
 	// StateOther: Failed, being deleted, or made ahead with its storage
 	// not made yet; counted in the total only.
@@ -81,15 +81,15 @@ func StateOf(pv *corev1.PersistentVolume) MemberState {
 // minding keys and shares.
 func Unissued(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.UID == "" && ref.Namespace == AheadNamespace && ref.Name == keys.MadeAheadClaim(pv.Name)
+	return ref != nil && ref.UID == "" && ref.Namespace == AheadNamespace && ref.Name == wellknown.MadeAheadClaim(pv.Name)
 }
 
 // AheadClaimRef is the claimRef of pv, a member no claim has had yet (made
-// ahead, or emptied by a scrub): keys.MadeAheadClaim in AheadNamespace,
+// ahead, or emptied by a scrub): wellknown.MadeAheadClaim in AheadNamespace,
 // without UID, a claim that never exists, so that the PV controller binds
 // it to nobody.
 func AheadClaimRef(pv string) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: AheadNamespace, Name: keys.MadeAheadClaim(pv)}
+	return &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: AheadNamespace, Name: wellknown.MadeAheadClaim(pv)}
 }
 
 // AheadNamespace holds the claims named by members made ahead; none is
@@ -107,7 +107,7 @@ func FitsNode(pv *corev1.PersistentVolume, node *corev1.Node) bool {
 }
 
 // SetManagedBy adds to labels the one that has the releaser of controllerID
-// look after a volume (keys.VolumeManagedBy); none without an ID.
+// look after a volume (wellknown.VolumeManagedBy); none without an ID.
 func SetManagedBy(labels map[string]string, controllerID string) map[string]string {
 	if controllerID == "" {
 		return labels
@@ -115,7 +115,7 @@ func SetManagedBy(labels map[string]string, controllerID string) map[string]stri
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[keys.VolumeManagedBy] = controllerID
+	labels[wellknown.VolumeManagedBy] = controllerID
 	return labels
 }
 
@@ -124,27 +124,27 @@ func SetManagedBy(labels map[string]string, controllerID string) map[string]stri
 // (Retain). Which class it serves is the class's business.
 func MayBeMember(pv *corev1.PersistentVolume, provisioner string) bool {
 	return pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
-		(pv.Annotations[keys.ProvisionedBy] == provisioner || pv.Labels[keys.Pool] != "")
+		(pv.Annotations[wellknown.ProvisionedBy] == provisioner || pv.Labels[wellknown.Pool] != "")
 }
 
 // StoragePending reports whether pv, made ahead, still waits for its
 // storage.
 func StoragePending(pv *corev1.PersistentVolume) bool {
-	_, pending := pv.Annotations[keys.StoragePending]
+	_, pending := pv.Annotations[wellknown.StoragePending]
 	return pending
 }
 
 // Scrubbing reports whether pv is to be emptied, or being emptied, before
-// any claim may have it (keys.Scrub).
+// any claim may have it (wellknown.Scrub).
 func Scrubbing(pv *corev1.PersistentVolume) bool {
-	_, ok := pv.Annotations[keys.Scrub]
+	_, ok := pv.Annotations[wellknown.Scrub]
 	return ok
 }
 
 // Evicting reports whether pv is being removed from its pool with its data
-// (keys.Evicting).
+// (wellknown.Evicting).
 func Evicting(pv *corev1.PersistentVolume) bool {
-	_, ok := pv.Annotations[keys.Evicting]
+	_, ok := pv.Annotations[wellknown.Evicting]
 	return ok
 }
 
@@ -152,13 +152,13 @@ func Evicting(pv *corev1.PersistentVolume) bool {
 // value reads as Scrub, the side that leaks nothing, with the error.
 func ParseOnRelease(s string) (string, error) {
 	switch s {
-	case "", keys.OnReleaseKeep:
-		return keys.OnReleaseKeep, nil
-	case keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded:
+	case "", wellknown.OnReleaseKeep:
+		return wellknown.OnReleaseKeep, nil
+	case wellknown.OnReleaseScrub, wellknown.OnReleaseScrubUnlessSucceeded:
 		return s, nil
 	}
-	return keys.OnReleaseScrub, fmt.Errorf("parameter %q must be %q (the next claim gets the data), %q (the volume is emptied first) or %q (emptied unless its consumer succeeded), not %q",
-		keys.OnRelease, keys.OnReleaseKeep, keys.OnReleaseScrub, keys.OnReleaseScrubUnlessSucceeded, s)
+	return wellknown.OnReleaseScrub, fmt.Errorf("parameter %q must be %q (the next claim gets the data), %q (the volume is emptied first) or %q (emptied unless its consumer succeeded), not %q",
+		wellknown.OnRelease, wellknown.OnReleaseKeep, wellknown.OnReleaseScrub, wellknown.OnReleaseScrubUnlessSucceeded, s)
 }
 
 // OnReleaseOf is what releasing a volume of class, a class of the
@@ -167,8 +167,8 @@ func ParseOnRelease(s string) (string, error) {
 // invalid value scrubs; the provisioner reports it on the class's claims.
 func OnReleaseOf(class *storagev1.StorageClass, provisioner string) string {
 	if class == nil || class.Provisioner != provisioner {
-		return keys.OnReleaseKeep
+		return wellknown.OnReleaseKeep
 	}
-	onRelease, _ := ParseOnRelease(class.Parameters[keys.OnRelease])
+	onRelease, _ := ParseOnRelease(class.Parameters[wellknown.OnRelease])
 	return onRelease
 }

@@ -23,7 +23,7 @@ import (
 	poolscheme "github.com/reclaimable/reclaimable/client/clientset/versioned/scheme"
 	poolinformers "github.com/reclaimable/reclaimable/client/informers/externalversions"
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Events on VolumePools name their kind from the scheme the recorders use,
@@ -137,31 +137,31 @@ func EffectiveClass(class *storagev1.StorageClass, pool *v1alpha1.VolumePool) *s
 		out.Parameters = map[string]string{}
 	}
 	if s.MaxVolumes != nil {
-		out.Parameters[keys.MaxVolumes] = strconv.Itoa(int(*s.MaxVolumes))
+		out.Parameters[wellknown.MaxVolumes] = strconv.Itoa(int(*s.MaxVolumes))
 	}
 	if s.MaxVolumesPerNode != nil {
-		out.Parameters[keys.MaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
+		out.Parameters[wellknown.MaxVolumesPerNode] = strconv.Itoa(int(*s.MaxVolumesPerNode))
 	}
 	if s.MaxVolumesPerNamespace != nil {
-		out.Parameters[keys.MaxVolumesPerNamespace] = strconv.Itoa(int(*s.MaxVolumesPerNamespace))
+		out.Parameters[wellknown.MaxVolumesPerNamespace] = strconv.Itoa(int(*s.MaxVolumesPerNamespace))
 	}
 	if s.ReserveFor != nil {
-		out.Parameters[keys.ReserveFor] = s.ReserveFor.Duration.String()
+		out.Parameters[wellknown.ReserveFor] = s.ReserveFor.Duration.String()
 	}
 	if s.ReuseScope != "" {
-		out.Parameters[keys.ReuseScope] = s.ReuseScope
+		out.Parameters[wellknown.ReuseScope] = s.ReuseScope
 	}
 	if s.OnRelease != "" {
-		out.Parameters[keys.OnRelease] = s.OnRelease
+		out.Parameters[wellknown.OnRelease] = s.OnRelease
 	}
 	if s.ScrubAcrossNamespaces != nil {
-		out.Parameters[keys.ScrubAcrossNamespaces] = strconv.FormatBool(*s.ScrubAcrossNamespaces)
+		out.Parameters[wellknown.ScrubAcrossNamespaces] = strconv.FormatBool(*s.ScrubAcrossNamespaces)
 	}
 	if s.KeyLabel != "" {
-		out.Parameters[keys.KeyLabel] = s.KeyLabel
+		out.Parameters[wellknown.KeyLabel] = s.KeyLabel
 	}
 	if s.KeyPolicy != "" {
-		out.Parameters[keys.KeyPolicy] = s.KeyPolicy
+		out.Parameters[wellknown.KeyPolicy] = s.KeyPolicy
 	}
 	return out
 }

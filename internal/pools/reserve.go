@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // MaxReserveFor bounds a reservation: a volume is the pool's, and a week is
@@ -19,7 +19,7 @@ const MaxReserveFor = 7 * 24 * time.Hour
 func ParseReserveFor(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > MaxReserveFor {
-		return 0, fmt.Errorf("parameter %q must be a duration between 0 and %s such as 10m, not %q", keys.ReserveFor, MaxReserveFor, s)
+		return 0, fmt.Errorf("parameter %q must be a duration between 0 and %s such as 10m, not %q", wellknown.ReserveFor, MaxReserveFor, s)
 	}
 	return d, nil
 }
@@ -39,7 +39,7 @@ func ReserveFor(class *storagev1.StorageClass) (time.Duration, error) {
 	if class == nil {
 		return 0, nil
 	}
-	s, ok := class.Parameters[keys.ReserveFor]
+	s, ok := class.Parameters[wellknown.ReserveFor]
 	if !ok {
 		return DefaultReserveFor, nil
 	}
@@ -54,7 +54,7 @@ func ReserveFor(class *storagev1.StorageClass) (time.Duration, error) {
 // take.
 func Reserved(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	_, annotated := pv.Annotations[keys.ReservedUntil]
+	_, annotated := pv.Annotations[wellknown.ReservedUntil]
 	return ref != nil && ref.UID == "" && annotated
 }
 

@@ -6,13 +6,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestReserved(t *testing.T) {
 	byName := &corev1.ObjectReference{Namespace: "ns", Name: "data"}
 	bound := &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "uid"}
-	annotated := map[string]string{keys.ReservedUntil: "2026-11-25T10:00:00.000Z"}
+	annotated := map[string]string{wellknown.ReservedUntil: "2026-11-25T10:00:00.000Z"}
 	for _, tt := range []struct {
 		name        string
 		ref         *corev1.ObjectReference
@@ -20,7 +20,7 @@ func TestReserved(t *testing.T) {
 		want        bool
 	}{
 		{"reserved by the releaser", byName, annotated, true},
-		{"empty time: still the releaser's, which ends it", byName, map[string]string{keys.ReservedUntil: ""}, true},
+		{"empty time: still the releaser's, which ends it", byName, map[string]string{wellknown.ReservedUntil: ""}, true},
 		{"pre-bound by an administrator", byName, nil, false},
 		{"bound since: the annotation is stale", bound, annotated, false},
 		{"free", nil, annotated, false},
@@ -43,9 +43,9 @@ func TestPreBound(t *testing.T) {
 		want        bool
 	}{
 		{"pre-bound by an administrator", byName, nil, true},
-		{"reserved by the releaser", byName, map[string]string{keys.ReservedUntil: "2026-11-25T10:00:00.000Z"}, false},
-		{"held for its namespace", byName, map[string]string{keys.HeldForNamespace: "ns"}, false},
-		{"made ahead", AheadClaimRef("pv"), map[string]string{keys.MadeAhead: ""}, false},
+		{"reserved by the releaser", byName, map[string]string{wellknown.ReservedUntil: "2026-11-25T10:00:00.000Z"}, false},
+		{"held for its namespace", byName, map[string]string{wellknown.HeldForNamespace: "ns"}, false},
+		{"made ahead", AheadClaimRef("pv"), map[string]string{wellknown.MadeAhead: ""}, false},
 		{"emptied by a scrub", AheadClaimRef("pv"), nil, false},
 		{"bound", &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "uid"}, nil, false},
 		{"free", nil, nil, false},

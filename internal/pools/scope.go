@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // ParseReuseScope reads the reuseScope parameter of a StorageClass: ""
@@ -14,13 +14,13 @@ import (
 // only within the namespace they were last bound in.
 func ParseReuseScope(s string) (namespaced bool, err error) {
 	switch s {
-	case "", keys.ReuseScopeNamespace:
+	case "", wellknown.ReuseScopeNamespace:
 		return true, nil
-	case keys.ReuseScopeCluster:
+	case wellknown.ReuseScopeCluster:
 		return false, nil
 	}
 	return false, fmt.Errorf("parameter %q must be %q (a volume goes only to claims of the namespace it was last bound in) or %q (to any claim, with its data), not %q",
-		keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster, s)
+		wellknown.ReuseScope, wellknown.ReuseScopeNamespace, wellknown.ReuseScopeCluster, s)
 }
 
 // NamespaceScoped reports whether the volumes of class, a class of the
@@ -34,16 +34,16 @@ func NamespaceScoped(class *storagev1.StorageClass, provisioner string) bool {
 	if class == nil || class.Provisioner != provisioner {
 		return false
 	}
-	namespaced, err := ParseReuseScope(class.Parameters[keys.ReuseScope])
+	namespaced, err := ParseReuseScope(class.Parameters[wellknown.ReuseScope])
 	return namespaced || err != nil
 }
 
-// HeldFor reports the namespace pv is held for (keys.HeldForNamespace): a
+// HeldFor reports the namespace pv is held for (wellknown.HeldForNamespace): a
 // claimRef without UID and the annotation. A volume bound since keeps the
 // annotation but is no longer held.
 func HeldFor(pv *corev1.PersistentVolume) (string, bool) {
 	ref := pv.Spec.ClaimRef
-	ns, annotated := pv.Annotations[keys.HeldForNamespace]
+	ns, annotated := pv.Annotations[wellknown.HeldForNamespace]
 	if ref == nil || ref.UID != "" || !annotated {
 		return "", false
 	}
@@ -58,20 +58,20 @@ func HeldFor(pv *corev1.PersistentVolume) (string, bool) {
 // controller binds a free member to any claim.
 func ParseKeyPolicy(s, label string, namespaced bool) (required bool, err error) {
 	switch s {
-	case "", keys.KeyPolicyPrefer:
+	case "", wellknown.KeyPolicyPrefer:
 		return false, nil
-	case keys.KeyPolicyRequire:
+	case wellknown.KeyPolicyRequire:
 		switch {
 		case label == "":
-			return true, fmt.Errorf("parameter %q %s needs parameter %q: the label whose value is a claim's key", keys.KeyPolicy, s, keys.KeyLabel)
+			return true, fmt.Errorf("parameter %q %s needs parameter %q: the label whose value is a claim's key", wellknown.KeyPolicy, s, wellknown.KeyLabel)
 		case !namespaced:
 			return true, fmt.Errorf("parameter %q %s needs %q %s: under %s the PV controller may bind a free volume to a claim of any key",
-				keys.KeyPolicy, s, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster)
+				wellknown.KeyPolicy, s, wellknown.ReuseScope, wellknown.ReuseScopeNamespace, wellknown.ReuseScopeCluster)
 		}
 		return true, nil
 	}
 	return false, fmt.Errorf("parameter %q must be %q (a claim prefers a volume last used under its key) or %q (it never gets one last used under another key), not %q",
-		keys.KeyPolicy, keys.KeyPolicyPrefer, keys.KeyPolicyRequire, s)
+		wellknown.KeyPolicy, wellknown.KeyPolicyPrefer, wellknown.KeyPolicyRequire, s)
 }
 
 // KeyRequired reports whether class, a class of the provisioner named
@@ -82,6 +82,6 @@ func KeyRequired(class *storagev1.StorageClass, provisioner string) bool {
 	if class == nil || class.Provisioner != provisioner {
 		return false
 	}
-	required, err := ParseKeyPolicy(class.Parameters[keys.KeyPolicy], class.Parameters[keys.KeyLabel], NamespaceScoped(class, provisioner))
+	required, err := ParseKeyPolicy(class.Parameters[wellknown.KeyPolicy], class.Parameters[wellknown.KeyLabel], NamespaceScoped(class, provisioner))
 	return required && err == nil
 }

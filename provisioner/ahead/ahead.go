@@ -28,8 +28,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
@@ -174,9 +174,9 @@ func (m *Members) makeAhead(ctx context.Context, class *storagev1.StorageClass, 
 		return err
 	}
 	pv := backend.VolumeObject(class, backendName, v, plan, backend.NodeAffinity(class), map[string]string{
-		keys.ProvisionedBy:  m.cfg.Name,
-		keys.MadeAhead:      pool,
-		keys.StoragePending: "true",
+		wellknown.ProvisionedBy:  m.cfg.Name,
+		wellknown.MadeAhead:      pool,
+		wellknown.StoragePending: "true",
 	})
 	pv.Spec.ClaimRef = pools.AheadClaimRef(v.Name)
 	pv.Labels = pools.SetManagedBy(pv.Labels, m.cfg.ControllerID)
@@ -193,14 +193,14 @@ func (m *Members) makeAhead(ctx context.Context, class *storagev1.StorageClass, 
 // pending, and clears the mark: the member is free from then on.
 func (m *Members) finishAhead(ctx context.Context, maker backend.Maker, pv *corev1.PersistentVolume) error {
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: keys.MadeAheadClaim(pv.Name)},
+		ObjectMeta: metav1.ObjectMeta{Name: wellknown.MadeAheadClaim(pv.Name)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: pv.Spec.AccessModes, VolumeMode: pv.Spec.VolumeMode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: pv.Spec.Capacity[corev1.ResourceStorage]}},
 		},
 	}
 	var node *corev1.Node
-	if name := pv.Annotations[keys.Node]; name != "" {
+	if name := pv.Annotations[wellknown.Node]; name != "" {
 		n, err := m.nodeNamed(name)
 		if err != nil {
 			return fmt.Errorf("making the storage of volume %s ahead of claims on node %s: %w", pv.Name, name, err)
@@ -211,7 +211,7 @@ func (m *Members) finishAhead(ctx context.Context, maker backend.Maker, pv *core
 		return fmt.Errorf("making the storage of volume %s ahead of claims: %w", pv.Name, err)
 	}
 	updated := pv.DeepCopy()
-	delete(updated.Annotations, keys.StoragePending)
+	delete(updated.Annotations, wellknown.StoragePending)
 	// Guarded by the resourceVersion: a volume changed meanwhile is looked
 	// at again from the cache, and its storage is made again, which reuses
 	// what this call made.
@@ -235,7 +235,7 @@ func (m *Members) Finish(ctx context.Context, class *storagev1.StorageClass) err
 	var errs []error
 	for _, o := range objs {
 		pv, ok := o.(*corev1.PersistentVolume)
-		if !ok || pv.Annotations[keys.ProvisionedBy] != m.cfg.Name || !pools.StoragePending(pv) || pv.DeletionTimestamp != nil || pools.Evicting(pv) {
+		if !ok || pv.Annotations[wellknown.ProvisionedBy] != m.cfg.Name || !pools.StoragePending(pv) || pv.DeletionTimestamp != nil || pools.Evicting(pv) {
 			continue
 		}
 		if maker == nil {
@@ -264,7 +264,7 @@ func Claim(pool *v1alpha1.VolumePool, pv string) *corev1.PersistentVolumeClaim {
 	}
 	fs := corev1.PersistentVolumeFilesystem
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pools.AheadNamespace, Name: keys.MadeAheadClaim(pv)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pools.AheadNamespace, Name: wellknown.MadeAheadClaim(pv)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: modes, VolumeMode: &fs,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacity}},
@@ -286,7 +286,7 @@ func (m *Members) placeAhead(class *storagev1.StorageClass, pool *v1alpha1.Volum
 	objs, _ := m.cfg.Volumes.ByIndex(pools.VolumesByClass, class.Name)
 	for _, o := range objs {
 		if pv, ok := o.(*corev1.PersistentVolume); ok && (pools.StateOf(pv) == pools.StateFree || pools.StoragePending(pv)) {
-			free[pv.Annotations[keys.Node]]++
+			free[pv.Annotations[wellknown.Node]]++
 		}
 	}
 	slices.SortStableFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(free[a.Name], free[b.Name]) })

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
@@ -97,7 +97,7 @@ func TestMakeAheadAsksAClassPoolsBackingClass(t *testing.T) {
 		t.Fatalf("backing claims = %v, %v; want one", claims, err)
 	}
 	backing := &claims.Items[0]
-	if backing.Annotations[keys.MadeAhead] != "pool" || ptr.Deref(backing.Spec.StorageClassName, "") != "backing" ||
+	if backing.Annotations[wellknown.MadeAhead] != "pool" || ptr.Deref(backing.Spec.StorageClassName, "") != "backing" ||
 		!backing.Spec.Resources.Requests.Storage().Equal(DefaultCapacity) {
 		t.Fatalf("backing claim = %+v, want one of class backing, of the pool's template, made ahead", backing)
 	}

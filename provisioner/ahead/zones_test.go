@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
@@ -117,7 +117,7 @@ func TestAZonedClassPoolMakesMembersAheadWhereFewestAreFree(t *testing.T) {
 	}
 	got := map[string]int{}
 	for _, claim := range claims.Items {
-		if claim.Annotations[keys.MadeAhead] != "pool" {
+		if claim.Annotations[wellknown.MadeAhead] != "pool" {
 			t.Errorf("backing claim %s is not one made ahead for the pool: %v", claim.Name, claim.Annotations)
 		}
 		got[claim.Annotations[volumehelpers.AnnSelectedNode]]++

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -31,7 +31,7 @@ type Backend interface {
 	// ForClass validates those parameters of class and returns the
 	// backend's view of it, or every problem at once.
 	ForClass(class *storagev1.StorageClass) (Class, []error)
-	// Delete ends pv, a volume this backend made (its keys.Backend annotation
+	// Delete ends pv, a volume this backend made (its wellknown.Backend annotation
 	// names the backend) with reclaim policy Delete: it removes the
 	// storage, after which the library deletes the volume object
 	// (StorageRemoved), or gives the volume to the provisioner that made
@@ -145,8 +145,8 @@ type NewVolume struct {
 // The growth limits a backend may list among its parameters; the flow
 // enforces them for every backend that does.
 const (
-	MaxVolumes        = keys.MaxVolumes
-	MaxVolumesPerNode = keys.MaxVolumesPerNode
+	MaxVolumes        = wellknown.MaxVolumes
+	MaxVolumesPerNode = wellknown.MaxVolumesPerNode
 	MaxCapacity       = "maxCapacity"
 )
 
@@ -157,7 +157,7 @@ const (
 	reasonUnsupportedAccessMode = "UnsupportedAccessMode"
 )
 
-// claimKey is "<namespace>/<name>", as keys.LastClaim records it.
+// claimKey is "<namespace>/<name>", as wellknown.LastClaim records it.
 func claimKey(claim *corev1.PersistentVolumeClaim) string {
 	return claim.Namespace + "/" + claim.Name
 }

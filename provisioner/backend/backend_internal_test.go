@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle/lifecycletest"
 	storagev1 "k8s.io/api/storage/v1"
@@ -42,7 +42,7 @@ func TestVolumeSource(t *testing.T) {
 func TestDirectoryDeleteThroughLifecyclePod(t *testing.T) {
 	hostPath := corev1.HostPathDirectory
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Annotations: map[string]string{keys.BaseDir: "/share/caches", keys.Directory: "pvc-1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", Annotations: map[string]string{wellknown.BaseDir: "/share/caches", wellknown.Directory: "pvc-1"}},
 		Spec: corev1.PersistentVolumeSpec{
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/caches/pvc-1", Type: &hostPath}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -181,7 +181,7 @@ func TestLocalDelete(t *testing.T) {
 	pv := func(mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 		typ := corev1.HostPathDirectory
 		v := volume("pvc-1", "1Gi", func(pv *corev1.PersistentVolume) {
-			pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pvc-1"
+			pv.Annotations[wellknown.Node], pv.Annotations[wellknown.NodePath], pv.Annotations[wellknown.Directory] = "n1", "/var/lib/caches", "pvc-1"
 			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pvc-1", Type: &typ}
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 		})
@@ -235,7 +235,7 @@ func node(name string) *corev1.Node {
 // volume is a member of class "pool" made by this provisioner.
 func volume(name, size string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Annotations: map[string]string{keys.ProvisionedBy: testProvisioner}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Annotations: map[string]string{wellknown.ProvisionedBy: testProvisioner}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

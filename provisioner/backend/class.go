@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The class backend puts a pool in front of another StorageClass, the
@@ -26,7 +26,7 @@ import (
 // this provisioner's like any other: pv.kubernetes.io/provisioned-by names
 // this provisioner, so the backing provisioner, which deletes only the
 // Released volumes of reclaim policy Delete that name it there, leaves it
-// alone; keys.BackingProvisioner and keys.BackingClass record where it came
+// alone; wellknown.BackingProvisioner and wellknown.BackingClass record where it came
 // from, and where it goes back to be deleted.
 
 const (
@@ -107,7 +107,7 @@ func BindingMode(class *storagev1.StorageClass) storagev1.VolumeBindingMode {
 }
 
 func (c *backedClass) IsMember(pv *corev1.PersistentVolume) bool {
-	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+	return pv.Annotations[wellknown.ProvisionedBy] == c.provisioner
 }
 
 func (c *backedClass) SelectorKeys() []string { return nil }
@@ -152,13 +152,13 @@ func (b *classPoolBackend) Delete(ctx context.Context, pv *corev1.PersistentVolu
 // provisioner that made its storage had it: named in provisioned-by, of
 // the backing class (where recorded). It returns that provisioner too.
 func HandedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, string, error) {
-	backer := pv.Annotations[keys.BackingProvisioner]
+	backer := pv.Annotations[wellknown.BackingProvisioner]
 	if backer == "" {
-		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, keys.BackingProvisioner)
+		return nil, "", fmt.Errorf("volume %s does not say which provisioner made its storage (annotation %s)", pv.Name, wellknown.BackingProvisioner)
 	}
 	back := pv.DeepCopy()
-	back.Annotations[keys.ProvisionedBy] = backer
-	if class := back.Annotations[keys.BackingClass]; class != "" {
+	back.Annotations[wellknown.ProvisionedBy] = backer
+	if class := back.Annotations[wellknown.BackingClass]; class != "" {
 		back.Spec.StorageClassName = class
 	}
 	return back, backer, nil
@@ -171,14 +171,14 @@ func HandedBackCopy(pv *corev1.PersistentVolume) (*corev1.PersistentVolume, stri
 // Its labels, claimRef and the marks of the keep are the caller's.
 func Member(pv *corev1.PersistentVolume, provisioner, class string, policy corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
 	member := pv.DeepCopy()
-	backer := pv.Annotations[keys.ProvisionedBy]
+	backer := pv.Annotations[wellknown.ProvisionedBy]
 	if backer == "" && pv.Spec.CSI != nil {
 		backer = pv.Spec.CSI.Driver
 	}
-	member.Annotations[keys.BackingProvisioner] = backer
-	member.Annotations[keys.BackingClass] = pv.Spec.StorageClassName
-	member.Annotations[keys.ProvisionedBy] = provisioner
-	member.Annotations[keys.Backend] = backendClass
+	member.Annotations[wellknown.BackingProvisioner] = backer
+	member.Annotations[wellknown.BackingClass] = pv.Spec.StorageClassName
+	member.Annotations[wellknown.ProvisionedBy] = provisioner
+	member.Annotations[wellknown.Backend] = backendClass
 	member.Finalizers = slices.DeleteFunc(member.Finalizers, func(f string) bool { return f == ExternalFinalizer })
 	member.Spec.StorageClassName = class
 	member.Spec.PersistentVolumeReclaimPolicy = policy

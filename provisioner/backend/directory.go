@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -130,7 +130,7 @@ func (b *directoryBackend) ForClass(class *storagev1.StorageClass) (Class, []err
 
 // isMember: a directory pool is what this provisioner created for the class.
 func (c *directoryClass) IsMember(pv *corev1.PersistentVolume) bool {
-	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+	return pv.Annotations[wellknown.ProvisionedBy] == c.provisioner
 }
 
 func (c *directoryClass) SelectorKeys() []string { return nil }
@@ -145,7 +145,7 @@ func (*directoryBackend) Evicts() (EvictionKind, error) { return EvictRemoving, 
 // usage walks the member's directory through the share the provisioner has
 // mounted (measure.go).
 func (b *directoryBackend) Usage(pv *corev1.PersistentVolume, deadline time.Time) (int64, bool, error) {
-	return b.dirs.Usage(pv.Annotations[keys.BaseDir], pv.Annotations[keys.Directory], deadline)
+	return b.dirs.Usage(pv.Annotations[wellknown.BaseDir], pv.Annotations[wellknown.Directory], deadline)
 }
 
 func (*directoryBackend) Measures() bool { return true }
@@ -174,15 +174,15 @@ func (c *directoryClass) Create(_ context.Context, v NewVolume) (MadeVolume, err
 }
 
 func (c *directoryClass) Plan(v NewVolume) (MadeVolume, error) {
-	return MadeVolume{Source: c.volumeSource(v.Name), Annotations: keys.Map(keys.BaseDir, c.baseDir, keys.Directory, v.Name)}, nil
+	return MadeVolume{Source: c.volumeSource(v.Name), Annotations: wellknown.Map(wellknown.BaseDir, c.baseDir, wellknown.Directory, v.Name)}, nil
 }
 
 // delete removes the directory of pv, after checking that the annotations
 // and the source agree on which directory that is.
 func (b *directoryBackend) Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error) {
-	name, baseDir := pv.Annotations[keys.Directory], pv.Annotations[keys.BaseDir]
+	name, baseDir := pv.Annotations[wellknown.Directory], pv.Annotations[wellknown.BaseDir]
 	if name != pv.Name || sourceDirName(pv) != name {
-		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, keys.Directory, name)
+		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its %s annotation %q does not name the directory its source points at", pv.Name, wellknown.Directory, name)
 	}
 	remove := b.remove
 	if remove == nil {

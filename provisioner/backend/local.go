@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -86,7 +86,7 @@ func (b *localBackend) ForClass(class *storagev1.StorageClass) (Class, []error) 
 
 // isMember: a local pool is what this provisioner created for the class.
 func (c *localClass) IsMember(pv *corev1.PersistentVolume) bool {
-	return pv.Annotations[keys.ProvisionedBy] == c.provisioner
+	return pv.Annotations[wellknown.ProvisionedBy] == c.provisioner
 }
 
 func (c *localClass) SelectorKeys() []string { return nil }
@@ -137,9 +137,9 @@ func (c *localClass) Plan(v NewVolume) (MadeVolume, error) {
 	if v.Node == nil {
 		return MadeVolume{}, fmt.Errorf("the %s backend makes a volume on a node, and volume %s has none", backendLocal, v.Name)
 	}
-	annotations := keys.Map(keys.Node, v.Node.Name, keys.NodePath, c.nodePath, keys.Directory, v.Name)
+	annotations := wellknown.Map(wellknown.Node, v.Node.Name, wellknown.NodePath, c.nodePath, wellknown.Directory, v.Name)
 	if c.templates != "" {
-		annotations[keys.LifecycleTemplates] = c.templates
+		annotations[wellknown.LifecycleTemplates] = c.templates
 	}
 	typ := corev1.HostPathDirectory
 	hostname := v.Node.Labels[corev1.LabelHostname]
@@ -162,15 +162,15 @@ func (c *localClass) Plan(v NewVolume) (MadeVolume, error) {
 // administrator to clean the disk and delete the object; the evictor lets
 // its member go.
 func (b *localBackend) Delete(ctx context.Context, pv *corev1.PersistentVolume) (Deletion, error) {
-	name, node, nodePath := pv.Annotations[keys.Directory], pv.Annotations[keys.Node], pv.Annotations[keys.NodePath]
+	name, node, nodePath := pv.Annotations[wellknown.Directory], pv.Annotations[wellknown.Node], pv.Annotations[wellknown.NodePath]
 	if name != pv.Name || pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != path.Join(nodePath, name) || node == "" {
-		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, keys.Node, keys.NodePath, keys.Directory)
+		return StorageRemoved, fmt.Errorf("refusing to delete the data of volume %s: its annotations %s, %s and %s do not name the directory its source points at", pv.Name, wellknown.Node, wellknown.NodePath, wellknown.Directory)
 	}
 	if _, err := b.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		return StorageRemoved, &lifecycle.NodeGoneError{Node: node, Dir: pv.Spec.HostPath.Path,
 			Msg: fmt.Sprintf("node %s, which holds the directory of volume %s, is gone: remove %s from its disk if it comes back, then delete the volume", node, pv.Name, pv.Spec.HostPath.Path)}
 	}
-	if err := b.pods.Run(ctx, lifecycle.Job{Op: lifecycle.Delete, Node: node, Dir: nodePath, Volume: name, Templates: pv.Annotations[keys.LifecycleTemplates]}); err != nil {
+	if err := b.pods.Run(ctx, lifecycle.Job{Op: lifecycle.Delete, Node: node, Dir: nodePath, Volume: name, Templates: pv.Annotations[wellknown.LifecycleTemplates]}); err != nil {
 		return StorageRemoved, err
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted the directory of a local volume", "pv", pv.Name, "node", node)

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Names of the StorageClass parameters every backend shares; a backend
@@ -67,14 +67,14 @@ type Params struct {
 
 	// Growth limits, for a backend that lists them among its parameters.
 	MaxVolumes int // 0: no limit
-	// MaxVolumesPerNode bounds the volumes on one node (keys.Node), for a
+	// MaxVolumesPerNode bounds the volumes on one node (wellknown.Node), for a
 	// backend whose volumes are each on one node's disk; 0: no limit.
 	MaxVolumesPerNode int
 	MaxCapacity       *resource.Quantity // nil: no limit beyond what a volume can hold
 }
 
 // CommonParams may be set on a class of any backend.
-var CommonParams = []string{ParamBackend, ParamSelectorKeys, keys.ReserveFor, keys.ReuseScope, keys.OnRelease, keys.ScrubAcrossNamespaces, keys.KeyLabel, keys.KeyPolicy, keys.MaxVolumesPerNamespace}
+var CommonParams = []string{ParamBackend, ParamSelectorKeys, wellknown.ReserveFor, wellknown.ReuseScope, wellknown.OnRelease, wellknown.ScrubAcrossNamespaces, wellknown.KeyLabel, wellknown.KeyPolicy, wellknown.MaxVolumesPerNamespace}
 
 // ParseParameters validates the parameters of class for one of backends. All
 // problems are reported at once, so that an administrator fixes a class in
@@ -108,34 +108,34 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 		errs = append(errs, errors.New("reclaimPolicy Recycle is not supported; use Retain to keep volumes in the pool or Delete to remove them"))
 	}
 	p.ReserveFor = pools.DefaultReserveFor
-	if s, ok := in[keys.ReserveFor]; ok {
+	if s, ok := in[wellknown.ReserveFor]; ok {
 		d, err := pools.ParseReserveFor(s)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		p.ReserveFor = d
 	}
-	namespaced, err := pools.ParseReuseScope(in[keys.ReuseScope])
+	namespaced, err := pools.ParseReuseScope(in[wellknown.ReuseScope])
 	if err != nil {
 		errs = append(errs, err)
 	}
 	p.Namespaced = namespaced
-	onRelease, err := pools.ParseOnRelease(in[keys.OnRelease])
+	onRelease, err := pools.ParseOnRelease(in[wellknown.OnRelease])
 	if err != nil {
 		errs = append(errs, err)
 	}
-	p.Scrub = onRelease != keys.OnReleaseKeep
-	if v, ok := in[keys.ScrubAcrossNamespaces]; ok {
+	p.Scrub = onRelease != wellknown.OnReleaseKeep
+	if v, ok := in[wellknown.ScrubAcrossNamespaces]; ok {
 		if p.ScrubAcross, err = strconv.ParseBool(v); err != nil {
-			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", keys.ScrubAcrossNamespaces, v))
+			errs = append(errs, fmt.Errorf("parameter %q must be true or false, not %q", wellknown.ScrubAcrossNamespaces, v))
 		}
 	}
-	if p.KeyLabel = in[keys.KeyLabel]; p.KeyLabel != "" {
+	if p.KeyLabel = in[wellknown.KeyLabel]; p.KeyLabel != "" {
 		if msgs := validation.IsQualifiedName(p.KeyLabel); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s: %q is not a label key: %s", keys.KeyLabel, p.KeyLabel, strings.Join(msgs, "; ")))
+			errs = append(errs, fmt.Errorf("%s: %q is not a label key: %s", wellknown.KeyLabel, p.KeyLabel, strings.Join(msgs, "; ")))
 		}
 	}
-	if p.KeyRequired, err = pools.ParseKeyPolicy(in[keys.KeyPolicy], p.KeyLabel, p.Namespaced); err != nil {
+	if p.KeyRequired, err = pools.ParseKeyPolicy(in[wellknown.KeyPolicy], p.KeyLabel, p.Namespaced); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.parseGrowthLimits(in, allowed)...)
@@ -143,7 +143,7 @@ func ParseParameters(class *storagev1.StorageClass, backends map[string]Backend)
 		// A free member of a cluster-scoped class has no claimRef: the PV
 		// controller binds it to a claim of any namespace, and the
 		// provisioner could count nothing.
-		errs = append(errs, fmt.Errorf("parameter %q needs %s %q: under %q the PV controller gives free volumes to claims of any namespace without asking the provisioner", keys.MaxVolumesPerNamespace, keys.ReuseScope, keys.ReuseScopeNamespace, keys.ReuseScopeCluster))
+		errs = append(errs, fmt.Errorf("parameter %q needs %s %q: under %q the PV controller gives free volumes to claims of any namespace without asking the provisioner", wellknown.MaxVolumesPerNamespace, wellknown.ReuseScope, wellknown.ReuseScopeNamespace, wellknown.ReuseScopeCluster))
 	}
 	pool, poolErrs := b.ForClass(class)
 	errs = append(errs, poolErrs...)
@@ -162,7 +162,7 @@ func (p *Params) parseGrowthLimits(in map[string]string, allowed []string) []err
 	for _, limit := range []struct {
 		name string
 		into *int
-	}{{MaxVolumes, &p.MaxVolumes}, {MaxVolumesPerNode, &p.MaxVolumesPerNode}, {keys.MaxVolumesPerNamespace, &p.MaxVolumesPerNamespace}} {
+	}{{MaxVolumes, &p.MaxVolumes}, {MaxVolumesPerNode, &p.MaxVolumesPerNode}, {wellknown.MaxVolumesPerNamespace, &p.MaxVolumesPerNamespace}} {
 		if s, ok := in[limit.name]; ok && slices.Contains(allowed, limit.name) {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {

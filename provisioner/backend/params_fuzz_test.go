@@ -5,8 +5,8 @@ import (
 
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // FuzzParseParameters feeds arbitrary StorageClass parameters to the parser.
@@ -50,7 +50,7 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("accepted reserveFor %s", p.ReserveFor)
 		}
 		// Only the exact word cluster shares a volume across namespaces.
-		if scope := in[keys.ReuseScope]; p.Namespaced == (scope == keys.ReuseScopeCluster) || (scope != "" && scope != keys.ReuseScopeNamespace && scope != keys.ReuseScopeCluster) {
+		if scope := in[wellknown.ReuseScope]; p.Namespaced == (scope == wellknown.ReuseScopeCluster) || (scope != "" && scope != wellknown.ReuseScopeNamespace && scope != wellknown.ReuseScopeCluster) {
 			t.Fatalf("accepted reuseScope %q as namespaced=%v", scope, p.Namespaced)
 		}
 	})

@@ -9,11 +9,11 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // staticBackend serves a pool that an administrator fills by labelling
-// existing PersistentVolumes with keys.Pool; it never makes or removes one.
+// existing PersistentVolumes with wellknown.Pool; it never makes or removes one.
 type staticBackend struct{ Unmeasured }
 
 const backendStatic = "static"
@@ -40,15 +40,15 @@ func (staticBackend) Delete(context.Context, *corev1.PersistentVolume) (Deletion
 type staticClass struct{ name string }
 
 func (c staticClass) IsMember(pv *corev1.PersistentVolume) bool {
-	return pv.Labels[keys.Pool] == c.name
+	return pv.Labels[wellknown.Pool] == c.name
 }
 
 // A claim may pick a static pool's volumes by the pool label too.
-func (staticClass) SelectorKeys() []string { return []string{keys.Pool} }
+func (staticClass) SelectorKeys() []string { return []string{wellknown.Pool} }
 
 func (staticClass) BackingClass() *storagev1.StorageClass { return nil }
 func (staticClass) AheadPlacement() Placement             { return PlaceAnywhere }
 
 func (c staticClass) Maker() (Maker, string) {
-	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", keys.Pool, c.name)
+	return nil, fmt.Sprintf("label more PersistentVolumes of the class with %s=%s, or free one", wellknown.Pool, c.name)
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // VolumeObject is the PersistentVolume of v, a volume of class, around what
@@ -36,7 +36,7 @@ func VolumeObject(class *storagev1.StorageClass, backendName string, v NewVolume
 			PersistentVolumeSource:        made.Source,
 		},
 	}
-	pv.Annotations[keys.Backend] = backendName
+	pv.Annotations[wellknown.Backend] = backendName
 	maps.Copy(pv.Annotations, annotations)
 	maps.Copy(pv.Annotations, made.Annotations)
 	return pv

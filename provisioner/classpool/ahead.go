@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds how a class pool keeps members made ahead of claims
@@ -46,7 +46,7 @@ type Ahead struct {
 // AskAhead asks a.Backing for up to n members of a.Class's pool ahead of
 // claims, within its maximum, and returns how many it asked for. Each is a
 // backing claim of the pool's template, for a claim that never exists
-// (keys.BackingForUID a UID of its own, keys.MadeAhead the pool), that
+// (wellknown.BackingForUID a UID of its own, wellknown.MadeAhead the pool), that
 // syncAhead takes through the steps of the hand-over, the last of which
 // makes the volume a free member. For a class that binds on first
 // consumer, the backing claim names the node it is made for, as the
@@ -54,7 +54,7 @@ type Ahead struct {
 func (b *Pools) AskAhead(ctx context.Context, a Ahead, n int) (int, error) {
 	ns := b.cfg.Namespace
 	for asked := 0; asked < n; asked++ {
-		annotations := map[string]string{keys.PoolClass: a.Class, keys.MadeAhead: a.Pool}
+		annotations := map[string]string{wellknown.PoolClass: a.Class, wellknown.MadeAhead: a.Pool}
 		if a.Node != nil {
 			node, err := a.Node()
 			if err != nil {
@@ -68,11 +68,11 @@ func (b *Pools) AskAhead(ctx context.Context, a Ahead, n int) (int, error) {
 			return asked, nil // the maximum is reached; claims may still free members
 		}
 		b.cfg.Pending.MarkAhead(name)
-		annotations[keys.BackingForUID] = string(uid)
+		annotations[wellknown.BackingForUID] = string(uid)
 		backing := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: ns,
-				Labels:      map[string]string{keys.BackingClaimOf: b.cfg.ControllerID},
+				Labels:      map[string]string{wellknown.BackingClaimOf: b.cfg.ControllerID},
 				Annotations: annotations,
 			},
 			Spec: corev1.PersistentVolumeClaimSpec{
@@ -102,8 +102,8 @@ func (b *Pools) syncAhead(ctx context.Context, uid types.UID, backing *corev1.Pe
 		if pv == nil {
 			return b.awaitAhead(ctx, uid, backing) // its bind brings it back
 		}
-		if err := b.keep(ctx, pv, map[string]string{keys.BackingForUID: string(uid),
-			keys.PoolClass: backing.Annotations[keys.PoolClass], keys.MadeAhead: backing.Annotations[keys.MadeAhead]}); err != nil {
+		if err := b.keep(ctx, pv, map[string]string{wellknown.BackingForUID: string(uid),
+			wellknown.PoolClass: backing.Annotations[wellknown.PoolClass], wellknown.MadeAhead: backing.Annotations[wellknown.MadeAhead]}); err != nil {
 			return err
 		}
 		logger.V(2).Info("Kept a volume of the backing class for a member made ahead", "pv", pv.Name)
@@ -119,14 +119,14 @@ func (b *Pools) syncAhead(ctx context.Context, uid types.UID, backing *corev1.Pe
 		b.deleteBackingClaim(ctx, live)
 		return nil
 	}
-	member := b.memberOf(kept, kept.Annotations[keys.PoolClass], corev1.PersistentVolumeReclaimRetain, nil)
+	member := b.memberOf(kept, kept.Annotations[wellknown.PoolClass], corev1.PersistentVolumeReclaimRetain, nil)
 	member.Spec.ClaimRef = pools.AheadClaimRef(kept.Name)
 	if _, err := b.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("making volume %s a member ahead of claims: %w", kept.Name, err)
 	}
 	b.cfg.Pending.Rename(backingClaimName(uid), kept.Name)
 	b.cfg.Created.WithLabelValues(member.Spec.StorageClassName).Inc()
-	logger.V(2).Info("Made a member ahead of claims", "pv", kept.Name, "pool", kept.Annotations[keys.MadeAhead])
+	logger.V(2).Info("Made a member ahead of claims", "pv", kept.Name, "pool", kept.Annotations[wellknown.MadeAhead])
 	return nil
 }
 
@@ -142,14 +142,14 @@ func (b *Pools) awaitAhead(ctx context.Context, uid types.UID, backing *corev1.P
 	}
 	class, bound := ptr.Deref(backing.Spec.StorageClassName, ""), b.cfg.AheadBound
 	var pool *v1alpha1.VolumePool
-	if obj, ok, _ := b.cfg.Pools.GetByKey(backing.Annotations[keys.MadeAhead]); ok {
+	if obj, ok, _ := b.cfg.Pools.GetByKey(backing.Annotations[wellknown.MadeAhead]); ok {
 		pool, _ = obj.(*v1alpha1.VolumePool)
 	}
 	age := b.cfg.Clock.Since(backing.CreationTimestamp.Time)
 	var reason, msg string
 	switch {
 	case pool == nil:
-		msg = fmt.Sprintf("VolumePool %s is gone", backing.Annotations[keys.MadeAhead])
+		msg = fmt.Sprintf("VolumePool %s is gone", backing.Annotations[wellknown.MadeAhead])
 	case ptr.Deref(pool.Spec.MinAvailable, 0) == 0:
 		reason, msg = corev1.EventTypeNormal, fmt.Sprintf("Asking class %s for a member ahead of claims is cancelled: the pool's minAvailable is 0 (backing claim %s/%s)", class, backing.Namespace, backing.Name)
 	case age >= bound:

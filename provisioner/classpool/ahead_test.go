@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 )
@@ -46,8 +46,8 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatalf("backing claims = %v; want one", claims)
 	}
 	backing := &claims[0]
-	uid := types.UID(backing.Annotations[keys.BackingForUID])
-	if backing.Annotations[keys.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(ahead.DefaultCapacity) {
+	uid := types.UID(backing.Annotations[wellknown.BackingForUID])
+	if backing.Annotations[wellknown.MadeAhead] != "pool" || uid == "" || !backing.Spec.Resources.Requests.Storage().Equal(ahead.DefaultCapacity) {
 		t.Fatalf("backing claim = %+v, want one of the pool's template, made ahead", backing)
 	}
 	if n := f.aheadInFlight("pool"); n != 1 {
@@ -58,7 +58,7 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 	if err := f.pools.Sync(context.Background(), uid); err != nil {
 		t.Fatal(err)
 	}
-	if kept := f.Server(testBackingVolume); kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Annotations[keys.MadeAhead] != "pool" {
+	if kept := f.Server(testBackingVolume); kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Annotations[wellknown.MadeAhead] != "pool" {
 		t.Fatalf("kept volume = policy %s, annotations %v", kept.Spec.PersistentVolumeReclaimPolicy, kept.Annotations)
 	}
 	f.CatchUp(testBackingVolume)
@@ -69,8 +69,8 @@ func TestAClassPoolMakesMembersAheadThroughItsBackingClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	pv := f.Server(testBackingVolume)
-	if !pools.Unissued(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[keys.ProvisionedBy] != testProvisioner ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[keys.BackingForUID] != "" {
+	if !pools.Unissued(pv) || pv.Spec.StorageClassName != "pool" || pv.Annotations[wellknown.ProvisionedBy] != testProvisioner ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Annotations[wellknown.BackingForUID] != "" {
 		t.Fatalf("member = class %s, policy %s, claimRef %+v, annotations %v; want a free member made ahead",
 			pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Spec.ClaimRef, pv.Annotations)
 	}
@@ -121,7 +121,7 @@ func TestAMemberAheadTheBackingClassDoesNotMakeIsGivenUp(t *testing.T) {
 			if err := f.BackingClaims.Add(backing); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.pools.Sync(context.Background(), types.UID(backing.Annotations[keys.BackingForUID])); err != nil {
+			if err := f.pools.Sync(context.Background(), types.UID(backing.Annotations[wellknown.BackingForUID])); err != nil {
 				t.Fatalf("Sync: %v", err)
 			}
 			_, err := f.Client.CoreV1().PersistentVolumeClaims(testBackingNS).Get(context.Background(), backing.Name, metav1.GetOptions{})

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/memory"
 )
 
@@ -47,10 +47,10 @@ type Provisioner interface {
 // Config is what the class pools work with.
 type Config struct {
 	// Name is the provisioner's name: the volumes it keeps say so
-	// (keys.KeptBy), and it hands them over as its own.
+	// (wellknown.KeptBy), and it hands them over as its own.
 	Name string
-	// ControllerID labels the backing claims (keys.BackingClaimOf) and the
-	// members (keys.VolumeManagedBy).
+	// ControllerID labels the backing claims (wellknown.BackingClaimOf) and the
+	// members (wellknown.VolumeManagedBy).
 	ControllerID string
 	// Namespace holds the backing claims.
 	Namespace string
@@ -152,7 +152,7 @@ func (b *Pools) sweep(context.Context) {
 
 // BackingClaimSelector selects the backing claims of controllerID.
 func BackingClaimSelector(controllerID string) string {
-	return keys.BackingClaimOf + "=" + controllerID
+	return wellknown.BackingClaimOf + "=" + controllerID
 }
 
 // backingClaimName is the name of the backing claim for claim: the name the
@@ -161,7 +161,7 @@ func backingClaimName(uid types.UID) string { return "pvc-" + string(uid) }
 
 // backingFor is the UID of the claim backing was made for.
 func backingFor(backing *corev1.PersistentVolumeClaim) (types.UID, bool) {
-	uid := backing.Annotations[keys.BackingForUID]
+	uid := backing.Annotations[wellknown.BackingForUID]
 	return types.UID(uid), uid != ""
 }
 
@@ -172,7 +172,7 @@ func (b *Pools) keptVolumeChanged(e controller.Event[*corev1.PersistentVolume]) 
 	if e.Type == controller.Deleted {
 		return nil
 	}
-	if uid := keptFor(e.Obj); uid != "" && e.Obj.Annotations[keys.KeptBy] == b.cfg.Name {
+	if uid := keptFor(e.Obj); uid != "" && e.Obj.Annotations[wellknown.KeptBy] == b.cfg.Name {
 		return []types.UID{uid}
 	}
 	return nil
@@ -190,7 +190,7 @@ func claimGone(e controller.Event[*corev1.PersistentVolumeClaim]) []types.UID {
 // keptFor is the UID of the claim pv is kept for (step 3), if it is one a
 // backing provisioner made that was not handed over yet.
 func keptFor(pv *corev1.PersistentVolume) types.UID {
-	return types.UID(pv.Annotations[keys.BackingForUID])
+	return types.UID(pv.Annotations[wellknown.BackingForUID])
 }
 
 // indexKeptFor indexes the volumes kept for a claim.
@@ -203,7 +203,7 @@ func Indexers() cache.Indexers { return cache.Indexers{indexKeptFor: byKeptFor} 
 // the claim it is kept for>".
 func byKeptFor(obj any) ([]string, error) {
 	if pv, ok := obj.(*corev1.PersistentVolume); ok && keptFor(pv) != "" {
-		return []string{pv.Annotations[keys.KeptBy] + "/" + string(keptFor(pv))}, nil
+		return []string{pv.Annotations[wellknown.KeptBy] + "/" + string(keptFor(pv))}, nil
 	}
 	return nil, nil
 }
@@ -254,13 +254,13 @@ func (b *Pools) InFlight(class string) map[string]Volume {
 	out := map[string]Volume{}
 	claims, _ := b.cfg.BackingClaims.PersistentVolumeClaims(b.cfg.Namespace).List(labels.Everything())
 	for _, c := range claims {
-		if c.Annotations[keys.PoolClass] == class {
-			out[c.Name] = Volume{Node: c.Annotations[volumehelpers.AnnSelectedNode], Ahead: c.Annotations[keys.MadeAhead] != ""}
+		if c.Annotations[wellknown.PoolClass] == class {
+			out[c.Name] = Volume{Node: c.Annotations[volumehelpers.AnnSelectedNode], Ahead: c.Annotations[wellknown.MadeAhead] != ""}
 		}
 	}
 	for _, uid := range b.KeptUIDs() {
-		if pv := b.keptVolume(uid); pv != nil && pv.Annotations[keys.PoolClass] == class {
-			out[backingClaimName(uid)] = Volume{Node: nodeOf(pv), Ahead: pv.Annotations[keys.MadeAhead] != ""}
+		if pv := b.keptVolume(uid); pv != nil && pv.Annotations[wellknown.PoolClass] == class {
+			out[backingClaimName(uid)] = Volume{Node: nodeOf(pv), Ahead: pv.Annotations[wellknown.MadeAhead] != ""}
 		}
 	}
 	return out

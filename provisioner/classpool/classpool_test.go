@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/ahead"
 	"github.com/reclaimable/reclaimable/provisioner/classpool"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
@@ -77,8 +77,8 @@ func (f *fixture) aheadInFlight(class string) int {
 func TestAVolumeAnotherProvisionerKeptIsLeftAlone(t *testing.T) {
 	theirs := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-theirs", ResourceVersion: "3", Annotations: map[string]string{
-			keys.ProvisionedBy: testDriver, keys.KeptBy: "other.example.com/provisioner", keys.BackingForUID: "their-claim",
-			keys.PoolClass: "pool", keys.MadeAhead: "pool"}},
+			wellknown.ProvisionedBy: testDriver, wellknown.KeptBy: "other.example.com/provisioner", wellknown.BackingForUID: "their-claim",
+			wellknown.PoolClass: "pool", wellknown.MadeAhead: "pool"}},
 		Spec:   corev1.PersistentVolumeSpec{StorageClassName: testBackingClass, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain},
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased},
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds how a class pool grows: through a claim of the
@@ -75,7 +75,7 @@ type Request struct {
 	// besides it.
 	Labels map[string]string
 	Count  int
-	// Key is the claim's cache key (keys.LastKey), "" none.
+	// Key is the claim's cache key (wellknown.LastKey), "" none.
 	Key string
 }
 
@@ -143,7 +143,7 @@ func (b *Pools) ensureBackingClaim(ctx context.Context, r Request) (*corev1.Pers
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels:      map[string]string{keys.BackingClaimOf: b.cfg.ControllerID},
+			Labels:      map[string]string{wellknown.BackingClaimOf: b.cfg.ControllerID},
 			Annotations: forClaim(claim, r.Class.Name),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -175,12 +175,12 @@ func (b *Pools) ensureBackingClaim(ctx context.Context, r Request) (*corev1.Pers
 // forClaim are the annotations that say which claim, of which pool class,
 // a backing claim or a kept volume is for.
 func forClaim(claim *corev1.PersistentVolumeClaim, poolClass string) map[string]string {
-	return map[string]string{keys.BackingFor: claim.Namespace + "/" + claim.Name, keys.BackingForUID: string(claim.UID), keys.PoolClass: poolClass}
+	return map[string]string{wellknown.BackingFor: claim.Namespace + "/" + claim.Name, wellknown.BackingForUID: string(claim.UID), wellknown.PoolClass: poolClass}
 }
 
 // forClaimKeys are the annotations of a kept volume, which the hand-over
 // removes.
-var forClaimKeys = []string{keys.BackingFor, keys.BackingForUID, keys.PoolClass, keys.KeptBy}
+var forClaimKeys = []string{wellknown.BackingFor, wellknown.BackingForUID, wellknown.PoolClass, wellknown.KeptBy}
 
 // relayTimes holds, by backing claim name, when its events were last read.
 type relayTimes struct {
@@ -302,7 +302,7 @@ func (b *Pools) keep(ctx context.Context, pv *corev1.PersistentVolume, annotatio
 		kept.Annotations = map[string]string{}
 	}
 	maps.Copy(kept.Annotations, annotations)
-	kept.Annotations[keys.KeptBy] = b.cfg.Name
+	kept.Annotations[wellknown.KeptBy] = b.cfg.Name
 	kept.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	if _, err := b.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("keeping volume %s for the claim: %w", pv.Name, err)
@@ -321,11 +321,11 @@ func (b *Pools) handOver(ctx context.Context, r Request, pv *corev1.PersistentVo
 	if err != nil {
 		return lib.ProvisioningFinished, err
 	}
-	member.Annotations[keys.LastClaim] = claim.Namespace + "/" + claim.Name
+	member.Annotations[wellknown.LastClaim] = claim.Namespace + "/" + claim.Name
 	if r.Key != "" {
-		member.Annotations[keys.LastKey] = r.Key
+		member.Annotations[wellknown.LastKey] = r.Key
 	}
-	member.Annotations[keys.IssuedAt] = b.cfg.Clock.Now().UTC().Format(time.RFC3339)
+	member.Annotations[wellknown.IssuedAt] = b.cfg.Clock.Now().UTC().Format(time.RFC3339)
 	if _, err := b.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, member, metav1.UpdateOptions{}); err != nil {
 		return lib.ProvisioningInBackground, fmt.Errorf("issuing volume %s of class %s to the claim: %w", pv.Name, pv.Spec.StorageClassName, err)
 	}
@@ -367,12 +367,12 @@ func (b *Pools) Sync(ctx context.Context, uid types.UID) error {
 	kept := b.keptVolume(uid)
 	var key string
 	switch {
-	case kept != nil && kept.Annotations[keys.MadeAhead] != "", backing != nil && backing.Annotations[keys.MadeAhead] != "":
+	case kept != nil && kept.Annotations[wellknown.MadeAhead] != "", backing != nil && backing.Annotations[wellknown.MadeAhead] != "":
 		return b.syncAhead(ctx, uid, backing, kept)
 	case kept != nil:
-		key = kept.Annotations[keys.BackingFor]
+		key = kept.Annotations[wellknown.BackingFor]
 	case backing != nil:
-		key = backing.Annotations[keys.BackingFor]
+		key = backing.Annotations[wellknown.BackingFor]
 	default:
 		return nil
 	}

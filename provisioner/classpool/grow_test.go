@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
@@ -34,8 +34,8 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no backing claim: %v", err)
 	}
-	if ptr.Deref(backing.Spec.StorageClassName, "") != testBackingClass || backing.Labels[keys.BackingClaimOf] != provisionertest.ControllerID ||
-		backing.Annotations[keys.BackingFor] != "ns/cache" || backing.Annotations[keys.BackingForUID] != string(claim.UID) ||
+	if ptr.Deref(backing.Spec.StorageClassName, "") != testBackingClass || backing.Labels[wellknown.BackingClaimOf] != provisionertest.ControllerID ||
+		backing.Annotations[wellknown.BackingFor] != "ns/cache" || backing.Annotations[wellknown.BackingForUID] != string(claim.UID) ||
 		!backing.Spec.Resources.Requests.Storage().Equal(*claim.Spec.Resources.Requests.Storage()) {
 		t.Fatalf("backing claim = %+v", backing)
 	}
@@ -57,7 +57,7 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 	}
 	kept := f.Server(testBackingVolume)
 	if kept.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || kept.Spec.ClaimRef.UID != testBackingClaimID ||
-		kept.Annotations[keys.ProvisionedBy] != testDriver || kept.Annotations[keys.BackingForUID] != string(claim.UID) || kept.Annotations[keys.PoolClass] != "pool" {
+		kept.Annotations[wellknown.ProvisionedBy] != testDriver || kept.Annotations[wellknown.BackingForUID] != string(claim.UID) || kept.Annotations[wellknown.PoolClass] != "pool" {
 		t.Fatalf("kept volume = policy %s, claimRef %v, annotations %v; want Retain and marked for the claim, still the backing claim's",
 			kept.Spec.PersistentVolumeReclaimPolicy, kept.Spec.ClaimRef, kept.Annotations)
 	}
@@ -78,9 +78,9 @@ func TestAClassPoolAsksItsBackingClassThenHandsTheVolumeOver(t *testing.T) {
 		t.Errorf("claimRef = %+v, want the claim", ref)
 	}
 	if pv.Spec.StorageClassName != "pool" || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
-		pv.Annotations[keys.ProvisionedBy] != testProvisioner || pv.Annotations[keys.BackingProvisioner] != testDriver ||
-		pv.Annotations[keys.BackingClass] != testBackingClass || pv.Annotations[keys.Backend] != "class" ||
-		pv.Annotations[keys.LastClaim] != "ns/cache" || pv.Annotations[keys.BackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
+		pv.Annotations[wellknown.ProvisionedBy] != testProvisioner || pv.Annotations[wellknown.BackingProvisioner] != testDriver ||
+		pv.Annotations[wellknown.BackingClass] != testBackingClass || pv.Annotations[wellknown.Backend] != "class" ||
+		pv.Annotations[wellknown.LastClaim] != "ns/cache" || pv.Annotations[wellknown.BackingForUID] != "" || pv.Spec.CSI.VolumeHandle != "vol-1" {
 		t.Errorf("member = class %s, policy %s, annotations %v, source %+v", pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations, pv.Spec.PersistentVolumeSource)
 	}
 	if !slices.Equal(pv.Finalizers, []string{"kubernetes.io/pv-protection"}) {
@@ -108,8 +108,8 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 	pv := f.DriverMade(backing)
 	// Step 3, as a provisioner stopped right after it left it.
 	kept := pv.DeepCopy()
-	kept.Annotations[keys.BackingFor], kept.Annotations[keys.BackingForUID] = "ns/gone", string(claim.UID)
-	kept.Annotations[keys.PoolClass], kept.Annotations[keys.KeptBy] = "pool", testProvisioner
+	kept.Annotations[wellknown.BackingFor], kept.Annotations[wellknown.BackingForUID] = "ns/gone", string(claim.UID)
+	kept.Annotations[wellknown.PoolClass], kept.Annotations[wellknown.KeptBy] = "pool", testProvisioner
 	kept.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	if _, err := f.Client.CoreV1().PersistentVolumes().Update(context.Background(), kept, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestABackingClaimNoClaimWantsGivesItsVolumeBack(t *testing.T) {
 	if err := f.pools.Sync(context.Background(), claim.UID); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[keys.BackingForUID] != "" {
+	if got := f.Server(pv.Name); got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || got.Annotations[wellknown.BackingForUID] != "" {
 		t.Errorf("volume = policy %s, annotations %v; want Delete and unmarked: its driver deletes it", got.Spec.PersistentVolumeReclaimPolicy, got.Annotations)
 	}
 	if _, err := f.BackingClaim(claim); !apierrors.IsNotFound(err) {

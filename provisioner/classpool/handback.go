@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -29,14 +29,14 @@ import (
 // false when pv changed since the decision.
 func (b *Pools) HandBack(ctx context.Context, pv *corev1.PersistentVolume, cause string) (bool, error) {
 	logger := klog.FromContext(ctx).WithValues("pv", pv.Name, "cause", cause)
-	if pv.Annotations[keys.BackingClass] == "" {
-		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, keys.BackingClass)
+	if pv.Annotations[wellknown.BackingClass] == "" {
+		return false, fmt.Errorf("volume %s does not say which class made its storage (annotation %s)", pv.Name, wellknown.BackingClass)
 	}
 	back, backer, err := backend.HandedBackCopy(pv)
 	if err != nil {
 		return false, err
 	}
-	back.Annotations[keys.Evicting] = cause
+	back.Annotations[wellknown.Evicting] = cause
 	back.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	back.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 		Namespace: b.cfg.Namespace, Name: "evicted-" + pv.Name, UID: uuid.NewUUID()}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A free member of a class pool is evicted by handing it back to its
@@ -19,7 +19,7 @@ import (
 func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 	member := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			keys.ProvisionedBy: testProvisioner, keys.Backend: "class", keys.BackingProvisioner: testDriver, keys.BackingClass: testBackingClass}},
+			wellknown.ProvisionedBy: testProvisioner, wellknown.Backend: "class", wellknown.BackingProvisioner: testDriver, wellknown.BackingClass: testBackingClass}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              "pool",
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
@@ -31,22 +31,22 @@ func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
 
 	stale := member.DeepCopy()
 	stale.ResourceVersion = "6"
-	if evicted, err := f.pools.HandBack(context.Background(), stale, keys.EvictForClaim); err != nil || evicted {
+	if evicted, err := f.pools.HandBack(context.Background(), stale, wellknown.EvictForClaim); err != nil || evicted {
 		t.Fatalf("HandBack of a stale copy = %v, %v; want it left alone", evicted, err)
 	}
-	if evicted, err := f.pools.HandBack(context.Background(), member, keys.EvictForClaim); err != nil || !evicted {
+	if evicted, err := f.pools.HandBack(context.Background(), member, wellknown.EvictForClaim); err != nil || !evicted {
 		t.Fatalf("HandBack = %v, %v", evicted, err)
 	}
 	pv := f.Server(member.Name)
-	if pv.Annotations[keys.ProvisionedBy] != testDriver || pv.Spec.StorageClassName != testBackingClass ||
-		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.Annotations[keys.Evicting] != keys.EvictForClaim {
+	if pv.Annotations[wellknown.ProvisionedBy] != testDriver || pv.Spec.StorageClassName != testBackingClass ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.Annotations[wellknown.Evicting] != wellknown.EvictForClaim {
 		t.Errorf("evicted = provisioned-by %s, class %s, policy %s, annotations %v; want the driver's to delete",
-			pv.Annotations[keys.ProvisionedBy], pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations)
+			pv.Annotations[wellknown.ProvisionedBy], pv.Spec.StorageClassName, pv.Spec.PersistentVolumeReclaimPolicy, pv.Annotations)
 	}
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID == "" || ref.Namespace != testBackingNS {
 		t.Errorf("claimRef = %+v, want a claim of its own that no one has, so that it is Released", ref)
 	}
-	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pv.DeletionTimestamp != nil || slices.Contains(pv.Finalizers, wellknown.EvictFinalizer) {
 		t.Errorf("evicted member fenced for deletion: %v %v; the driver deletes only what is not being deleted", pv.DeletionTimestamp, pv.Finalizers)
 	}
 }

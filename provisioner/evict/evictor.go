@@ -20,8 +20,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/internal/controller"
 	"github.com/reclaimable/reclaimable/internal/eviction"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
 
@@ -116,8 +116,8 @@ func (e *Evictor) Run(ctx context.Context) { e.loop.Run(ctx) }
 // made ahead and waits for its storage; another installation's are its own
 // to complete.
 func (e *Evictor) Wants(pv *corev1.PersistentVolume) bool {
-	return pv.Annotations[keys.ProvisionedBy] == e.cfg.Provisioner &&
-		(slices.Contains(pv.Finalizers, keys.EvictFinalizer) || pools.StoragePending(pv))
+	return pv.Annotations[wellknown.ProvisionedBy] == e.cfg.Provisioner &&
+		(slices.Contains(pv.Finalizers, wellknown.EvictFinalizer) || pools.StoragePending(pv))
 }
 
 // removeIfNotMade removes pv, made ahead and still waiting for its storage,
@@ -127,7 +127,7 @@ func (e *Evictor) Wants(pv *corev1.PersistentVolume) bool {
 // making its storage (ahead.Members.Finish) is the pool manager's.
 func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolume) error {
 	why := ""
-	if node := pv.Annotations[keys.Node]; node != "" && e.cfg.Nodes != nil {
+	if node := pv.Annotations[wellknown.Node]; node != "" && e.cfg.Nodes != nil {
 		if _, err := e.cfg.Nodes.Get(node); apierrors.IsNotFound(err) {
 			why = fmt.Sprintf("its node %s is gone", node)
 		}
@@ -140,8 +140,8 @@ func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 		why = fmt.Sprintf("its storage was not made within %s (three times --lifecycle-timeout)", e.cfg.AheadBound)
 	}
 	fenced := pv.DeepCopy()
-	fenced.Annotations[keys.Evicting] = keys.EvictNotMade
-	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
+	fenced.Annotations[wellknown.Evicting] = wellknown.EvictNotMade
+	fenced.Finalizers = append(fenced.Finalizers, wellknown.EvictFinalizer)
 	res, err := e.p.UpdateVolume(ctx, fenced, "fencing volume "+pv.Name+", whose storage was not made, for removal")
 	if res == nil {
 		return err
@@ -151,7 +151,7 @@ func (e *Evictor) removeIfNotMade(ctx context.Context, pv *corev1.PersistentVolu
 	if pool := pools.PoolOf(e.cfg.Pools, pv.Spec.StorageClassName); pool != nil {
 		e.cfg.Recorder.Eventf(pool, corev1.EventTypeWarning, reasonMemberNotMade, "Volume %s: %s", pv.Name, msg)
 	}
-	e.cfg.Evictions.WithLabelValues(pv.Spec.StorageClassName, keys.EvictNotMade).Inc()
+	e.cfg.Evictions.WithLabelValues(pv.Spec.StorageClassName, wellknown.EvictNotMade).Inc()
 	klog.FromContext(ctx).Info("Removing a member whose storage was not made", "reason", why)
 	return DeleteFenced(ctx, e.cfg.Client, res)
 }
@@ -168,7 +168,7 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 	}
 	logger := klog.FromContext(ctx).WithValues("pv", name)
 	ctx = klog.NewContext(ctx, logger)
-	if pools.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, keys.EvictFinalizer) {
+	if pools.StoragePending(pv) && pv.DeletionTimestamp == nil && !slices.Contains(pv.Finalizers, wellknown.EvictFinalizer) {
 		return e.removeIfNotMade(ctx, pv)
 	}
 	if pv.DeletionTimestamp == nil {
@@ -194,7 +194,7 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 	case errors.Is(err, ErrHandedBack):
 		// Fence fences no such member: the backing provisioner deletes
 		// only what is Released, never an object already being deleted.
-		return fmt.Errorf("volume %s was %w, which does not delete a volume object being deleted; remove its finalizer %s by hand once its storage is gone", name, err, keys.EvictFinalizer)
+		return fmt.Errorf("volume %s was %w, which does not delete a volume object being deleted; remove its finalizer %s by hand once its storage is gone", name, err, wellknown.EvictFinalizer)
 	case err != nil:
 		e.cfg.Recorder.Eventf(pv, corev1.EventTypeWarning, reasonEvictionFailed, "Removing the storage of the evicted volume failed, retrying: %v", err)
 		return fmt.Errorf("removing the storage of evicted volume %s: %w", name, err)
@@ -202,7 +202,7 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 	if _, err := e.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, withoutFinalizer(pv), metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the finalizer of evicted volume %s: %w", name, err)
 	}
-	logger.V(2).Info("Evicted a member of the pool", "cause", pv.Annotations[keys.Evicting])
+	logger.V(2).Info("Evicted a member of the pool", "cause", pv.Annotations[wellknown.Evicting])
 	return nil
 }
 
@@ -210,7 +210,7 @@ func (e *Evictor) Sync(ctx context.Context, name string) error {
 // deleted.
 func (e *Evictor) unfence(ctx context.Context, pv *corev1.PersistentVolume) error {
 	updated := withoutFinalizer(pv)
-	delete(updated.Annotations, keys.Evicting)
+	delete(updated.Annotations, wellknown.Evicting)
 	if _, err := e.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("taking down the eviction fence of volume %s: %w", pv.Name, err)
 	}

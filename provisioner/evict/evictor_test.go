@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
@@ -36,7 +36,7 @@ var (
 func member(name string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 	return volume(name, "1Gi", append([]func(*corev1.PersistentVolume){func(pv *corev1.PersistentVolume) {
 		pv.UID = types.UID("uid-" + name)
-		pv.Annotations[keys.Backend] = "directory"
+		pv.Annotations[wellknown.Backend] = "directory"
 	}}, mods...)...)
 }
 
@@ -57,8 +57,8 @@ func evictorOn(c *provisionertest.Cluster, p evict.Provisioner, nodes corelister
 func TestEvictorCompletesEvictions(t *testing.T) {
 	now := metav1.Now()
 	fence := func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Evicting] = keys.EvictIdle
-		pv.Finalizers = []string{"kubernetes.io/pv-protection", keys.EvictFinalizer}
+		pv.Annotations[wellknown.Evicting] = wellknown.EvictIdle
+		pv.Finalizers = []string{"kubernetes.io/pv-protection", wellknown.EvictFinalizer}
 	}
 	for _, tt := range []struct {
 		name string
@@ -78,7 +78,7 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 			c := provisionertest.NewCluster(t, nil)
 			c.Add(member("pv-1", tt.mods...))
 			p := &provisionertest.Flow{Client: c.Client, Remove: func(pv *corev1.PersistentVolume) error {
-				if !slices.Contains(c.Server(pv.Name).Finalizers, keys.EvictFinalizer) {
+				if !slices.Contains(c.Server(pv.Name).Finalizers, wellknown.EvictFinalizer) {
 					t.Errorf("the storage of %s is removed after its finalizer went: the volume object may be gone first", pv.Name)
 				}
 				return nil
@@ -93,11 +93,11 @@ func TestEvictorCompletesEvictions(t *testing.T) {
 					t.Errorf("volume: %v, want it deleted", err)
 				}
 			case "unfenced":
-				if err != nil || pools.Evicting(got) || slices.Contains(got.Finalizers, keys.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
+				if err != nil || pools.Evicting(got) || slices.Contains(got.Finalizers, wellknown.EvictFinalizer) || !slices.Contains(got.Finalizers, "kubernetes.io/pv-protection") {
 					t.Errorf("volume %+v (%v): want its fence, and only it, gone", got, err)
 				}
 			case "no finalizer":
-				if err != nil || slices.Contains(got.Finalizers, keys.EvictFinalizer) {
+				if err != nil || slices.Contains(got.Finalizers, wellknown.EvictFinalizer) {
 					t.Errorf("volume %+v (%v): want its finalizer gone", got, err)
 				}
 			}
@@ -118,11 +118,11 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 	typ := corev1.HostPathDirectory
 	c := provisionertest.NewCluster(t, nil)
 	c.Add(volume("pv-1", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Backend] = "local"
-		pv.Annotations[keys.Node], pv.Annotations[keys.NodePath], pv.Annotations[keys.Directory] = "n1", "/var/lib/caches", "pv-1"
-		pv.Annotations[keys.Evicting] = keys.EvictIdle
+		pv.Annotations[wellknown.Backend] = "local"
+		pv.Annotations[wellknown.Node], pv.Annotations[wellknown.NodePath], pv.Annotations[wellknown.Directory] = "n1", "/var/lib/caches", "pv-1"
+		pv.Annotations[wellknown.Evicting] = wellknown.EvictIdle
 		pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/var/lib/caches/pv-1", Type: &typ}
-		pv.Finalizers = []string{keys.EvictFinalizer}
+		pv.Finalizers = []string{wellknown.EvictFinalizer}
 		pv.DeletionTimestamp = &now
 	}))
 	// What the local backend says of a member whose node is gone.
@@ -134,8 +134,8 @@ func TestEvictorLetsGoOfALocalMemberWhoseNodeIsGone(t *testing.T) {
 		t.Fatalf("sync: %v, want the member let go", err)
 	}
 	got, err := c.Client.CoreV1().PersistentVolumes().Get(context.Background(), "pv-1", metav1.GetOptions{})
-	if err == nil && slices.Contains(got.Finalizers, keys.EvictFinalizer) {
-		t.Errorf("finalizers %v: want %s gone", got.Finalizers, keys.EvictFinalizer)
+	if err == nil && slices.Contains(got.Finalizers, wellknown.EvictFinalizer) {
+		t.Errorf("finalizers %v: want %s gone", got.Finalizers, wellknown.EvictFinalizer)
 	}
 	events := c.Events()
 	want := "Warning EvictedFromGoneNode Node n1 is gone: the directory /var/lib/caches/pv-1 stays on its disk; remove it should the node come back"
@@ -175,10 +175,10 @@ func TestEvictorRemovesAMemberWhoseStorageIsNotMadeInTime(t *testing.T) {
 			c := provisionertest.NewCluster(t, nil)
 			pending := c.Add(member("pvc-half", func(pv *corev1.PersistentVolume) {
 				pv.CreationTimestamp = metav1.NewTime(t0().Add(-tt.age))
-				pv.Annotations[keys.MadeAhead] = "warm"
-				pv.Annotations[keys.StoragePending] = "true"
+				pv.Annotations[wellknown.MadeAhead] = "warm"
+				pv.Annotations[wellknown.StoragePending] = "true"
 				if tt.node != "" {
-					pv.Annotations[keys.Node] = tt.node
+					pv.Annotations[wellknown.Node] = tt.node
 				}
 				pv.Spec.ClaimRef = pools.AheadClaimRef("pvc-half")
 			}))

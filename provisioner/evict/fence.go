@@ -15,14 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Eviction removes a member from its pool with its data, without ever
 // racing a claim. Three writes, each safe to repeat and each found again
 // after a restart:
 //
-//  1. The fence: keys.Evicting (the cause) and keys.EvictFinalizer, in one
+//  1. The fence: wellknown.Evicting (the cause) and wellknown.EvictFinalizer, in one
 //     update guarded by the resourceVersion the decision was made on. The
 //     provisioner gives no claim a volume so marked.
 //  2. The delete, guarded by the fence's resourceVersion: the PV controller
@@ -43,8 +43,8 @@ func Fence(ctx context.Context, client kubernetes.Interface, pv *corev1.Persiste
 	if fenced.Annotations == nil {
 		fenced.Annotations = map[string]string{}
 	}
-	fenced.Annotations[keys.Evicting] = cause
-	fenced.Finalizers = append(fenced.Finalizers, keys.EvictFinalizer)
+	fenced.Annotations[wellknown.Evicting] = cause
+	fenced.Finalizers = append(fenced.Finalizers, wellknown.EvictFinalizer)
 	res, err := client.CoreV1().PersistentVolumes().Update(ctx, fenced, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
@@ -69,6 +69,6 @@ func DeleteFenced(ctx context.Context, client kubernetes.Interface, pv *corev1.P
 // withoutFinalizer is a copy of pv without the eviction finalizer.
 func withoutFinalizer(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	updated := pv.DeepCopy()
-	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == keys.EvictFinalizer })
+	updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == wellknown.EvictFinalizer })
 	return updated
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
@@ -31,15 +31,15 @@ func TestFenceThenDeleteFenced(t *testing.T) {
 
 	stale := pv.DeepCopy()
 	stale.ResourceVersion = "0"
-	if res, err := evict.Fence(context.Background(), c.Client, stale, keys.EvictIdle); res != nil || err != nil {
+	if res, err := evict.Fence(context.Background(), c.Client, stale, wellknown.EvictIdle); res != nil || err != nil {
 		t.Fatalf("Fence of a stale copy = %v, %v; want nil, nil", res, err)
 	}
 	if got := c.Server("pv-1"); got.ResourceVersion != pv.ResourceVersion || len(got.Finalizers) > 0 {
 		t.Fatalf("a stale copy was fenced: %+v", got.ObjectMeta)
 	}
 
-	fenced, err := evict.Fence(context.Background(), c.Client, pv, keys.EvictIdle)
-	if err != nil || fenced == nil || fenced.Annotations[keys.Evicting] != keys.EvictIdle || !slices.Contains(fenced.Finalizers, keys.EvictFinalizer) {
+	fenced, err := evict.Fence(context.Background(), c.Client, pv, wellknown.EvictIdle)
+	if err != nil || fenced == nil || fenced.Annotations[wellknown.Evicting] != wellknown.EvictIdle || !slices.Contains(fenced.Finalizers, wellknown.EvictFinalizer) {
 		t.Fatalf("Fence = %+v, %v; want the cause and the finalizer", fenced, err)
 	}
 	if err := evict.DeleteFenced(context.Background(), c.Client, fenced); err != nil {

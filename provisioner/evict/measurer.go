@@ -14,8 +14,8 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // The measurer finds out how many bytes each member of a backend that
@@ -91,7 +91,7 @@ func (m *Measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
 	}
 	switch pools.StateOf(pv) {
 	case pools.StateFree, pools.StateHeld, pools.StateReserved:
-		return pv.Annotations[keys.ReleasedAt], true
+		return pv.Annotations[wellknown.ReleasedAt], true
 	}
 	return "", false
 }
@@ -100,7 +100,7 @@ func (m *Measurer) measurable(pv *corev1.PersistentVolume) (string, bool) {
 // share may not even be mounted here) back in the pool whose return is not
 // measured yet.
 func (m *Measurer) wants(pv *corev1.PersistentVolume) bool {
-	if pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
+	if pv.Annotations[wellknown.ProvisionedBy] != m.cfg.Provisioner {
 		return false
 	}
 	if _, known := m.Usage(pv); known {
@@ -135,7 +135,7 @@ func (m *Measurer) Sync(ctx context.Context, name string) error {
 	}
 	pv := obj.(*corev1.PersistentVolume)
 	returned, ok := m.measurable(pv)
-	if _, known := m.Usage(pv); !ok || known || pv.Annotations[keys.ProvisionedBy] != m.cfg.Provisioner {
+	if _, known := m.Usage(pv); !ok || known || pv.Annotations[wellknown.ProvisionedBy] != m.cfg.Provisioner {
 		return nil
 	}
 	class := volumehelpers.GetPersistentVolumeClass(pv)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/evict"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
@@ -27,7 +27,7 @@ func measurerOn(c *provisionertest.Cluster, walk func(*corev1.PersistentVolume, 
 func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 	c := provisionertest.NewCluster(t, nil)
 	pv := c.Add(member("pv-1", returned("ns/old", t0())))
-	at := pv.Annotations[keys.ReleasedAt]
+	at := pv.Annotations[wellknown.ReleasedAt]
 	walks := 0
 	m := measurerOn(c, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) { walks++; return 42, false, nil })
 	for range 2 {
@@ -68,7 +68,7 @@ func TestMeasurerMeasuresEachReturnOnce(t *testing.T) {
 func TestMeasurerLeavesOtherInstallationsVolumes(t *testing.T) {
 	c := provisionertest.NewCluster(t, nil)
 	pv := c.Add(member("pv-1", returned("ns/old", t0()), func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.ProvisionedBy] = "other/provisioner"
+		pv.Annotations[wellknown.ProvisionedBy] = "other/provisioner"
 	}))
 	m := measurerOn(c, func(*corev1.PersistentVolume, time.Time) (int64, bool, error) {
 		t.Error("measured")

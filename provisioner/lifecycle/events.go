@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Events follows the lifecycle pods, so that a wait for one reads
@@ -33,7 +33,7 @@ type Events struct {
 func NewEvents(client kubernetes.Interface, namespace string) *Events {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = keys.Lifecycle }),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = wellknown.Lifecycle }),
 		informers.WithTransform(func(obj any) (any, error) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				p.ManagedFields = nil

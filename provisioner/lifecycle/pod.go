@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // A lifecycle pod as it is built: the built-in pod for a job, the image and
@@ -134,7 +134,7 @@ func (l Pods) pod(j Job, im image) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      j.podName(),
 			Namespace: l.namespace,
-			Labels:    keys.Map(keys.Lifecycle, j.Op, "app.kubernetes.io/managed-by", "reclaimable"),
+			Labels:    wellknown.Map(wellknown.Lifecycle, j.Op, "app.kubernetes.io/managed-by", "reclaimable"),
 		},
 		Spec: corev1.PodSpec{
 			NodeName:         j.Node,

@@ -8,8 +8,8 @@ import (
 	volumehelpers "k8s.io/component-helpers/storage/volume"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -79,7 +79,7 @@ func LastNamespace(pv *corev1.PersistentVolume) string {
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		return ref.Namespace
 	}
-	ns, _, _ := strings.Cut(pv.Annotations[keys.LastClaim], "/")
+	ns, _, _ := strings.Cut(pv.Annotations[wellknown.LastClaim], "/")
 	return ns
 }
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/backend/backendtest"
 )
@@ -26,13 +26,13 @@ func TestIsMember(t *testing.T) {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 		}), "directory", false},
 		{"other class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), "directory", false},
-		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ProvisionedBy] = "other/x" }), "directory", false},
+		{"other provisioner", volume("a", "1Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.ProvisionedBy] = "other/x" }), "directory", false},
 		{"static, labelled", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
-			delete(pv.Annotations, keys.ProvisionedBy)
-			pv.Labels = map[string]string{keys.Pool: "pool"}
+			delete(pv.Annotations, wellknown.ProvisionedBy)
+			pv.Labels = map[string]string{wellknown.Pool: "pool"}
 		}), "static", true},
 		{"static, labelled for another class", volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
-			pv.Labels = map[string]string{keys.Pool: "other"}
+			pv.Labels = map[string]string{wellknown.Pool: "other"}
 		}), "static", false},
 		{"static, not labelled though created here", volume("a", "1Gi"), "static", false},
 	}
@@ -57,11 +57,11 @@ func TestAvailability(t *testing.T) {
 	heldFor := func(ns, name string) func(*corev1.PersistentVolume) {
 		return func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: name}
-			pv.Annotations[keys.HeldForNamespace] = ns
+			pv.Annotations[wellknown.HeldForNamespace] = ns
 		}
 	}
 	lastIn := func(ns string) func(*corev1.PersistentVolume) {
-		return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastClaim] = ns + "/x" }
+		return func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.LastClaim] = ns + "/x" }
 	}
 	tests := []struct {
 		name string

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -73,7 +73,7 @@ func (s State) String() string {
 		fmt.Fprintf(&b, ", %d free for other namespaces only", s.OtherNamespace)
 	}
 	if s.OtherKey > 0 {
-		fmt.Fprintf(&b, ", %d free for other keys only (%s %s)", s.OtherKey, keys.KeyPolicy, keys.KeyPolicyRequire)
+		fmt.Fprintf(&b, ", %d free for other keys only (%s %s)", s.OtherKey, wellknown.KeyPolicy, wellknown.KeyPolicyRequire)
 	}
 	if len(s.Unfit) > 0 {
 		reasons := make([]string, 0, len(s.Unfit))
@@ -140,7 +140,7 @@ func Candidates(members []*corev1.PersistentVolume, claim *corev1.PersistentVolu
 		if pv.Status.Phase == corev1.VolumeReleased {
 			return maxTime
 		}
-		t, _ := time.Parse(time.RFC3339, pv.Annotations[keys.ReservedUntil])
+		t, _ := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReservedUntil])
 		return t
 	}
 	slices.SortStableFunc(reserved, func(a, b *corev1.PersistentVolume) int {

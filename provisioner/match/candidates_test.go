@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestCandidatesPreference(t *testing.T) {
@@ -65,7 +65,7 @@ func TestCandidatesPreference(t *testing.T) {
 				volume("other-key-reserved", "1Gi", reservedFor("team", "z", t0), keyed("ci=b")),
 				volume("used-without-key", "1Gi", returned("team/w", t0)),
 				volume("never-used", "2Gi"),
-				volume("scrubbed", "2Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[keys.ReleasedAt] = t0.Format(time.RFC3339) }),
+				volume("scrubbed", "2Gi", func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.ReleasedAt] = t0.Format(time.RFC3339) }),
 				volume("same-key", "3Gi", returned("team/v", t0), keyed("ci=a")),
 			},
 			want: []string{"same-key", "scrubbed", "never-used"},

@@ -3,8 +3,8 @@ package match
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds what a member given to a claim was to it, and what a
@@ -42,7 +42,7 @@ const (
 // what old did.
 func KeyResultOf(old, cur *corev1.PersistentVolume) KeyResult {
 	last, used := lastKey(old)
-	key := cur.Annotations[keys.LastKey]
+	key := cur.Annotations[wellknown.LastKey]
 	switch {
 	case !used:
 		return KeyFresh
@@ -63,7 +63,7 @@ func IssuedNow(old, cur *corev1.PersistentVolume) (IssueKind, bool) {
 		return "", false
 	}
 	switch {
-	case pools.Unissued(old) && old.Annotations[keys.MadeAhead] != "":
+	case pools.Unissued(old) && old.Annotations[wellknown.MadeAhead] != "":
 		return IssueMadeAhead, true
 	case LastClaim(old) == is.Namespace+"/"+is.Name:
 		return IssueSameClaim, true

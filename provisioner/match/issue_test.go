@@ -5,14 +5,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestIssuedNow(t *testing.T) {
 	take := func(ns, name, uid string) func(*corev1.PersistentVolume) {
 		return func(pv *corev1.PersistentVolume) {
 			bound(ns, name, uid)(pv)
-			pv.Annotations[keys.LastClaim] = ns + "/" + name // what a take writes
+			pv.Annotations[wellknown.LastClaim] = ns + "/" + name // what a take writes
 		}
 	}
 	for _, tt := range []struct {
@@ -43,7 +43,7 @@ func TestKeyResultOf(t *testing.T) {
 	issuedTo := func(key string) *corev1.PersistentVolume {
 		return volume("a", "1Gi", bound("ns", "job", "u2"), func(pv *corev1.PersistentVolume) {
 			if key != "" {
-				pv.Annotations[keys.LastKey] = key // what a take writes
+				pv.Annotations[wellknown.LastKey] = key // what a take writes
 			}
 		})
 	}

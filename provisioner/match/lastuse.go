@@ -5,14 +5,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // This file holds what a member tells of its last use: the claim it went
 // to, when it came back, and the cache key it was issued under.
 
-// ClaimName is "<namespace>/<name>" of claim, as keys.LastClaim records it.
+// ClaimName is "<namespace>/<name>" of claim, as wellknown.LastClaim records it.
 func ClaimName(claim *corev1.PersistentVolumeClaim) string {
 	return claim.Namespace + "/" + claim.Name
 }
@@ -24,10 +24,10 @@ func LastClaim(pv *corev1.PersistentVolume) string {
 	if pools.Unissued(pv) {
 		return "" // no claim had it yet
 	}
-	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Name != keys.HeldClaim(pv.Name) {
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.Name != "" && ref.Name != wellknown.HeldClaim(pv.Name) {
 		return ref.Namespace + "/" + ref.Name
 	}
-	return pv.Annotations[keys.LastClaim]
+	return pv.Annotations[wellknown.LastClaim]
 }
 
 // releasedAt is when pv was last released, or the zero time if unknown. A
@@ -35,7 +35,7 @@ func LastClaim(pv *corev1.PersistentVolume) string {
 // carries the time the releaser released it.
 func releasedAt(pv *corev1.PersistentVolume) time.Time {
 	if pv.Status.Phase != corev1.VolumeReleased {
-		if t, err := time.Parse(time.RFC3339, pv.Annotations[keys.ReleasedAt]); err == nil {
+		if t, err := time.Parse(time.RFC3339, pv.Annotations[wellknown.ReleasedAt]); err == nil {
 			return t
 		}
 	}
@@ -52,7 +52,7 @@ func lastKey(pv *corev1.PersistentVolume) (string, bool) {
 	if LastClaim(pv) == "" {
 		return "", false
 	}
-	return pv.Annotations[keys.LastKey], true
+	return pv.Annotations[wellknown.LastKey], true
 }
 
 // KeyFits reports whether pv may go to a claim of key under keyPolicy

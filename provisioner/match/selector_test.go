@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func TestClaimSelector(t *testing.T) {
-	allowed := sets.New("cache", keys.Pool)
+	allowed := sets.New("cache", wellknown.Pool)
 	tests := []struct {
 		name    string
 		sel     *metav1.LabelSelector

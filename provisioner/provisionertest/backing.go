@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 )
 
@@ -71,7 +71,7 @@ func (c *Cluster) DriverMade(backing *corev1.PersistentVolumeClaim) *corev1.Pers
 	}
 	return c.Add(&corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: BackingVolume, ResourceVersion: "1",
-			Annotations: map[string]string{keys.ProvisionedBy: Driver}, Finalizers: []string{backend.ExternalFinalizer, "kubernetes.io/pv-protection"}},
+			Annotations: map[string]string{wellknown.ProvisionedBy: Driver}, Finalizers: []string{backend.ExternalFinalizer, "kubernetes.io/pv-protection"}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              BackingClass,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,

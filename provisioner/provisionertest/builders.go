@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	lib "sigs.k8s.io/sig-storage-lib-external-provisioner/v10/controller"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Provisioner is the provisioner's name in the tests: the classes name it,
@@ -38,7 +38,7 @@ func Volume(name, size string, mods ...func(*corev1.PersistentVolume)) *corev1.P
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
 			ResourceVersion: "1",
-			Annotations:     map[string]string{keys.ProvisionedBy: Provisioner},
+			Annotations:     map[string]string{wellknown.ProvisionedBy: Provisioner},
 		},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
@@ -67,14 +67,14 @@ func Released(ns, name, uid string, t time.Time) func(*corev1.PersistentVolume) 
 // claim last ("<namespace>/<name>") at t.
 func Returned(last string, t time.Time) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.LastClaim] = last
-		pv.Annotations[keys.ReleasedAt] = t.UTC().Format(time.RFC3339)
+		pv.Annotations[wellknown.LastClaim] = last
+		pv.Annotations[wellknown.ReleasedAt] = t.UTC().Format(time.RFC3339)
 	}
 }
 
 // Keyed records on pv the cache key it was last issued under.
 func Keyed(key string) func(*corev1.PersistentVolume) {
-	return func(pv *corev1.PersistentVolume) { pv.Annotations[keys.LastKey] = key }
+	return func(pv *corev1.PersistentVolume) { pv.Annotations[wellknown.LastKey] = key }
 }
 
 // ReservedFor makes pv reserved by the releaser for the claim ns/name
@@ -82,7 +82,7 @@ func Keyed(key string) func(*corev1.PersistentVolume) {
 func ReservedFor(ns, name string, until time.Time) func(*corev1.PersistentVolume) {
 	return func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: name}
-		pv.Annotations[keys.ReservedUntil] = until.UTC().Format(time.RFC3339)
+		pv.Annotations[wellknown.ReservedUntil] = until.UTC().Format(time.RFC3339)
 	}
 }
 

@@ -22,13 +22,13 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/unissued"
 )
 
-// The scrubber empties the volumes handed to it (keys.Scrub) before any
+// The scrubber empties the volumes handed to it (wellknown.Scrub) before any
 // claim may have them, and returns them to the pool. The releaser hands a
 // volume over once its claim is proven gone, leaving it Released with the
 // gone claim in its claimRef, which neither the PV controller nor the
@@ -36,11 +36,11 @@ import (
 // repeat, and each found again by its name after a restart:
 //
 //  1. requested: the volume's claimRef is set to its scrub claim
-//     (lifecycle namespace, keys.ScrubClaim), by name: running.
+//     (lifecycle namespace, wellknown.ScrubClaim), by name: running.
 //  2. running: the scrub claim is created with the volume's name, the PV
 //     controller binds the two, and a scrub pod that mounts the claim
 //     empties the volume; once it succeeded: done. A pod that fails leaves
-//     the volume running, its error in keys.ScrubFailed, and is tried again
+//     the volume running, its error in wellknown.ScrubFailed, and is tried again
 //     with back-off.
 //  3. done: the scrub claim is deleted; once it is gone the scrub's and
 //     its last claim's annotations go, and the volume's claimRef is
@@ -120,7 +120,7 @@ func scrubStep(pv *corev1.PersistentVolume) string {
 	if r := pv.Spec.ClaimRef; r != nil {
 		ref = r.Namespace + "/" + r.Name + "/" + string(r.UID)
 	}
-	return pv.Annotations[keys.Scrub] + " " + ref + " " + string(pv.Status.Phase)
+	return pv.Annotations[wellknown.Scrub] + " " + ref + " " + string(pv.Status.Phase)
 }
 
 // Run scrubs until ctx is done.
@@ -143,7 +143,7 @@ func (s *Scrubber) Sync(ctx context.Context, name string) error {
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("pv", name))
 	switch {
-	case pv.Annotations[keys.Scrub] == keys.ScrubDone:
+	case pv.Annotations[wellknown.Scrub] == wellknown.ScrubDone:
 		return s.finish(ctx, pv)
 	case !s.scrubClaimRef(pv):
 		return s.take(ctx, pv)
@@ -154,7 +154,7 @@ func (s *Scrubber) Sync(ctx context.Context, name string) error {
 // scrubClaimRef reports whether pv's claimRef names its scrub claim.
 func (s *Scrubber) scrubClaimRef(pv *corev1.PersistentVolume) bool {
 	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.Namespace == s.cfg.Pods.Namespace() && ref.Name == keys.ScrubClaim(pv.Name)
+	return ref != nil && ref.Namespace == s.cfg.Pods.Namespace() && ref.Name == wellknown.ScrubClaim(pv.Name)
 }
 
 // take pre-binds pv to its scrub claim, once no claim has it: one write,
@@ -168,11 +168,11 @@ func (s *Scrubber) take(ctx context.Context, pv *corev1.PersistentVolume) error 
 		return err
 	}
 	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
-		return s.failed(ctx, pv, fmt.Errorf("a block volume is not scrubbed: it has no files to remove, and overwriting a device is not done here; delete the volume, or remove %s by hand to return it with its data", keys.Scrub), false)
+		return s.failed(ctx, pv, fmt.Errorf("a block volume is not scrubbed: it has no files to remove, and overwriting a device is not done here; delete the volume, or remove %s by hand to return it with its data", wellknown.Scrub), false)
 	}
 	updated := pv.DeepCopy()
-	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.cfg.Pods.Namespace(), Name: keys.ScrubClaim(pv.Name)}
-	updated.Annotations[keys.Scrub] = keys.ScrubRunning
+	updated.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: s.cfg.Pods.Namespace(), Name: wellknown.ScrubClaim(pv.Name)}
+	updated.Annotations[wellknown.Scrub] = wellknown.ScrubRunning
 	// A newer version may differ only where the scrub does not look,
 	// which queues nothing: UpdateVolume has it looked at again.
 	_, err := s.p.UpdateVolume(ctx, updated, "setting the claimRef of volume "+pv.Name+" to its scrub claim")
@@ -192,15 +192,15 @@ func (s *Scrubber) scrub(ctx context.Context, pv *corev1.PersistentVolume) error
 	if err != nil {
 		return err
 	}
-	job := lifecycle.Job{Op: lifecycle.Scrub, Volume: pv.Name, Claim: keys.ScrubClaim(pv.Name)}
+	job := lifecycle.Job{Op: lifecycle.Scrub, Volume: pv.Name, Claim: wellknown.ScrubClaim(pv.Name)}
 	job.Templates, _ = lifecycle.Templates(class.Parameters)
 	klog.FromContext(ctx).V(2).Info("Scrubbing a volume")
 	if err := s.cfg.Pods.Run(ctx, job); err != nil {
 		return s.failed(ctx, pv, err, true)
 	}
 	updated := pv.DeepCopy()
-	updated.Annotations[keys.Scrub] = keys.ScrubDone
-	delete(updated.Annotations, keys.ScrubFailed)
+	updated.Annotations[wellknown.Scrub] = wellknown.ScrubDone
+	delete(updated.Annotations, wellknown.ScrubFailed)
 	// A conflict: the volume changed meanwhile, and the next sync scrubs
 	// it again, which finds it empty.
 	if _, err := s.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -218,8 +218,8 @@ func (s *Scrubber) ensureClaim(ctx context.Context, pv *corev1.PersistentVolume)
 		modes = modes[:1]
 	}
 	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: keys.ScrubClaim(pv.Name), Namespace: s.cfg.Pods.Namespace(),
-			Labels: keys.Map(keys.Lifecycle, lifecycle.Scrub, "app.kubernetes.io/managed-by", "reclaimable")},
+		ObjectMeta: metav1.ObjectMeta{Name: wellknown.ScrubClaim(pv.Name), Namespace: s.cfg.Pods.Namespace(),
+			Labels: wellknown.Map(wellknown.Lifecycle, lifecycle.Scrub, "app.kubernetes.io/managed-by", "reclaimable")},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			VolumeName: pv.Name, StorageClassName: &class, AccessModes: modes, VolumeMode: &mode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: capacityOf(pv)}},
@@ -249,7 +249,7 @@ func capacityOf(pv *corev1.PersistentVolume) resource.Quantity {
 // to the pool: free for any claim, empty.
 func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) error {
 	claims := s.cfg.Client.CoreV1().PersistentVolumeClaims(s.cfg.Pods.Namespace())
-	name := keys.ScrubClaim(pv.Name)
+	name := wellknown.ScrubClaim(pv.Name)
 	err := claims.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the scrub claim of volume %s: %w", pv.Name, err)
@@ -276,14 +276,14 @@ func (s *Scrubber) finish(ctx context.Context, pv *corev1.PersistentVolume) erro
 			free = "free for any claim, issued by the provisioner"
 		}
 	}
-	for _, k := range []string{keys.Scrub, keys.ScrubFailed} {
+	for _, k := range []string{wellknown.Scrub, wellknown.ScrubFailed} {
 		delete(updated.Annotations, k)
 	}
-	delete(updated.Annotations, keys.LastClaim)
-	delete(updated.Annotations, keys.LastKey)
-	delete(updated.Annotations, keys.HeldForNamespace)
-	delete(updated.Annotations, keys.ReservedUntil)
-	updated.Annotations[keys.ReleasedAt] = s.cfg.Clock.Now().UTC().Format(time.RFC3339)
+	delete(updated.Annotations, wellknown.LastClaim)
+	delete(updated.Annotations, wellknown.LastKey)
+	delete(updated.Annotations, wellknown.HeldForNamespace)
+	delete(updated.Annotations, wellknown.ReservedUntil)
+	updated.Annotations[wellknown.ReleasedAt] = s.cfg.Clock.Now().UTC().Format(time.RFC3339)
 	res, err := s.p.UpdateVolume(ctx, updated, "returning scrubbed volume "+pv.Name+" to the pool")
 	if res == nil {
 		return err
@@ -303,9 +303,9 @@ func (s *Scrubber) failed(ctx context.Context, pv *corev1.PersistentVolume, err 
 		msg = msg[:1024]
 	}
 	s.cfg.Recorder.Event(pv, corev1.EventTypeWarning, reasonScrubFailed, "Kept out of the pool: "+msg)
-	if pv.Annotations[keys.ScrubFailed] != msg {
+	if pv.Annotations[wellknown.ScrubFailed] != msg {
 		updated := pv.DeepCopy()
-		updated.Annotations[keys.ScrubFailed] = msg
+		updated.Annotations[wellknown.ScrubFailed] = msg
 		if _, uerr := s.cfg.Client.CoreV1().PersistentVolumes().Update(ctx, updated, metav1.UpdateOptions{}); uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
 			klog.FromContext(ctx).Error(uerr, "Recording a failed scrub")
 		}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 	"github.com/reclaimable/reclaimable/provisioner/scrub"
@@ -49,7 +49,7 @@ func scrubberOn(t *testing.T, c *provisionertest.Cluster, class *storagev1.Stora
 // does not go by queues nothing.
 func TestScrubTakeLooksAgainAfterAConflict(t *testing.T) {
 	marked := volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Scrub] = keys.ScrubRequested
+		pv.Annotations[wellknown.Scrub] = wellknown.ScrubRequested
 		pv.ResourceVersion = "1"
 	})
 	c := provisionertest.NewCluster(t, []*corev1.PersistentVolume{marked})
@@ -71,7 +71,7 @@ func TestScrubTakeLooksAgainAfterAConflict(t *testing.T) {
 	if err := s.Sync(t.Context(), "a"); err != nil {
 		t.Fatalf("sync from the newer version: %v", err)
 	}
-	if ref := c.Server("a").Spec.ClaimRef; ref == nil || ref.Name != keys.ScrubClaim("a") {
+	if ref := c.Server("a").Spec.ClaimRef; ref == nil || ref.Name != wellknown.ScrubClaim("a") {
 		t.Errorf("claimRef %+v, want the scrub claim", ref)
 	}
 }
@@ -81,11 +81,11 @@ func TestScrubTakeLooksAgainAfterAConflict(t *testing.T) {
 // queue's back-off, and returned to the pool once the claim is gone.
 func TestScrubFinishWaitsForTheScrubClaimWithBackOff(t *testing.T) {
 	done := volume("a", "1Gi", func(pv *corev1.PersistentVolume) {
-		pv.Annotations[keys.Scrub] = keys.ScrubDone
-		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: keys.ScrubClaim("a")}
+		pv.Annotations[wellknown.Scrub] = wellknown.ScrubDone
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: wellknown.ScrubClaim("a")}
 	})
 	c := provisionertest.NewCluster(t, []*corev1.PersistentVolume{done})
-	scrubClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: keys.ScrubClaim("a"), Finalizers: []string{"kubernetes.io/pvc-protection"}}}
+	scrubClaim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "lifecycle", Name: wellknown.ScrubClaim("a"), Finalizers: []string{"kubernetes.io/pvc-protection"}}}
 	if err := c.Client.Tracker().Add(scrubClaim); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,8 @@ func TestScrubFinishWaitsForTheScrubClaimWithBackOff(t *testing.T) {
 	if err := s.Sync(t.Context(), "a"); err != nil {
 		t.Fatalf("sync once the claim can go: %v", err)
 	}
-	if got := c.Server("a"); !pools.Unissued(got) || pools.StateOf(got) != pools.StateFree || got.Annotations[keys.Scrub] != "" {
-		t.Errorf("claimRef %+v, scrub %q: want the volume free, issued by the provisioner alone", got.Spec.ClaimRef, got.Annotations[keys.Scrub])
+	if got := c.Server("a"); !pools.Unissued(got) || pools.StateOf(got) != pools.StateFree || got.Annotations[wellknown.Scrub] != "" {
+		t.Errorf("claimRef %+v, scrub %q: want the volume free, issued by the provisioner alone", got.Spec.ClaimRef, got.Annotations[wellknown.Scrub])
 	}
 }
 
@@ -117,16 +117,16 @@ func TestScrubbedMemberIsIssuedByTheProvisionerAlone(t *testing.T) {
 		scope    string
 		unissued bool
 	}{
-		{keys.ReuseScopeNamespace, true},
-		{keys.ReuseScopeCluster, false},
+		{wellknown.ReuseScopeNamespace, true},
+		{wellknown.ReuseScopeCluster, false},
 	} {
 		t.Run(tt.scope, func(t *testing.T) {
 			done := volume("a", "1Gi", provisionertest.Returned("ns/job", t0()), provisionertest.Keyed("team=a"), func(pv *corev1.PersistentVolume) {
-				pv.Annotations[keys.Scrub] = keys.ScrubDone
-				pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: keys.ScrubClaim("a")}
+				pv.Annotations[wellknown.Scrub] = wellknown.ScrubDone
+				pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "lifecycle", Name: wellknown.ScrubClaim("a")}
 			})
 			c := provisionertest.NewCluster(t, []*corev1.PersistentVolume{done})
-			s := scrubberOn(t, c, provisionertest.DirectoryClass(t.TempDir(), map[string]string{keys.ReuseScope: tt.scope}))
+			s := scrubberOn(t, c, provisionertest.DirectoryClass(t.TempDir(), map[string]string{wellknown.ReuseScope: tt.scope}))
 			if err := s.Sync(t.Context(), "a"); err != nil {
 				t.Fatal(err)
 			}
@@ -134,8 +134,8 @@ func TestScrubbedMemberIsIssuedByTheProvisionerAlone(t *testing.T) {
 			if pools.Unissued(got) != tt.unissued || (!tt.unissued && got.Spec.ClaimRef != nil) {
 				t.Errorf("claimRef %+v, want one naming a claim that never exists: %v", got.Spec.ClaimRef, tt.unissued)
 			}
-			if pools.StateOf(got) != pools.StateFree || got.Annotations[keys.LastClaim] != "" || got.Annotations[keys.LastKey] != "" {
-				t.Errorf("state %s, last claim %q, last key %q: want a free member no claim has had", pools.StateOf(got), got.Annotations[keys.LastClaim], got.Annotations[keys.LastKey])
+			if pools.StateOf(got) != pools.StateFree || got.Annotations[wellknown.LastClaim] != "" || got.Annotations[wellknown.LastKey] != "" {
+				t.Errorf("state %s, last claim %q, last key %q: want a free member no claim has had", pools.StateOf(got), got.Annotations[wellknown.LastClaim], got.Annotations[wellknown.LastKey])
 			}
 		})
 	}

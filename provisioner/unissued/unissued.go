@@ -33,8 +33,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/reclaimable/reclaimable/internal/controller"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // Config is what the keeper reads and writes through.
@@ -88,7 +88,7 @@ func (k *Keeper) Run(ctx context.Context) { k.loop.Run(ctx) }
 // (releaser.rescopeOf), and naming no claim's namespace would hand its
 // data to any.
 func Loose(pv *corev1.PersistentVolume, provisioner string) bool {
-	return pools.MayBeMember(pv, provisioner) && pv.Spec.ClaimRef == nil && pv.Annotations[keys.LastClaim] == "" &&
+	return pools.MayBeMember(pv, provisioner) && pv.Spec.ClaimRef == nil && pv.Annotations[wellknown.LastClaim] == "" &&
 		pv.DeletionTimestamp == nil && pv.Status.Phase != corev1.VolumeFailed &&
 		!pools.Scrubbing(pv) && !pools.Evicting(pv) && !pools.StoragePending(pv)
 }

@@ -13,15 +13,15 @@ import (
 
 	"github.com/reclaimable/reclaimable/apis/reclaimable/v1alpha1"
 	"github.com/reclaimable/reclaimable/internal/controllertest"
-	"github.com/reclaimable/reclaimable/internal/keys"
 	"github.com/reclaimable/reclaimable/internal/pools"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 const provisioner = "vendor/reclaimable"
 
 func member(name string, mods ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{keys.Pool: "static"}, Annotations: map[string]string{}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{wellknown.Pool: "static"}, Annotations: map[string]string{}},
 		Spec: corev1.PersistentVolumeSpec{
 			StorageClassName:              "static",
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
@@ -48,21 +48,21 @@ func TestLoose(t *testing.T) {
 		{"a static member no claim has had", member("a"), true},
 		{"a member this provisioner made", member("a", func(pv *corev1.PersistentVolume) {
 			pv.Labels = nil
-			pv.Annotations[keys.ProvisionedBy] = provisioner
+			pv.Annotations[wellknown.ProvisionedBy] = provisioner
 		}), true},
 		{"a volume of no pool", member("a", func(pv *corev1.PersistentVolume) { pv.Labels = nil }), false},
 		{"a volume of reclaim policy Delete", member("a", func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 		}), false},
-		{"a member with a last claim, which the releaser holds for its namespace", member("a", annotated(keys.LastClaim)), false},
+		{"a member with a last claim, which the releaser holds for its namespace", member("a", annotated(wellknown.LastClaim)), false},
 		{"a member that names a claim", member("a", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c"}
 		}), false},
 		{"a member being deleted", member("a", func(pv *corev1.PersistentVolume) { pv.DeletionTimestamp = &now }), false},
 		{"a Failed member", member("a", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeFailed }), false},
-		{"a member marked for scrub", member("a", annotated(keys.Scrub)), false},
-		{"a member being evicted", member("a", annotated(keys.Evicting)), false},
-		{"a member whose storage is being made", member("a", annotated(keys.StoragePending)), false},
+		{"a member marked for scrub", member("a", annotated(wellknown.Scrub)), false},
+		{"a member being evicted", member("a", annotated(wellknown.Evicting)), false},
+		{"a member whose storage is being made", member("a", annotated(wellknown.StoragePending)), false},
 	} {
 		if got := Loose(tt.pv, provisioner); got != tt.want {
 			t.Errorf("%s: Loose = %v, want %v", tt.name, got, tt.want)
@@ -117,11 +117,11 @@ func TestSync(t *testing.T) {
 		wantRef    bool
 	}{
 		{"a loose member of a class held to namespaces by default", nil, "", member("a"), true},
-		{"a loose member of a class that shares members across namespaces", map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, "", member("a"), false},
-		{"a loose member of a class whose pool holds members to namespaces", map[string]string{keys.ReuseScope: keys.ReuseScopeCluster}, keys.ReuseScopeNamespace, member("a"), true},
-		{"a loose member of a class whose pool shares members across namespaces", nil, keys.ReuseScopeCluster, member("a"), false},
+		{"a loose member of a class that shares members across namespaces", map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeCluster}, "", member("a"), false},
+		{"a loose member of a class whose pool holds members to namespaces", map[string]string{wellknown.ReuseScope: wellknown.ReuseScopeCluster}, wellknown.ReuseScopeNamespace, member("a"), true},
+		{"a loose member of a class whose pool shares members across namespaces", nil, wellknown.ReuseScopeCluster, member("a"), false},
 		{"a volume of another provisioner's class", nil, "", member("a", func(pv *corev1.PersistentVolume) { pv.Spec.StorageClassName = "other" }), false},
-		{"a member marked for scrub", nil, "", member("a", annotated(keys.Scrub)), false},
+		{"a member marked for scrub", nil, "", member("a", annotated(wellknown.Scrub)), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			k, client := keeper(t, tt.parameters, tt.poolScope, tt.pv)

@@ -34,7 +34,7 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/follow"
 	"github.com/reclaimable/reclaimable/e2e/process"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 func main() {
@@ -431,7 +431,7 @@ func examplePod(name string) (*corev1.Pod, error) {
 	}
 	pod.Name = name
 	for i := range pod.Spec.Volumes {
-		if pvc := pod.Spec.Volumes[i].PersistentVolumeClaim; pvc != nil && pod.Annotations[keys.EnabledKey(pod.Spec.Volumes[i].Name)] != "" {
+		if pvc := pod.Spec.Volumes[i].PersistentVolumeClaim; pvc != nil && pod.Annotations[wellknown.EnabledKey(pod.Spec.Volumes[i].Name)] != "" {
 			pvc.ClaimName = name + "-" + pod.Spec.Volumes[i].Name
 		}
 	}

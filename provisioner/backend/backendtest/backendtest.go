@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
 )
@@ -75,7 +75,7 @@ func Contract(t *testing.T, b backend.Backend, class *storagev1.StorageClass) {
 	if len(errs) > 0 || pool == nil {
 		t.Fatalf("ForClass of its valid class: %v", errs)
 	}
-	foreign := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Annotations: map[string]string{keys.ProvisionedBy: "other/provisioner"}},
+	foreign := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Annotations: map[string]string{wellknown.ProvisionedBy: "other/provisioner"}},
 		Spec: corev1.PersistentVolumeSpec{StorageClassName: class.Name, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain}}
 	if pool.IsMember(foreign) {
 		t.Error("IsMember takes a volume of another provisioner")

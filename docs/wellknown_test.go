@@ -12,18 +12,18 @@ import (
 	"testing"
 )
 
-// docs/configuration.md's table of labels and annotations lists every key
-// internal/keys defines, and no other: the keys are the product's
+// docs/configuration.md's table of labels and annotations lists every name
+// internal/wellknown defines, and no other: they are the product's
 // interface, and users write some of them by hand.
-func TestTheKeysTableIsInternalKeys(t *testing.T) {
-	defined := keyConstants(t, "../internal/keys/keys.go")
+func TestTheNamesTableIsInternalWellknown(t *testing.T) {
+	defined := nameConstants(t, "../internal/wellknown/wellknown.go")
 	b, err := os.ReadFile("configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(b), "| key | kind, on | written by |")
+	_, table, ok := strings.Cut(string(b), "| name | kind, on | written by |")
 	if !ok {
-		t.Fatal("configuration.md has no table of keys")
+		t.Fatal("configuration.md has no table of labels and annotations")
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	quoted := regexp.MustCompile("`([^`]+)`")
@@ -52,12 +52,12 @@ func TestTheKeysTableIsInternalKeys(t *testing.T) {
 	if !slices.Equal(documented, defined) {
 		for _, k := range defined {
 			if !slices.Contains(documented, k) {
-				t.Errorf("internal/keys defines %s; the table does not list it", k)
+				t.Errorf("internal/wellknown defines %s; the table does not list it", k)
 			}
 		}
 		for _, k := range documented {
 			if !slices.Contains(defined, k) {
-				t.Errorf("the table lists %s; internal/keys does not define it", k)
+				t.Errorf("the table lists %s; internal/wellknown does not define it", k)
 			}
 		}
 	}
@@ -65,7 +65,7 @@ func TestTheKeysTableIsInternalKeys(t *testing.T) {
 
 // keyConstants returns the string constants of the Go file at path that are
 // keys: a prefix, a slash and a name.
-func keyConstants(t *testing.T, path string) []string {
+func nameConstants(t *testing.T, path string) []string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {

@@ -1,14 +1,15 @@
-// Package keys holds the labels and annotations that the controllers of one
-// installation use to recognise each other's objects. They are part of the
-// product's interface: users write some of them by hand.
+// Package wellknown holds the well-known names: the labels and annotations
+// that the controllers of one installation use to recognise each other's
+// objects. They are part of the product's interface: users write some of
+// them by hand.
 //
-// The keys this project introduced live under its own domain (Domain):
+// The names this project introduced live under its own domain (Domain):
 // Kubernetes reserves kubernetes.io and k8s.io for its own components. The
-// keys of the system this project replaces (ClaimPrefix, VolumeManagedBy,
+// names of the system this project replaces (ClaimPrefix, VolumeManagedBy,
 // ClassControllerID) are its interface and stay as they are.
-package keys
+package wellknown
 
-// Domain prefixes the keys this project introduced.
+// Domain prefixes the names this project introduced.
 const Domain = "reclaimable.github.io"
 
 // Map returns a map of the key and value pairs kv.
