@@ -16,12 +16,12 @@ import (
 	"github.com/reclaimable/reclaimable/e2e/follow"
 	"github.com/reclaimable/reclaimable/e2e/framework"
 	"github.com/reclaimable/reclaimable/e2e/objects"
-	"github.com/reclaimable/reclaimable/internal/keys"
+	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
 // claimsGate holds a pod for the podwatcher, next to a gate of someone
 // else's that the podwatcher must leave alone.
-var claimsGate = []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: keys.ClaimsGate}}
+var claimsGate = []corev1.PodSchedulingGate{{Name: "example.com/other"}, {Name: wellknown.ClaimsGate}}
 
 // gatedPod creates a pod that mounts claim as volume "cache", held by gates.
 func (e *pwTest) gatedPod(name, claim string, annotations map[string]string, gates []corev1.PodSchedulingGate) *corev1.Pod {
@@ -76,7 +76,7 @@ func (e *pwTest) waitUngated(f *follow.Follower[*corev1.Pod], created *corev1.Po
 
 func hasClaimsGate(pod *corev1.Pod) bool {
 	for _, g := range pod.Spec.SchedulingGates {
-		if g.Name == keys.ClaimsGate {
+		if g.Name == wellknown.ClaimsGate {
 			return true
 		}
 	}
@@ -118,7 +118,13 @@ func TestGateReleasedOnceTheClaimExists(t *testing.T) {
 	if got := withoutWriteMarks(after); !reflect.DeepEqual(got, want) {
 		t.Errorf("the write that removed the claims gate changed more than the gate:\nbefore %+v\nafter  %+v", before, after)
 	}
-	if got := p.Metric("reclaimable_podwatcher_scheduling_gates_removed_total", nil); got != 1 {
+	// The counter moves once the patch's response is back in the
+	// podwatcher, which may come after the watch has shown the pod ungated.
+	const removed = "reclaimable_podwatcher_scheduling_gates_removed_total"
+	framework.Eventually(t, pwTimeout, func(context.Context) (bool, error) {
+		return p.Metric(removed, nil) >= 1, nil
+	}, "the gate's removal to be counted")
+	if got := p.Metric(removed, nil); got != 1 {
 		t.Errorf("scheduling_gates_removed_total = %v, want 1", got)
 	}
 
@@ -138,11 +144,11 @@ func TestGateKeptForABadAnnotation(t *testing.T) {
 	e := newPWTest(t)
 	p := e.startEventDriven()
 
-	pod := e.gatedPod("bad", "bad-cache", pwAnnotations("cache", "maybe", e.template()), []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}})
+	pod := e.gatedPod("bad", "bad-cache", pwAnnotations("cache", "maybe", e.template()), []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}})
 	e.waitEvent(pod.Name, "InvalidEnabledAnnotation")
 	// A well-formed gated pod queued after it is released: the podwatcher
 	// has been through the bad one by then.
-	good := e.gatedPod("good", "good-cache", pwAnnotations("cache", "true", e.template()), []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}})
+	good := e.gatedPod("good", "good-cache", pwAnnotations("cache", "true", e.template()), []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}})
 	e.waitUngated(e.followPod(good.Name, good.ResourceVersion), good)
 
 	got, err := e.client.CoreV1().Pods(e.ns).Get(e.ctx, pod.Name, metav1.GetOptions{})
@@ -166,7 +172,7 @@ func TestGateReleasesAJobsPods(t *testing.T) {
 	e.startEventDriven()
 
 	spec := pwPodSpec(objects.ClaimVolume("cache", "build-cache"))
-	spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}}
+	spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}}
 	job := e.job("build", pwAnnotations("cache", "true", e.template()), corev1.PodTemplateSpec{Spec: spec})
 	e.waitClaim("build-cache")
 	framework.Eventually(t, pwTimeout, func(ctx context.Context) (bool, error) {
@@ -195,7 +201,7 @@ func TestGateReleasedAfterARestart(t *testing.T) {
 	var names []string
 	for i := range 3 {
 		name := fmt.Sprintf("held-%d", i)
-		e.gatedPod(name, name+"-cache", annotations, []corev1.PodSchedulingGate{{Name: keys.ClaimsGate}})
+		e.gatedPod(name, name+"-cache", annotations, []corev1.PodSchedulingGate{{Name: wellknown.ClaimsGate}})
 		names = append(names, name)
 	}
 	started := time.Now()
