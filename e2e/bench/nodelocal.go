@@ -19,6 +19,7 @@ import (
 	"github.com/reclaimable/reclaimable/client/clientset/versioned"
 	"github.com/reclaimable/reclaimable/e2e/cluster"
 	"github.com/reclaimable/reclaimable/e2e/objects"
+	poolrules "github.com/reclaimable/reclaimable/internal/pools"
 	"github.com/reclaimable/reclaimable/internal/wellknown"
 )
 
@@ -173,7 +174,10 @@ func (b *bench) nodeScrubCycle(ctx context.Context, seq int) (time.Duration, err
 		}
 		_, scrubbing := pv.Annotations[wellknown.Scrub]
 		freed = time.Now()
-		return !scrubbing && pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
+		// Free again: no claim's, though under reuseScope namespace its
+		// claimRef names a claim that never exists, for its namespace.
+		free := pv.Spec.ClaimRef == nil || poolrules.Unissued(pv)
+		return !scrubbing && free && pv.Status.Phase == corev1.VolumeAvailable, nil
 	}); err != nil {
 		return 0, fmt.Errorf("waiting for volume %s to be scrubbed: %w", t.claim.volume, err)
 	}
