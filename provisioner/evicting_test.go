@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimable/reclaimable/internal/wellknown"
 	"github.com/reclaimable/reclaimable/provisioner/backend"
 	"github.com/reclaimable/reclaimable/provisioner/lifecycle"
+	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
 // directoryMember is a free member of the directory backend whose
@@ -169,16 +170,7 @@ func TestMeasuresAsTheBackendSays(t *testing.T) {
 // driver (provisioner/classpool), not fenced and deleted as other members
 // are: the driver deletes only what is not being deleted.
 func TestEvictHandsAClassMemberBackToItsDriver(t *testing.T) {
-	member := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			wellknown.ProvisionedBy: testProvisioner, wellknown.Backend: "class", wellknown.BackingProvisioner: testDriver, wellknown.BackingClass: testBackingClass}},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              "pool",
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "vol-1"}},
-		},
-		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
-	}
+	member := provisionertest.ClassMember(testProvisioner, testDriver, testBackingClass)
 	f := newClassFixture(t, nil, []*corev1.PersistentVolume{member})
 	if evicted, err := f.p.Evict(context.Background(), member, wellknown.EvictForClaim); err != nil || !evicted {
 		t.Fatalf("Evict = %v, %v", evicted, err)

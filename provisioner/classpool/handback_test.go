@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/reclaimable/reclaimable/internal/wellknown"
+	"github.com/reclaimable/reclaimable/provisioner/provisionertest"
 )
 
 // A free member of a class pool is evicted by handing it back to its
@@ -17,16 +17,7 @@ import (
 // reclaim policy Delete, provisioned-by the driver again, which deletes
 // it. A member that changed since the decision is left alone.
 func TestEvictingAClassMemberHandsItBackToItsDriver(t *testing.T) {
-	member := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
-			wellknown.ProvisionedBy: testProvisioner, wellknown.Backend: "class", wellknown.BackingProvisioner: testDriver, wellknown.BackingClass: testBackingClass}},
-		Spec: corev1.PersistentVolumeSpec{
-			StorageClassName:              "pool",
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: testDriver, VolumeHandle: "vol-1"}},
-		},
-		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
-	}
+	member := provisionertest.ClassMember(testProvisioner, testDriver, testBackingClass)
 	f := newFixture(t, clock.RealClock{}, []*corev1.PersistentVolume{member})
 
 	stale := member.DeepCopy()

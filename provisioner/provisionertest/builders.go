@@ -148,3 +148,18 @@ func WantIssued(t testing.TB, err error, pv string) {
 		t.Fatalf("Provision = %v, want the library told that %s was issued", err, pv)
 	}
 }
+
+// ClassMember is an Available member of the class pool "pool" of
+// provisioner, a CSI volume its backing class (driver's) made.
+func ClassMember(provisioner, driver, backingClass string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvc-member", ResourceVersion: "7", Annotations: map[string]string{
+			wellknown.ProvisionedBy: provisioner, wellknown.Backend: "class", wellknown.BackingProvisioner: driver, wellknown.BackingClass: backingClass}},
+		Spec: corev1.PersistentVolumeSpec{
+			StorageClassName:              "pool",
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: "vol-1"}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable},
+	}
+}
